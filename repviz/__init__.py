@@ -1,0 +1,23 @@
+"""repviz: look inside neural networks.
+
+Capture layer activations during Keras training (``ActivationLogger``), read them back without TensorFlow
+(``open_logdir``), embed them (``repviz.manifold``) and compare representations (``repviz.meta``).
+"""
+
+from __future__ import annotations
+
+from .store import LogDir, NotFoundError, Run, open_logdir
+
+__version__ = "0.1.0"
+
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "open_logdir", "__version__"]
+
+
+def __getattr__(name: str):
+    # Keras/TensorFlow are imported only when the callback is asked for: reading, embedding and the
+    # TensorBoard plugin never pay for them.
+    if name == "ActivationLogger":
+        from .capture import ActivationLogger
+
+        return ActivationLogger
+    raise AttributeError(f"module 'repviz' has no attribute {name!r}")

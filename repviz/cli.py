@@ -1,0 +1,81 @@
+"""The ``repviz`` command: ``info`` (what a log directory holds), and the jobs built on it.
+
+Each subcommand is one ``_add_<name>`` function that declares its arguments and one ``_run_<name>`` that calls
+the library; heavy modules are imported inside the ``_run_`` functions so ``repviz --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .store import NotFoundError, open_logdir
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _add_info(sub) -> None:
+    p = sub.add_parser("info", help="list runs, layers, shapes, snapshots and sizes on disk")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.set_defaults(func=_run_info)
+
+
+def _run_info(args) -> int:
+    logdir = open_logdir(args.logdir)
+    for name, run in logdir.runs.items():
+        m = run.manifest
+        probe = m.get("probe", {})
+        steps = run.steps()
+        print(f"run {name!r}: model {m.get('model', {}).get('name', '?')}, probe n={probe.get('n', '?')}, "
+              f"{len(steps)} snapshot(s) ({m.get('step_unit', 'step')}s {_ranges(steps)}), "
+              f"{_human_bytes(run.disk_bytes())} on disk")
+        for layer in run.layers:
+            info = run.layer_info(layer)
+            red = info.get("reduction", {}).get("kind", "none")
+            red_txt = "" if red == "none" else f" ({red} from {info.get('output_shape')})"
+            nonfinite = sum(run.record(layer, s).get("nonfinite", 0) for s in run.steps(layer))
+            warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""
+            print(f"  {layer:<32} {str(tuple(info.get('stored_shape', ()))):<14}{red_txt} "
+                  f"{len(run.steps(layer))} snapshot(s){warn}")
+        for key in run.embedding_keys():
+            print(f"  embeddings: {key}")
+    for name in logdir.artifact_names():
+        print(f"cross-run result {name!r}: {', '.join(logdir.artifacts(name).names())}")
+    return 0
+
+
+def _ranges(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    if len(steps) <= 6:
+        return ", ".join(map(str, steps))
+    return f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_info(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (NotFoundError, ValueError) as e:  # a user error: one clear line, no traceback
+        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"repviz {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+"""The on-disk format of a repviz log directory: writers, readers and records.
+
+This is the only module that knows paths and file names. It imports neither Keras nor TensorFlow (reading a log
+directory must stay light) and computes nothing beyond checksums.
+
+Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and our plugin find it)::
+
+    <logdir>/<run>/plugins/repviz/
+        manifest.json                       format version, model, layers, probe, schedule (atomic rewrite)
+        records.jsonl                       one JSON line appended per stored array; a torn last line is ignored
+        probe/ids.npy labels.npy thumbnails.npy
+        activations/<layer-key>/<step>.npy  one array (n_probe, width) per layer and snapshot
+        predictions/<step>.npy              model outputs on the probe set per snapshot
+        embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
+
+Results that span runs (meta-SNE) live in ``<logdir>/plugins/repviz-meta/<name>/`` (:meth:`LogDir.artifacts`).
+
+Every file is written to a temporary name and renamed into place, and a record is appended only after its
+file exists, so a run killed at any moment (even by SIGKILL) opens with every snapshot completed before the kill.
+Arrays are ``.npy`` read with ``allow_pickle=False`` and memory-mapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+FORMAT_VERSION = 1
+PLUGIN_NAME = "repviz"
+_RUN_SUBDIR = ("plugins", PLUGIN_NAME)
+_META_SUBDIR = ("plugins", "repviz-meta")
+_MANIFEST = "manifest.json"
+_RECORDS = "records.jsonl"
+
+
+class NotFoundError(LookupError):
+    """A run, layer, step, method or artifact that the log directory does not hold."""
+
+
+class IncompatibleRunError(ValueError):
+    """Writing into a run directory that already holds a run of another model or probe set."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Atomic file primitives
+# --------------------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds, else delete it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
+    """Write ``array`` as ``.npy`` atomically (never as a pickle)."""
+    array = np.asarray(array)
+    if array.dtype.hasobject:
+        raise TypeError(f"refusing to store an object array at {path}: only numeric arrays are stored")
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.lib.format.write_array(f, array, allow_pickle=False)
+
+
+def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
+    """Read an ``.npy`` file, memory-mapped read-only by default; pickles are refused."""
+    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+
+def save_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=_json_default))
+
+
+def load_json(path: str | os.PathLike) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def checksum(array: np.ndarray) -> str:
+    """CRC32 of the array's bytes (cheap: about 1 GB/s), as 8 hex digits."""
+    return f"{zlib.crc32(np.ascontiguousarray(array).data) & 0xFFFFFFFF:08x}"
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+    """Parse a JSON-lines record log, skipping a torn (half-written) last line."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    records = []
+    lines = raw.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i >= len(lines) - 2:  # the last non-empty line may be torn by a kill mid-append
+                break
+            raise ValueError(f"{path}: line {i + 1} is not valid JSON and is not the last line") from None
+    return records
+
+
+def append_record(path: str | os.PathLike, record: dict) -> None:
+    """Append one JSON line with a single ``write`` on an ``O_APPEND`` descriptor."""
+    data = (json.dumps(record, sort_keys=True, default=_json_default) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def path_key(name: str) -> str:
+    """A file-system-safe, reversible-enough key for a layer or method name (``/`` in nested names, etc.)."""
+    key = _UNSAFE.sub("_", name).strip(".") or "_"
+    if key != name:  # keep distinct names distinct after sanitising
+        key = f"{key}-{zlib.crc32(name.encode()) & 0xFFFFFFFF:08x}"
+    return key
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Writing a run
+# --------------------------------------------------------------------------------------------------------------
+
+class RunWriter:
+    """Writes one run: manifest, probe, activations, predictions (the capture callback's side of the store).
+
+    Parameters
+    ----------
+    run_dir : path
+        The run's directory (what the user passed as ``log_dir``); data goes under ``plugins/repviz/`` in it.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.run_dir = Path(run_dir)
+        self.root = self.run_dir.joinpath(*_RUN_SUBDIR)
+
+    def check_writable(self) -> None:
+        """Raise a clear ``PermissionError``/``NotADirectoryError`` now rather than after the first epoch."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.root, prefix=".probe-write-"):
+                pass
+        except OSError as e:
+            raise type(e)(f"cannot write repviz logs under {str(self.run_dir)!r}: {e.strerror or e}") from e
+
+    def begin(self, manifest: dict) -> None:
+        """Create or reopen the run. ``manifest`` must hold ``fingerprint`` (model and probe identity).
+
+        Reopening a run with the same fingerprint continues it (training resumed); a different fingerprint is
+        refused, because snapshots of another model or probe set cannot be compared with the ones stored.
+        """
+        self.check_writable()
+        path = self.root / _MANIFEST
+        if path.exists():
+            old = load_json(path)
+            if old.get("fingerprint") != manifest.get("fingerprint"):
+                what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
+                        != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
+                raise IncompatibleRunError(
+                    f"{str(self.run_dir)!r} already holds a repviz run of a different {' and '.join(what)}; "
+                    f"snapshots of the two could not be compared. Log to a new directory "
+                    f"(e.g. log_dir={str(self.run_dir) + '_2'!r}) or delete the old one.")
+            manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
+        manifest = {"format_version": FORMAT_VERSION, "created": time.time(), **manifest}
+        save_json(path, manifest)
+        self.manifest = manifest
+
+    def update_manifest(self, **fields: Any) -> None:
+        """Merge ``fields`` into the manifest and rewrite it atomically."""
+        self.manifest = {**self.manifest, **fields}
+        save_json(self.root / _MANIFEST, self.manifest)
+
+    def write_probe(self, ids: np.ndarray, labels: np.ndarray | None = None,
+                    thumbnails: np.ndarray | None = None) -> None:
+        """Store the probe set once: stable ids (int64), optional labels, optional uint8 thumbnails."""
+        probe = self.root / "probe"
+        save_array(probe / "ids.npy", np.asarray(ids, dtype=np.int64))
+        if labels is not None:
+            save_array(probe / "labels.npy", np.asarray(labels))
+        if thumbnails is not None:
+            thumbnails = np.asarray(thumbnails)
+            if thumbnails.dtype != np.uint8:
+                raise TypeError(f"thumbnails must be uint8, got {thumbnails.dtype}")
+            save_array(probe / "thumbnails.npy", thumbnails)
+
+    def write_activation(self, layer: str, step: int, array: np.ndarray, **info: Any) -> dict:
+        """Store one layer's activations at one snapshot; returns the record appended.
+
+        ``info`` (e.g. ``epoch``, ``batch``) is stored in the record. Non-finite values are stored as they are
+        and counted in the record's ``nonfinite`` field.
+        """
+        rel = f"activations/{path_key(layer)}/{int(step)}.npy"
+        return self._write("activation", rel, array, layer=layer, step=int(step), **info)
+
+    def write_prediction(self, step: int, array: np.ndarray, **info: Any) -> dict:
+        """Store the model's outputs on the probe set at one snapshot."""
+        return self._write("prediction", f"predictions/{int(step)}.npy", array, step=int(step), **info)
+
+    def _write(self, kind: str, rel: str, array: np.ndarray, **fields: Any) -> dict:
+        array = np.asarray(array)
+        save_array(self.root / rel, array)
+        nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
+        record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
+                  "crc32": checksum(array), "nonfinite": nonfinite, "time": time.time(), **fields}
+        append_record(self.root / _RECORDS, record)
+        return record
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Probe:
+    """The fixed inputs recorded at every snapshot: stable ids, labels (or None), uint8 thumbnails (or None)."""
+
+    ids: np.ndarray
+    labels: np.ndarray | None
+    thumbnails: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _choices(items) -> str:
+    items = [repr(i) for i in items]
+    if not items:
+        return "none"
+    return ", ".join(items[:20]) + (f", ... ({len(items)} in all)" if len(items) > 20 else "")
+
+
+class Run:
+    """One run of a log directory, read lazily. Arrays come back memory-mapped and read-only.
+
+    Use :func:`open_logdir` to get runs by name.
+    """
+
+    def __init__(self, root: str | os.PathLike, name: str):
+        self.root = Path(root)
+        self.name = name
+        self.manifest: dict = load_json(self.root / _MANIFEST)
+        self._records: list[dict] | None = None
+        self._records_size = -1
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r}, layers={len(self.layers)}, snapshots={len(self.steps())})"
+
+    @property
+    def run_dir(self) -> Path:
+        """The directory the user logged to (the one TensorBoard lists as the run)."""
+        return self.root.parent.parent
+
+    # records --------------------------------------------------------------------------------------------------
+    def records(self) -> list[dict]:
+        """All valid records, re-read when the record log has grown (new snapshots during training)."""
+        path = self.root / _RECORDS
+        size = path.stat().st_size if path.exists() else 0
+        if size != self._records_size:
+            self._records = [r for r in read_records(path) if (self.root / r["file"]).exists()]
+            self._records_size = size
+        return self._records
+
+    def _latest(self, kind: str) -> dict[tuple, dict]:
+        out: dict[tuple, dict] = {}
+        for r in self.records():
+            if r["kind"] == kind:
+                out[(r.get("layer"), r["step"])] = r  # a later record for the same key wins (resumed training)
+        return out
+
+    # layers and steps -----------------------------------------------------------------------------------------
+    @property
+    def layers(self) -> list[str]:
+        """Captured layer names, in model order."""
+        return list(self.manifest.get("layers", {}))
+
+    def layer_info(self, layer: str) -> dict:
+        """The manifest entry of ``layer``: shapes, reduction applied, layer class."""
+        self._check_layer(layer)
+        return self.manifest["layers"][layer]
+
+    def _check_layer(self, layer: str) -> None:
+        if layer not in self.manifest.get("layers", {}):
+            raise NotFoundError(f"layer {layer!r} is not in run {self.name!r}; it has: {_choices(self.layers)}")
+
+    def steps(self, layer: str | None = None) -> list[int]:
+        """Sorted snapshot steps stored for ``layer`` (or for any layer). See ``manifest['step_unit']``."""
+        if layer is not None:
+            self._check_layer(layer)
+        return sorted({s for (lay, s) in self._latest("activation") if layer is None or lay == layer})
+
+    def record(self, layer: str, step: int) -> dict:
+        """The record of one stored activation (dtype, shape, checksum, non-finite count, epoch, batch)."""
+        self._check_layer(layer)
+        rec = self._latest("activation").get((layer, int(step)))
+        if rec is None:
+            raise NotFoundError(f"step {step} of layer {layer!r} is not in run {self.name!r}; "
+                                f"it has steps: {_choices(self.steps(layer))}")
+        return rec
+
+    def activations(self, layer: str, step: int, mmap: bool = True) -> np.ndarray:
+        """Activations of ``layer`` at ``step``: (n_probe, width), memory-mapped read-only."""
+        return load_array(self.root / self.record(layer, step)["file"], mmap=mmap)
+
+    def prediction_steps(self) -> list[int]:
+        return sorted(s for (_, s) in self._latest("prediction"))
+
+    def predictions(self, step: int) -> np.ndarray:
+        """Model outputs on the probe set at ``step``."""
+        rec = self._latest("prediction").get((None, int(step)))
+        if rec is None:
+            raise NotFoundError(f"run {self.name!r} has no predictions at step {step}; "
+                                f"it has: {_choices(self.prediction_steps())}")
+        return load_array(self.root / rec["file"])
+
+    # probe ----------------------------------------------------------------------------------------------------
+    @property
+    def probe(self) -> Probe:
+        d = self.root / "probe"
+        opt = {k: load_array(d / f"{k}.npy") if (d / f"{k}.npy").exists() else None
+               for k in ("labels", "thumbnails")}
+        return Probe(ids=load_array(d / "ids.npy"), **opt)
+
+    # embeddings -----------------------------------------------------------------------------------------------
+    def _embedding_path(self, method_key: str, layer: str, step: int) -> Path:
+        return self.root / "embeddings" / path_key(method_key) / path_key(layer) / f"{int(step)}.npy"
+
+    def embedding_keys(self) -> list[str]:
+        """Method keys (``<method>-<params hash>``) that have at least one stored embedding."""
+        d = self.root / "embeddings"
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+    def has_embedding(self, method_key: str, layer: str, step: int) -> bool:
+        return self._embedding_path(method_key, layer, step).exists()
+
+    def write_embedding(self, method_key: str, layer: str, step: int, embedding: np.ndarray,
+                        info: dict) -> None:
+        """Store an embedding and its sidecar (parameters, quality scores, source checksum), both atomically.
+
+        The sidecar is written first: an embedding file that exists always has its scores.
+        """
+        path = self._embedding_path(method_key, layer, step)
+        save_json(path.with_suffix(".json"), info)
+        save_array(path, np.asarray(embedding, dtype=np.float32))
+
+    def embedding_info(self, method_key: str, layer: str, step: int) -> dict:
+        """The sidecar of a stored embedding: parameters and quality scores."""
+        path = self._embedding_path(method_key, layer, step)
+        if not path.exists():
+            raise NotFoundError(self._missing_embedding(method_key, layer, step))
+        return load_json(path.with_suffix(".json"))
+
+    def read_embedding(self, method_key: str, layer: str, step: int) -> np.ndarray:
+        """A stored embedding (n_probe, n_components) float32, memory-mapped."""
+        path = self._embedding_path(method_key, layer, step)
+        if not path.exists():
+            raise NotFoundError(self._missing_embedding(method_key, layer, step))
+        return load_array(path)
+
+    def embedding_steps(self, method_key: str, layer: str) -> list[int]:
+        d = self.root / "embeddings" / path_key(method_key) / path_key(layer)
+        return sorted(int(p.stem) for p in d.glob("*.npy")) if d.exists() else []
+
+    def _missing_embedding(self, method_key: str, layer: str, step: int) -> str:
+        keys = self.embedding_keys()
+        if path_key(method_key) not in keys:
+            return (f"run {self.name!r} has no embeddings for method {method_key!r}; it has: {_choices(keys)} "
+                    f"(compute them with `repviz embed`)")
+        return (f"run {self.name!r} has no {method_key!r} embedding of layer {layer!r} at step {step}; it has "
+                f"steps: {_choices(self.embedding_steps(method_key, layer))}")
+
+    # sizes ----------------------------------------------------------------------------------------------------
+    def disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+
+
+class Artifacts:
+    """A directory of named results that span runs (meta-SNE), with atomic writes."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path(self, name: str) -> Path:
+        """The path of artifact ``name``; ``name`` is a plain file name (no directories)."""
+        if name != Path(name).name or name.startswith("."):
+            raise ValueError(f"artifact names are plain file names, got {name!r}")
+        return self.root / name
+
+    def exists(self, name: str) -> bool:
+        return self.path(name).exists()
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".")) if self.root.exists() else []
+
+    def save_array(self, name: str, array: np.ndarray) -> None:
+        save_array(self.path(name), array)
+
+    def load_array(self, name: str, mmap: bool = True) -> np.ndarray:
+        if not self.exists(name):
+            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
+        return load_array(self.path(name), mmap=mmap)
+
+    def save_json(self, name: str, obj: Any) -> None:
+        save_json(self.path(name), obj)
+
+    def load_json(self, name: str) -> Any:
+        if not self.exists(name):
+            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
+        return load_json(self.path(name))
+
+    @contextlib.contextmanager
+    def writing(self, name: str) -> Iterator[Path]:
+        """Yield a temporary path to fill (e.g. with ``np.lib.format.open_memmap``); renamed onto ``name`` on
+        success, deleted on failure."""
+        with atomic_path(self.path(name)) as tmp:
+            yield tmp
+
+
+class LogDir:
+    """A log directory holding one or more repviz runs (found at any depth, as TensorBoard finds runs)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise NotFoundError(f"log directory {str(self.path)!r} does not exist")
+        self.runs: dict[str, Run] = {}
+        for manifest in sorted(self.path.rglob("/".join(_RUN_SUBDIR) + "/" + _MANIFEST)):
+            root = manifest.parent
+            run_dir = root.parent.parent
+            name = run_dir.relative_to(self.path).as_posix()
+            self.runs[name] = Run(root, name)
+
+    def __repr__(self) -> str:
+        return f"LogDir({str(self.path)!r}, runs={list(self.runs)})"
+
+    def run(self, name: str) -> Run:
+        """The run called ``name`` (its path relative to the log directory)."""
+        if name not in self.runs:
+            raise NotFoundError(f"run {name!r} is not in {str(self.path)!r}; it has: {_choices(self.runs)}")
+        return self.runs[name]
+
+    def artifacts(self, name: str) -> Artifacts:
+        """The results directory ``name`` for cross-run results (e.g. one meta-SNE configuration)."""
+        if not name or name != Path(name).name or name.startswith("."):
+            raise ValueError(f"artifact directory names are plain names, got {name!r}")
+        return Artifacts(self.path.joinpath(*_META_SUBDIR, name))
+
+    def artifact_names(self) -> list[str]:
+        d = self.path.joinpath(*_META_SUBDIR)
+        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+
+def open_logdir(path: str | os.PathLike) -> LogDir:
+    """Open a log directory for reading; needs no TensorFlow.
+
+    >>> logdir = open_logdir("logs")                                   # doctest: +SKIP
+    >>> run = logdir.runs["relu_mlp"]; run.activations(run.layers[0], 0).shape   # doctest: +SKIP
+    (2000, 128)
+    """
+    logdir = LogDir(path)
+    if not logdir.runs and not logdir.artifact_names():
+        raise NotFoundError(f"{str(path)!r} holds no repviz runs (no */plugins/repviz/manifest.json); "
+                            f"record some with repviz.ActivationLogger")
+    return logdir
