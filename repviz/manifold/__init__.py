@@ -1,5 +1,6 @@
 """Dimensionality-reduction methods with scikit-learn's estimator conventions."""
 
 from .mds import classical_mds
+from .pca import PCA, ProbabilisticPCA
 
-__all__ = ["classical_mds"]
+__all__ = ["classical_mds", "PCA", "ProbabilisticPCA"]
