@@ -10,7 +10,7 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 
 __version__ = "0.1.0"
 
-__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "open_logdir", "__version__"]
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "embed_logdir", "open_logdir", "__version__"]
 
 
 def __getattr__(name: str):
@@ -20,4 +20,8 @@ def __getattr__(name: str):
         from .capture import ActivationLogger
 
         return ActivationLogger
+    if name == "embed_logdir":  # lazily too: the pipeline pulls in the numerics (numba)
+        from .pipeline import embed_logdir
+
+        return embed_logdir
     raise AttributeError(f"module 'repviz' has no attribute {name!r}")

@@ -58,10 +58,75 @@ def _ranges(steps: list[int]) -> str:
     return f"{steps[0]}, {steps[1]}, ..., {steps[-1]}"
 
 
+def _add_embed(sub) -> None:
+    p = sub.add_parser("embed", help="embed every layer at every snapshot (aligned, cached, resumable)",
+                       description="Embed every selected layer of every run at every snapshot. Results are cached "
+                                   "in the log directory: running the same command again computes nothing, and an "
+                                   "interrupted run resumes. Exit status 1 if some representation could not be "
+                                   "embedded (reported, the rest computed).")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("--method", default="tsne", help="comma-separated methods, e.g. tsne,pca,isomap (default: tsne)")
+    p.add_argument("--runs", help="comma-separated runs (default: all)")
+    p.add_argument("--layers", help="comma-separated layers (default: all)")
+    p.add_argument("--steps", help="comma-separated snapshot steps (default: all)")
+    p.add_argument("--align", default="snapshots", choices=["snapshots", "layers", "none"],
+                   help="continue each embedding from the previous snapshot (default), the previous layer, or none")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes (-1: one per core; default 1)")
+    p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
+                   help="an estimator parameter, e.g. tsne.perplexity=50 (repeatable)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    p.set_defaults(func=_run_embed)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _parse_value(text: str):
+    low = text.lower()
+    if low in ("true", "false", "none"):
+        return {"true": True, "false": False, "none": None}[low]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _parse_params(items: list[str]) -> dict[str, dict]:
+    params: dict[str, dict] = {}
+    for item in items:
+        target, eq, value = item.partition("=")
+        method, dot, name = target.partition(".")
+        if not (eq and dot and method and name):
+            raise ValueError(f"--param must look like METHOD.NAME=VALUE (e.g. tsne.perplexity=50); got {item!r}")
+        params.setdefault(method.strip(), {})[name.strip()] = _parse_value(value.strip())
+    return params
+
+
+def _run_embed(args) -> int:
+    from .pipeline import embed_logdir
+
+    steps = _split(args.steps)
+    try:
+        steps = None if steps is None else [int(s) for s in steps]
+    except ValueError:
+        raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
+    result = embed_logdir(args.logdir, methods=_split(args.method), params=_parse_params(args.param),
+                          runs=_split(args.runs), layers=_split(args.layers), steps=steps, align=args.align,
+                          jobs=args.jobs, progress=False if args.no_progress else None)
+    for line in result.failure_lines():
+        print(f"repviz embed: skipped {line}", file=sys.stderr)
+    print(result.table())
+    return 1 if result.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_info(sub)
+    _add_embed(sub)
     return parser
 
 

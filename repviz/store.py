@@ -462,6 +462,55 @@ class Run:
         d = self.root / "embeddings" / path_key(method_key) / path_key(layer)
         return sorted(int(p.stem) for p in d.glob("*.npy")) if d.exists() else []
 
+    def write_embedding_method(self, method_key: str, info: dict) -> None:
+        """Describe a method key (``method``, full ``params``, ``align``, ``default``) so readers find it by name."""
+        save_json(self.root / "embeddings" / path_key(method_key) / "method.json", info)
+
+    def embedding_method(self, method_key: str) -> dict:
+        """The description written by :meth:`write_embedding_method` ({} if none)."""
+        path = self.root / "embeddings" / path_key(method_key) / "method.json"
+        return load_json(path) if path.exists() else {}
+
+    def embedding_key(self, method: str = "tsne", params: dict | None = None) -> str:
+        """The stored method key for a method name and (some of) its parameters.
+
+        ``method`` may also be a full key. A key matches when its method is ``method`` and every entry of
+        ``params`` (``"align"`` included) equals the stored one; of several matches, the one computed with the
+        pipeline's defaults is preferred, otherwise the match must be unique.
+        """
+        keys = self.embedding_keys()
+        if method in keys:
+            return method
+        matches = []
+        for key in keys:
+            info = self.embedding_method(key)
+            stored = {**info.get("params", {}), "align": info.get("align")}
+            if info.get("method") == method and all(stored.get(k, object()) == v for k, v in (params or {}).items()):
+                matches.append((key, info))
+        if not matches:
+            raise NotFoundError(f"run {self.name!r} has no {method!r} embeddings"
+                                f"{' with ' + repr(params) if params else ''}; it has: {_choices(keys)} "
+                                f"(compute them with `repviz embed`)")
+        if len(matches) > 1:
+            defaults = [key for key, info in matches if info.get("default")]
+            if params is None and len(defaults) == 1:
+                return defaults[0]
+            raise NotFoundError(f"run {self.name!r} has {len(matches)} {method!r} embeddings matching "
+                                f"{params or {}!r}: {_choices(k for k, _ in matches)}; pass the key, or params= "
+                                f"that tell them apart")
+        return matches[0][0]
+
+    def embedding(self, layer: str, step: int, method: str = "tsne", params: dict | None = None) -> np.ndarray:
+        """The embedding of ``layer`` at ``step`` by ``method`` (name or key), (n_probe, 2) float32.
+
+        >>> run.embedding("dense_1", 5, method="tsne", params={"perplexity": 50})   # doctest: +SKIP
+        """
+        return self.read_embedding(self.embedding_key(method, params), layer, step)
+
+    def embedding_scores(self, layer: str, step: int, method: str = "tsne", params: dict | None = None) -> dict:
+        """Quality scores stored with an embedding (trustworthiness, continuity, kNN kept, k-NN accuracy)."""
+        return self.embedding_info(self.embedding_key(method, params), layer, step).get("scores", {})
+
     def _missing_embedding(self, method_key: str, layer: str, step: int) -> str:
         keys = self.embedding_keys()
         if path_key(method_key) not in keys:
