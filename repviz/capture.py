@@ -1,0 +1,533 @@
+"""``ActivationLogger``: a Keras callback that records what chosen layers do on a fixed probe set during training.
+
+How it captures: for each snapshot the model runs on the probe set in inference mode (``training=False``, so
+Dropout is off and BatchNorm statistics are untouched), in batches, while the chosen layers' ``call`` is
+temporarily wrapped to keep its outputs. Unlike a side model over ``layer.output``, this reaches layers of
+subclassed models and of nested models, sees every call of a layer that is called twice, and every output of a
+multi-output layer. Each output is flattened per sample, reduced on the backend side when wide (global pooling on
+request, then a seeded Gaussian random projection fixed for the run) and streamed to disk through
+:mod:`repviz.store`, so memory does not grow with the number of snapshots.
+
+This is the only Keras-aware module of repviz.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+import warnings
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import keras
+import numpy as np
+
+from . import store
+from .datasets import thumbnails
+
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _default_types() -> tuple[type, ...]:
+    L = keras.layers
+    return (
+        L.Dense, L.EinsumDense, L.Embedding,
+        L.Conv1D, L.Conv2D, L.Conv3D, L.Conv1DTranspose, L.Conv2DTranspose, L.Conv3DTranspose,
+        L.SeparableConv1D, L.SeparableConv2D, L.DepthwiseConv1D, L.DepthwiseConv2D,
+        L.MaxPooling1D, L.MaxPooling2D, L.MaxPooling3D, L.AveragePooling1D, L.AveragePooling2D,
+        L.AveragePooling3D, L.GlobalMaxPooling1D, L.GlobalMaxPooling2D, L.GlobalMaxPooling3D,
+        L.GlobalAveragePooling1D, L.GlobalAveragePooling2D, L.GlobalAveragePooling3D,
+        L.Activation, L.ReLU, L.LeakyReLU, L.PReLU, L.ELU, L.Softmax, L.RNN,
+    )
+
+
+def _param_error(param: str, rule: str, value: Any) -> ValueError:
+    return ValueError(f"The {param!r} parameter of ActivationLogger must be {rule}. Got {value!r} instead.")
+
+
+@dataclass
+class _Capture:
+    """One captured tensor: call ``call`` of ``layer``, flat output ``output``; how it is reduced and stored."""
+
+    name: str
+    path: str
+    layer: Any
+    call: int
+    output: int
+    sample_shape: tuple[int, ...]
+    pooling: str | None
+    projection: Any  # backend tensor (in_width, dim) or None
+    reduction: dict
+
+    @property
+    def width(self) -> int:
+        return int(self.reduction.get("dim") or np.prod(self.sample_shape, dtype=np.int64))
+
+
+class ActivationLogger(keras.callbacks.Callback):
+    """Record the activations of chosen layers on a fixed probe set, before and during ``model.fit``.
+
+    One instance logs one run (like ``keras.callbacks.TensorBoard(log_dir=...)``): a manifest, the probe set
+    (ids, labels, uint8 thumbnails), one array per (layer, snapshot) and the model's predictions per snapshot,
+    all under ``log_dir/plugins/repviz/``, readable without TensorFlow through :func:`repviz.open_logdir`.
+    Snapshot 0 is taken before the first epoch. Each snapshot costs one inference pass over the probe set.
+
+    Parameters
+    ----------
+    log_dir : path
+        The run directory. A directory that already holds a run of the same model and probe continues it
+        (resumed training); one of a different model or probe set is refused with ``IncompatibleRunError``.
+    probe : array or (x, y)
+        Fixed inputs recorded at every snapshot, with optional labels ``y`` (class ids, or one-hot rows that
+        are stored as class ids). ``x`` may be a list or dict of arrays for multi-input models; pass
+        ``(x, None)`` for a multi-input probe without labels, since a bare pair is read as ``(x, y)``.
+    layers : None, str, layer class, callable or list of str / classes, default=None
+        Which layers to record. Names are paths such as ``"dense"`` or ``"encoder/dense"`` for layers of nested
+        models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each
+        layer and returns True to keep it. None keeps the layers whose output is a representation: Dense,
+        EinsumDense, Embedding, every convolution, pooling, activation layers (Activation, ReLU, LeakyReLU,
+        PReLU, ELU, Softmax) and RNN layers; it skips Dropout, Flatten, Reshape, normalisation, merging and
+        Input layers, whose output is (nearly) a copy of another's. A layer called several times is recorded
+        once per call as ``name#0``, ``name#1``, ...; a layer with several outputs as ``name:0``, ``name:1``, ...
+    freq : int or list of int, default=1
+        Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch).
+        Steps are epoch numbers, 0 being before training (``manifest['step_unit'] == 'epoch'``).
+    batch_freq : int, default=None
+        Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
+        training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
+        capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both.
+    probe_ids : array of int, default=None
+        Stable ids of the probe rows (e.g. their indices in the test set), used to match probes across runs;
+        default ``0..n-1``.
+    dtype : {"float32", "float16"}, default="float32"
+        Storage type. Activations are computed in float32 whatever the model's precision (mixed-precision
+        outputs are upcast, not reinterpreted); float16 halves the disk use and stores values beyond +-65504
+        as inf, which the record counts and a warning reports.
+    max_width : int, default=4096
+        Outputs whose flattened width exceeds this are reduced by a Gaussian random projection to
+        ``projection_dim`` columns (Johnson-Lindenstrauss: pairwise distances kept within a few per cent, which
+        is what every embedding here uses). The matrix is seeded per layer and fixed for the run, so snapshots
+        stay comparable; it is held in memory (``in_width * projection_dim * 4`` bytes).
+    projection_dim : int, default=1024
+        Width after projection; at most ``max_width``. Cost per snapshot: ``n_probe * in_width * projection_dim``
+        multiply-adds (0.3 s for 2,000 x 10,816 -> 1,024 on two CPU cores).
+    pooling : {None, "avg", "max"}, default=None
+        Global pooling over the spatial axes of maps of rank >= 3 (channel last) before anything else: a
+        (H, W, C) map becomes C values.
+    batch_size : int, default=256
+        Probe rows per inference batch; bounds the memory a snapshot needs.
+    seed : int, default=0
+        Seed of the random projections.
+
+    Examples
+    --------
+    >>> logger = ActivationLogger("logs/relu", probe=(x_test[:2000], y_test[:2000]))  # doctest: +SKIP
+    >>> model.fit(x, y, epochs=10, callbacks=[logger])                                # doctest: +SKIP
+    >>> repviz.open_logdir("logs").run("relu").activations("dense", 10).shape          # doctest: +SKIP
+    (2000, 128)
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        if cls is ActivationLogger and kwargs.get("batch_freq") is not None:
+            cls = _BatchActivationLogger
+        return super().__new__(cls)
+
+    def __init__(self, log_dir, probe, *, layers=None, freq: int | Sequence[int] | None = None,
+                 batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int = 4096,
+                 projection_dim: int = 1024, pooling: str | None = None, batch_size: int = 256, seed: int = 0):
+        super().__init__()
+        self.log_dir = log_dir
+        self._x, self._y = _split_probe(probe)
+        self.n_probe = _probe_length(self._x, self._y)
+        self.probe_ids = _check_ids(probe_ids, self.n_probe)
+        self.layers_spec = _check_layers_spec(layers)
+        if freq is not None and batch_freq is not None:
+            raise ValueError(f"ActivationLogger takes an epoch schedule (freq={freq!r}) or a batch schedule "
+                             f"(batch_freq={batch_freq!r}), not both; pass only one of them.")
+        self.freq = _check_freq(1 if freq is None else freq)
+        self.batch_freq = batch_freq
+        if batch_freq is not None and not (_is_int(batch_freq) and batch_freq >= 1):
+            raise _param_error("batch_freq", "an int >= 1 or None", batch_freq)
+        if dtype not in ("float32", "float16"):
+            raise _param_error("dtype", "a str among {'float32', 'float16'}", dtype)
+        self.dtype = np.dtype(dtype)
+        for name, value in (("max_width", max_width), ("projection_dim", projection_dim),
+                            ("batch_size", batch_size)):
+            if not (_is_int(value) and value >= 1):
+                raise _param_error(name, "an int >= 1", value)
+        if projection_dim > max_width:
+            raise ValueError(f"projection_dim ({projection_dim}) must not exceed max_width ({max_width}): a "
+                             f"projection would then widen the layers it is meant to shrink.")
+        self.max_width, self.projection_dim, self.batch_size = int(max_width), int(projection_dim), int(batch_size)
+        if pooling not in (None, "avg", "max"):
+            raise _param_error("pooling", "a str among {'avg', 'max'} or None", pooling)
+        self.pooling = pooling
+        if not _is_int(seed):
+            raise _param_error("seed", "an int", seed)
+        self.seed = int(seed)
+        self._writer = store.RunWriter(log_dir)
+        self._writer.check_writable()
+        self._captures: list[_Capture] | None = None
+        self._marker_written = False
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Keras hooks
+    # ---------------------------------------------------------------------------------------------------------
+    def on_train_begin(self, logs=None):
+        self._captures, pred_shape = self._plan(self.model)
+        self._pred_shape = pred_shape
+        self._writer.begin(self._manifest(self.model))
+        self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        self._first = True
+        self._epoch = 0
+        self._batches = 0
+        self._warned: set[str] = set()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        if self._first:  # snapshot 0 (or the resumed position when fit starts at initial_epoch > 0)
+            self._first = False
+            if self.batch_freq is None:
+                self._snapshot(epoch, epoch=epoch)
+            else:
+                self._batches = epoch * int(self.params.get("steps") or 0)
+                self._snapshot(self._batches, epoch=epoch, batch=0)
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = epoch + 1
+        if self.batch_freq is None and (step % self.freq == 0 if _is_int(self.freq) else step in self.freq):
+            self._snapshot(step, epoch=step)
+
+    def on_train_end(self, logs=None):
+        self._writer.update_manifest(finished=time.time())
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Planning: which tensors, how reduced (checked on a 2-row dry run, before the first epoch)
+    # ---------------------------------------------------------------------------------------------------------
+    def _plan(self, model) -> tuple[list[_Capture], tuple[int, ...]]:
+        paths = dict(_walk(model))
+        chosen, explicit = _select(paths, self.layers_spec)
+        _check_input_shapes(model, self._x)
+        head = keras.tree.map_structure(lambda a: a[: min(2, self.n_probe)], self._x)
+        try:
+            calls, outputs = self._forward(model, head, [layer for _, layer in chosen])
+        except Exception as e:
+            raise ValueError(f"the probe (inputs of shape {_shapes(self._x)}) does not fit model "
+                             f"{model.name!r}: running the model on it failed with {type(e).__name__}: {e}"
+                             ) from e
+        captures = []
+        for path, layer in chosen:
+            results = calls[id(layer)]
+            if not results and path in explicit:
+                raise ValueError(f"layer {path!r} is not called when model {model.name!r} runs on the probe, so "
+                                 f"it has no activations to record; choose another layer.")
+            for c, result in enumerate(results):
+                flat = [t for t in keras.tree.flatten(result) if _is_batched(t, len(keras.tree.flatten(head)[0]))]
+                for o, tensor in enumerate(flat):
+                    name = path + (f"#{c}" if len(results) > 1 else "") + (f":{o}" if len(flat) > 1 else "")
+                    captures.append(self._capture(name, path, layer, c, o, tuple(tensor.shape[1:])))
+        if not captures:
+            raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "
+                             f"on the probe; available layers: {store._choices(paths)}")
+        pred = keras.tree.flatten(outputs)[0]
+        return captures, tuple(int(s) for s in pred.shape[1:])
+
+    def _capture(self, name: str, path: str, layer, call: int, output: int, shape: tuple[int, ...]) -> _Capture:
+        pooling = self.pooling if self.pooling and len(shape) >= 2 else None
+        width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
+        reduction: dict = {"kind": f"global_{pooling}_pooling" if pooling else "none"}
+        projection = None
+        if width > self.max_width:
+            stream = zlib.crc32(name.encode())
+            rng = np.random.default_rng([self.seed, stream])
+            matrix = rng.standard_normal((width, self.projection_dim), dtype=np.float32)
+            matrix /= np.float32(np.sqrt(self.projection_dim))  # E||xR||^2 = ||x||^2
+            projection = keras.ops.convert_to_tensor(matrix)
+            reduction = {"kind": "random_projection", "dim": self.projection_dim, "seed": [self.seed, stream],
+                         "in_width": width, "pooling": reduction["kind"]}
+        return _Capture(name, path, layer, call, output, shape, pooling, projection, reduction)
+
+    def _manifest(self, model) -> dict:
+        arch = [(path, type(layer).__name__, [list(w.shape) for w in layer.weights]) for path, layer in _walk(model)]
+        digest = hashlib.sha256()
+        for a in [*keras.tree.flatten(self._x), self.probe_ids] + ([self._y] if self._y is not None else []):
+            digest.update(str((a.dtype.str, a.shape)).encode())
+            digest.update(np.ascontiguousarray(a).data)
+        schedule = ({"unit": "batch", "every": self.batch_freq} if self.batch_freq is not None else
+                    {"unit": "epoch", "every" if _is_int(self.freq) else "epochs": self.freq})
+        return {
+            "fingerprint": {"model": _hash([type(model).__name__, arch]), "probe": digest.hexdigest()[:16]},
+            "model": {"name": model.name, "class": type(model).__name__, "params": int(model.count_params())},
+            "layers": {c.name: {"class": type(c.layer).__name__, "layer": c.path, "call": c.call,
+                                "output": c.output, "output_shape": [None, *c.sample_shape],
+                                "stored_shape": [self.n_probe, c.width], "reduction": c.reduction}
+                       for c in self._captures},
+            "probe": {"n": self.n_probe, "shape": _shapes(self._x), "has_labels": self._y is not None},
+            "predictions": {"shape": [self.n_probe, *self._pred_shape]},
+            "schedule": schedule, "step_unit": schedule["unit"], "dtype": self.dtype.name,
+        }
+
+    def _labels(self) -> np.ndarray | None:
+        y = self._y
+        if y is None:
+            return None
+        if y.ndim == 2 and y.shape[1] > 1:  # one-hot (or scores): store the class id
+            return np.argmax(y, axis=1).astype(np.int64)
+        y = y.reshape(len(y), -1)[:, 0] if y.ndim == 2 else y
+        return y.astype(np.int64) if y.dtype.kind in "iub" else y
+
+    def _thumbnails(self) -> np.ndarray | None:
+        return thumbnails(self._x) if isinstance(self._x, np.ndarray) else None
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Snapshots
+    # ---------------------------------------------------------------------------------------------------------
+    def _forward(self, model, x, layers: list) -> tuple[dict[int, list], Any]:
+        """Run ``model(x, training=False)`` with ``layers``' ``call`` wrapped; returns their outputs per call."""
+        calls: dict[int, list] = {id(layer): [] for layer in layers}
+        with contextlib.ExitStack() as stack:
+            for layer in {id(layer): layer for layer in layers}.values():
+                stack.enter_context(_recording(layer, calls[id(layer)]))
+            outputs = model(x, training=False)
+        return calls, outputs
+
+    def _snapshot(self, step: int, **info: Any) -> None:
+        model, n = self.model, self.n_probe
+        layers = list({id(c.layer): c.layer for c in self._captures}.values())
+        with contextlib.ExitStack() as stack:
+            streams = [stack.enter_context(self._writer.stream_activation(
+                c.name, step, (n, c.width), self.dtype, **info)) for c in self._captures]
+            pred_stream = stack.enter_context(self._writer.stream_prediction(
+                step, (n, *self._pred_shape), np.float32, **info))
+            for start in range(0, n, self.batch_size):
+                xb = keras.tree.map_structure(lambda a: a[start:start + self.batch_size], self._x)
+                calls, outputs = self._forward(model, xb, layers)
+                for c, s in zip(self._captures, streams):
+                    tensor = [t for t in keras.tree.flatten(calls[id(c.layer)][c.call])
+                              if _is_batched(t, len(keras.tree.flatten(xb)[0]))][c.output]
+                    s.write(_reduce(tensor, c))
+                pred_stream.write(keras.ops.convert_to_numpy(
+                    keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")))
+            records = [s.commit() for s in streams]
+            pred_stream.commit()
+        self._report(records, step)
+        if not self._marker_written:
+            _write_tensorboard_marker(self._writer.run_dir, self._writer.manifest)
+            self._marker_written = True
+
+    def _report(self, records: list[dict], step: int) -> None:
+        for r in records:
+            if r["nonfinite"] and r["layer"] not in self._warned:
+                self._warned.add(r["layer"])
+                hint = (" (float16 storage overflows beyond +-65504: use dtype='float32')"
+                        if self.dtype == np.float16 else "")
+                warnings.warn(f"layer {r['layer']!r} has {r['nonfinite']} non-finite activation value(s) at "
+                              f"{self._writer.manifest['step_unit']} {step}; they are stored as they are and "
+                              f"counted in the record{hint}.", RuntimeWarning, stacklevel=3)
+
+
+class _BatchActivationLogger(ActivationLogger):
+    """The every-``batch_freq``-batches variant; the only one with a batch hook (see ``batch_freq``)."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._batches += 1
+        if self._batches % self.batch_freq == 0:
+            self._snapshot(self._batches, epoch=self._epoch, batch=batch + 1)
+
+
+# -------------------------------------------------------------------------------------------------------------
+# Helpers
+# -------------------------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _recording(layer, sink: list):
+    """Temporarily replace ``layer.call`` by a wrapper that appends each output to ``sink``."""
+    original = layer.call
+
+    def call(*args, **kwargs):
+        out = original(*args, **kwargs)
+        sink.append(out)
+        return out
+
+    object.__setattr__(layer, "call", call)  # an instance attribute, bypassing Keras's attribute tracking
+    try:
+        yield
+    finally:
+        del layer.__dict__["call"]
+
+
+def _reduce(tensor, c: _Capture) -> np.ndarray:
+    """Flatten one batch of a captured output to (batch, width) float32, reducing on the backend side."""
+    ops = keras.ops
+    x = ops.cast(tensor, "float32")
+    if c.pooling:
+        axes = tuple(range(1, len(x.shape) - 1))
+        x = ops.mean(x, axis=axes) if c.pooling == "avg" else ops.max(x, axis=axes)
+    x = ops.reshape(x, (x.shape[0], -1))
+    if c.projection is not None:
+        x = ops.matmul(x, c.projection)
+    return keras.ops.convert_to_numpy(x)
+
+
+def _is_batched(t, n: int) -> bool:
+    shape = getattr(t, "shape", None)
+    return shape is not None and len(shape) >= 1 and shape[0] == n
+
+
+def _walk(layer, prefix: str = "", seen: set | None = None):
+    """(path, layer) for every layer inside ``layer``, depth first, in model order; shared layers once."""
+    seen = set() if seen is None else seen
+    children = (layer._flatten_layers(include_self=False, recursive=False)
+                if hasattr(layer, "_flatten_layers") else getattr(layer, "layers", []))
+    for child in children:
+        if id(child) in seen or isinstance(child, keras.layers.InputLayer):
+            continue
+        seen.add(id(child))
+        path = prefix + child.name
+        yield path, child
+        yield from _walk(child, path + "/", seen)
+
+
+def _select(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], set[str]]:
+    """Resolve ``layers=`` against the model's layer paths; returns the choice and the explicitly named paths."""
+    if spec is None:
+        types = _default_types()
+        return [(p, layer) for p, layer in paths.items() if isinstance(layer, types)], set()
+    items = spec if isinstance(spec, list) else [spec]
+    by_name: dict[str, list[str]] = {}
+    for p, layer in paths.items():
+        by_name.setdefault(layer.name, []).append(p)
+    chosen: dict[str, Any] = {}
+    explicit: set[str] = set()
+    for item in items:
+        if isinstance(item, str):
+            if item in paths:
+                found = [item]
+            elif len(by_name.get(item, [])) == 1:
+                found = by_name[item]
+            elif item in by_name:
+                raise ValueError(f"layer name {item!r} is ambiguous: it matches {by_name[item]}; pass one of "
+                                 f"these paths instead.")
+            else:
+                raise ValueError(f"layer {item!r} is not in the model; available layers: "
+                                 f"{store._choices(paths)}")
+            explicit.update(found)
+            chosen.update((p, paths[p]) for p in found)
+        elif isinstance(item, type):
+            chosen.update((p, layer) for p, layer in paths.items() if isinstance(layer, item))
+        else:
+            chosen.update((p, layer) for p, layer in paths.items() if item(layer))
+    if not chosen:
+        raise ValueError(f"layers={spec!r} selects no layer of the model; available layers: "
+                         f"{store._choices(paths)}")
+    return [(p, layer) for p, layer in paths.items() if p in chosen], explicit
+
+
+def _check_input_shapes(model, x) -> None:
+    """Compare the probe with a model's declared inputs (Functional/Sequential with Input) before running it."""
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):  # subclassed models declare none: the dry run checks them
+        return
+    if not inputs:
+        return
+    arrays = keras.tree.flatten(x)
+    if len(arrays) != len(inputs):
+        raise ValueError(f"the probe has {len(arrays)} input array(s) but model {model.name!r} takes "
+                         f"{len(inputs)}")
+    for a, inp in zip(arrays, inputs):
+        want = tuple(inp.shape[1:])
+        if len(a.shape) - 1 != len(want) or any(w is not None and w != s for w, s in zip(want, a.shape[1:])):
+            raise ValueError(f"the probe's inputs have shape {a.shape} but model {model.name!r} expects "
+                             f"{(None, *want)}; pass probe inputs shaped like the training inputs.")
+
+
+def _split_probe(probe) -> tuple[Any, np.ndarray | None]:
+    if isinstance(probe, tuple) and len(probe) == 2:
+        x, y = probe
+    else:
+        x, y = probe, None
+    try:
+        x = keras.tree.map_structure(np.asarray, x)
+    except Exception as e:
+        raise _param_error("probe", "an array, a list/dict of arrays or a pair (x, y)", type(probe)) from e
+    for a in keras.tree.flatten(x):
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"probe inputs must be numeric arrays; got dtype {a.dtype}")
+    return x, None if y is None else np.asarray(y)
+
+
+def _probe_length(x, y) -> int:
+    lengths = {len(a) if a.ndim else 0 for a in keras.tree.flatten(x)}
+    if len(lengths) != 1:
+        raise ValueError(f"probe input arrays differ in length: {sorted(lengths)}")
+    n = lengths.pop()
+    if n == 0:
+        raise ValueError("the probe is empty (0 rows); pass at least one input row, e.g. probe=x_test[:2000].")
+    if y is not None and len(y) != n:
+        raise ValueError(f"the probe has {n} input rows but {len(y)} labels")
+    return n
+
+
+def _check_ids(ids, n: int) -> np.ndarray:
+    if ids is None:
+        return np.arange(n, dtype=np.int64)
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu" or ids.shape != (n,):
+        raise ValueError(f"probe_ids must be {n} integers (one per probe row); got dtype {ids.dtype}, "
+                         f"shape {ids.shape}")
+    if len(np.unique(ids)) != n:
+        raise ValueError(f"probe_ids must be unique; {n - len(np.unique(ids))} are repeated")
+    return ids.astype(np.int64)
+
+
+def _check_layers_spec(spec):
+    if spec is None or isinstance(spec, (str, type)) or (callable(spec) and not isinstance(spec, (list, tuple))):
+        return spec
+    if isinstance(spec, (list, tuple)) and spec and all(isinstance(s, (str, type)) for s in spec):
+        return list(spec)
+    raise _param_error("layers", "None, a layer name, a layer class, a callable or a non-empty list of names "
+                       "and classes", spec)
+
+
+def _check_freq(freq):
+    if _is_int(freq) and freq >= 1:
+        return int(freq)
+    if isinstance(freq, (list, tuple)) and freq and all(_is_int(f) and f >= 0 for f in freq):
+        return sorted({int(f) for f in freq})
+    raise _param_error("freq", "an int >= 1 (every N epochs) or a non-empty list of epoch numbers >= 0", freq)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _shapes(x) -> Any:
+    return keras.tree.map_structure(lambda a: [int(s) for s in a.shape], x)
+
+
+def _hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _write_tensorboard_marker(run_dir, manifest: dict) -> None:
+    """One tiny summary tagged with the plugin name, so TensorBoard lists the run and enables the repviz tab."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    content = json.dumps({"format_version": manifest["format_version"], "layers": list(manifest["layers"])})
+    metadata = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME,
+                                                           content=content.encode()))
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content.encode()],
+                                    tensor_shape=tensor_shape_pb2.TensorShapeProto())
+    event = event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(
+        value=[summary_pb2.Summary.Value(tag=f"{store.PLUGIN_NAME}/run", metadata=metadata, tensor=tensor)]))
+    writer = EventFileWriter(str(run_dir))
+    try:
+        writer.add_event(event)
+    finally:
+        writer.close()
