@@ -122,10 +122,40 @@ def _run_embed(args) -> int:
     return 1 if result.failed else 0
 
 
+def _add_demo(sub) -> None:
+    p = sub.add_parser("demo", help="the main job, offline: train a ReLU and a sigmoid MLP on bundled MNIST, "
+                                    "recording their activations",
+                       description="Train a ReLU and a sigmoid MLP on MNIST digits bundled with repviz (no network "
+                                   "needed) with repviz.ActivationLogger, writing runs LOGDIR/relu and "
+                                   "LOGDIR/sigmoid.")
+    p.add_argument("logdir", help="log directory to write (created if missing)")
+    p.add_argument("--epochs", type=int, default=5, help="training epochs per network (default 5)")
+    p.add_argument("--probe", type=int, default=1000, help="test digits recorded at every snapshot (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and projections (default 0)")
+    p.add_argument("--mnist", help="a local MNIST .npz (default: the subset bundled with repviz)")
+    p.set_defaults(func=_run_demo)
+
+
+def _run_demo(args) -> int:
+    import os
+
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from .demo import DemoConfig, run_demo
+
+    if args.epochs < 1:
+        raise ValueError(f"--epochs must be >= 1; got {args.epochs}")
+    cfg = run_demo(DemoConfig(args.logdir, epochs=args.epochs, n_probe=args.probe, seed=args.seed,
+                              mnist=args.mnist))
+    print(f"wrote runs {', '.join(cfg.runs)} under {args.logdir}; see them with: repviz info {args.logdir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_info(sub)
+    _add_demo(sub)
     _add_embed(sub)
     return parser
 
