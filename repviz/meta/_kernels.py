@@ -1,0 +1,103 @@
+"""Numba kernels that turn a probe Gram matrix (or sampled probe pairs) into condensed pair vectors.
+
+The condensed order is scipy's ``squareform``: pair (i, j), i < j, sits at ``i*n - i*(i+1)/2 + j - i - 1``.
+Row i of the upper triangle holds n - 1 - i pairs, so rows are handed out in pairs (t, n - 2 - t): every
+``prange`` iteration then does the same work and the two threads finish together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(cache=True, fastmath=True, inline="always")
+def _row_start(i, n):
+    return i * n - (i * (i + 1)) // 2
+
+
+@njit(cache=True, fastmath=True, inline="always")
+def _power(d2, half_power):
+    # d2 ** half_power for the three transforms' exponents, without a general pow in the inner loop
+    if half_power == 1.0:
+        return d2
+    if half_power == 0.5:
+        return np.sqrt(d2)
+    return np.sqrt(np.sqrt(d2))
+
+
+@njit(cache=True, fastmath=True)
+def _dist_row(G, half_power, i, out):
+    n = G.shape[0]
+    k0 = _row_start(i, n) - i - 1
+    gii = G[i, i]
+    for j in range(i + 1, n):
+        d = gii + G[j, j] - 2.0 * G[i, j]
+        out[k0 + j] = _power(d if d > 0.0 else 0.0, half_power)
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def condensed_dists(G, half_power, out):
+    """(d²)^half_power of the upper triangle (half_power 1, 0.5 or 0.25) from the Gram matrix of centred rows.
+
+    d² = G_ii + G_jj - 2 G_ij is clipped at 0 (rounding can make it slightly negative).
+    """
+    n = G.shape[0]
+    for t in prange(n // 2):
+        _dist_row(G, half_power, t, out)
+        if n - 2 - t > t:
+            _dist_row(G, half_power, n - 2 - t, out)
+
+
+@njit(cache=True, fastmath=True)
+def _centred_row(K, r, grand, scale, i, out):
+    n = K.shape[0]
+    k0 = _row_start(i, n) - i - 1
+    for j in range(i + 1, n):
+        out[k0 + j] = scale * (K[i, j] - r[i] - r[j] + grand)
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def condensed_centred(K, r, grand, scale, out):
+    """``scale * (K_ij - r_i - r_j + grand)`` for i < j: the upper triangle of H K H given K's row means ``r``.
+
+    With ``r = 0`` and ``grand = 0`` it copies the scaled upper triangle of K.
+    """
+    n = K.shape[0]
+    for t in prange(n // 2):
+        _centred_row(K, r, grand, scale, t, out)
+        if n - 2 - t > t:
+            _centred_row(K, r, grand, scale, n - 2 - t, out)
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def pair_dists(X, I, J, half_power, out):
+    """(||x_I - x_J||²)^half_power of sampled pairs, from differences (no cancellation)."""
+    for p in prange(I.shape[0]):
+        i, j = I[p], J[p]
+        s = 0.0
+        for c in range(X.shape[1]):
+            d = X[i, c] - X[j, c]
+            s += d * d
+        out[p] = _power(s, half_power)
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def pair_dots(X, I, J, out):
+    """Dot products x_I · x_J of sampled pairs."""
+    for p in prange(I.shape[0]):
+        i, j = I[p], J[p]
+        s = 0.0
+        for c in range(X.shape[1]):
+            s += X[i, c] * X[j, c]
+        out[p] = s
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def sum_squares(v):
+    """Σ v², accumulated in float64."""
+    s = 0.0
+    for k in prange(v.shape[0]):
+        x = np.float64(v[k])
+        s += x * x
+    return s

@@ -1,0 +1,206 @@
+"""Representation vectors on disk and the cached distances between all of them.
+
+A :class:`VectorBank` is one directory (an :class:`~repviz.store.Artifacts`) of unit-norm float32 vectors, one
+``.npy`` file per representation, plus the squared chord distances between every pair of them::
+
+    <id>.npy       one vector (length,) float32
+    chord2.npy     (R, R) float64 squared chord distances between the vectors listed in index.json
+    norms2.npy     (R,) float64 squared norms of the stored (float32-rounded) vectors
+    index.json     {"rows": [id, ...], "length": m, "info": {id: {...}}}
+
+The R×R distances come from one Gram matrix accumulated in float64 over column blocks of the vectors, read from
+disk block by block (memory O(R · block), never the R × m matrix: 300 vectors of 2,000 probes are 2.4 GB).
+Nearly identical vectors (1 - cos < ``near``) have their distance recomputed from the difference, because
+2 - 2 cos cancels there. New vectors add rows and columns; the cached ones are never recomputed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from scipy.linalg.blas import dsyrk
+
+from ..store import Artifacts, NotFoundError
+
+Progress = Callable[[str, int, int], None]
+
+
+class VectorBank:
+    """Unit-norm representation vectors in one directory, with their pairwise squared chord distances cached.
+
+    Parameters
+    ----------
+    artifacts : Artifacts
+        The directory (e.g. ``logdir.artifacts("vectors-dist-...")``, or a temporary one).
+    length : int
+        Length every vector has (a bank holds vectors of one transform over one probe set).
+    block_bytes : int, default=256 MiB
+        Memory for one column block of all vectors (float32 read buffer plus its float64 copy).
+    near : float, default=1e-4
+        Pairs with 1 - cos below this get their distance recomputed directly from the difference.
+    """
+
+    def __init__(self, artifacts: Artifacts, length: int, *, block_bytes: int = 256 << 20, near: float = 1e-4):
+        self.artifacts = artifacts
+        self.length = int(length)
+        self.block_bytes = int(block_bytes)
+        self.near = float(near)
+        self._offsets: dict[str, int] = {}
+        self._load_index()
+
+    # index ----------------------------------------------------------------------------------------------------
+    def _load_index(self) -> None:
+        self.rows: list[str] = []
+        self.info: dict[str, dict] = {}
+        self.chord2 = np.zeros((0, 0))
+        self.norms2 = np.zeros(0)
+        try:
+            index = self.artifacts.load_json("index.json")
+            chord2 = self.artifacts.load_array("chord2.npy", mmap=False)
+            norms2 = self.artifacts.load_array("norms2.npy", mmap=False)
+        except NotFoundError:
+            return
+        rows = index.get("rows", [])
+        # A cache torn between its files (or of another length) is dropped, not trusted.
+        if index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),):
+            return
+        keep = [i for i, r in enumerate(rows) if self.artifacts.exists(f"{r}.npy")]
+        self.rows = [rows[i] for i in keep]
+        self.chord2 = chord2[np.ix_(keep, keep)]
+        self.norms2 = norms2[keep]
+        self.info = {r: index.get("info", {}).get(r, {}) for r in self.rows}
+
+    def _save_index(self) -> None:
+        self.artifacts.save_array("chord2.npy", self.chord2)
+        self.artifacts.save_array("norms2.npy", self.norms2)
+        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info})
+
+    # vectors --------------------------------------------------------------------------------------------------
+    def __contains__(self, vid: str) -> bool:
+        return self.artifacts.exists(f"{vid}.npy")
+
+    def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
+        """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
+        vector = np.asarray(vector, dtype=np.float32)
+        if vector.shape != (self.length,):
+            raise ValueError(f"vector {vid!r} has shape {vector.shape}; this bank holds vectors of length "
+                             f"{self.length}")
+        self.artifacts.save_array(f"{vid}.npy", vector)
+        self.info[vid] = dict(info or {})
+
+    def vector(self, vid: str) -> np.ndarray:
+        """One stored vector, memory-mapped."""
+        return self.artifacts.load_array(f"{vid}.npy")
+
+    def _offset(self, vid: str) -> int:
+        if vid not in self._offsets:
+            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
+                version = np.lib.format.read_magic(f)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(f)
+                if shape != (self.length,) or dtype != np.float32:
+                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} holds {dtype} {shape}, not float32 "
+                                     f"({self.length},); delete the directory to rebuild the cache")
+                self._offsets[vid] = f.tell()
+        return self._offsets[vid]
+
+    def _read_block(self, vids: list[str], start: int, out: np.ndarray) -> None:
+        """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads
+        (a memory map would keep every page it touched resident)."""
+        width = out.shape[1]
+        for row, vid in zip(out, vids):
+            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
+                f.seek(self._offset(vid) + 4 * start)
+                if f.readinto(memoryview(row).cast("B")) != 4 * width:
+                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} is truncated")
+
+    def _blocks(self, n_rows: int) -> range:
+        step = max(1024, self.block_bytes // (12 * max(1, n_rows)))
+        return range(0, self.length, step)
+
+    # distances ------------------------------------------------------------------------------------------------
+    def sq_chords(self, vids: list[str], progress: Progress | None = None) -> np.ndarray:
+        """Squared chord distances ||v̂_a - v̂_b||² (R, R) float64 between the stored vectors ``vids``.
+
+        Vectors not yet in the cached matrix add rows to it (time O(k · R_all · length) for k new vectors);
+        the cache is saved before returning.
+        """
+        missing = [v for v in vids if v not in self]
+        if missing:
+            raise NotFoundError(f"{len(missing)} vector(s) are not in {str(self.artifacts.root)!r}, e.g. "
+                                f"{missing[0]!r}; add them first")
+        new = [v for v in dict.fromkeys(vids) if v not in set(self.rows)]
+        if new:
+            self._extend(new, progress)
+        pos = {v: i for i, v in enumerate(self.rows)}
+        ix = np.array([pos[v] for v in vids], dtype=np.intp)
+        return self.chord2[np.ix_(ix, ix)]
+
+    def _extend(self, new: list[str], progress: Progress | None) -> None:
+        old = len(self.rows)
+        everyone = self.rows + new
+        G = self._gram(everyone, old, progress)  # (k, R_all): new rows against everyone
+        norms2 = np.concatenate([self.norms2, np.diagonal(G[:, old:]).copy()])
+        cos = G / np.sqrt(norms2[old:, None] * norms2[None, :])
+        cos[np.arange(len(new)), old + np.arange(len(new))] = 1.0
+        rows2 = np.maximum(2.0 - 2.0 * cos, 0.0)
+        near = np.argwhere(1.0 - cos < self.near)
+        near = near[near[:, 0] + old != near[:, 1]]
+        if len(near):
+            rows2[near[:, 0], near[:, 1]] = self._direct(everyone, norms2, near[:, 0] + old, near[:, 1], progress)
+        chord2 = np.zeros((len(everyone), len(everyone)))
+        chord2[:old, :old] = self.chord2
+        chord2[old:, :] = rows2
+        chord2[:old, old:] = rows2[:, :old].T
+        chord2[old:, old:] = (chord2[old:, old:] + chord2[old:, old:].T) / 2  # exact symmetry
+        self.rows, self.norms2, self.chord2 = everyone, norms2, chord2
+        self._save_index()
+
+    def _gram(self, vids: list[str], first_new: int, progress: Progress | None) -> np.ndarray:
+        """Dot products (float64) of vectors ``vids[first_new:]`` with all of ``vids``, in column blocks."""
+        R, k = len(vids), len(vids) - first_new
+        blocks = self._blocks(R)
+        buf32 = np.empty(R * min(blocks.step, self.length), dtype=np.float32)
+        buf64 = np.empty(buf32.size, dtype=np.float64)
+        G = np.zeros((R, R), order="F") if first_new == 0 else np.zeros((k, R))
+        for b, start in enumerate(blocks):
+            width = min(blocks.step, self.length - start)
+            B32 = buf32[:R * width].reshape(R, width)
+            B = buf64[:R * width].reshape(R, width)
+            self._read_block(vids, start, B32)
+            B[...] = B32  # float64 accumulation: nearly identical late snapshots cancel to 0 in float32
+            if first_new == 0:
+                G = dsyrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)  # upper triangle of B Bᵀ
+            else:
+                G += B[first_new:] @ B.T
+            if progress is not None:
+                progress("distances", b + 1, len(blocks))
+        if first_new == 0:
+            G = np.triu(G) + np.triu(G, 1).T
+        return np.ascontiguousarray(G)
+
+    def _direct(self, vids: list[str], norms2: np.ndarray, I: np.ndarray, J: np.ndarray,
+                progress: Progress | None) -> np.ndarray:
+        """||v_i/|v_i| - v_j/|v_j|||² summed in float64 over column blocks, for the listed pairs only."""
+        used = np.unique(np.concatenate([I, J]))
+        local = {int(g): i for i, g in enumerate(used)}
+        li = np.array([local[int(i)] for i in I])
+        lj = np.array([local[int(j)] for j in J])
+        scale = 1.0 / np.sqrt(norms2[used])[:, None]
+        out = np.zeros(len(I))
+        names = [vids[int(g)] for g in used]
+        blocks = self._blocks(len(used))
+        buf = np.empty(len(used) * min(blocks.step, self.length), dtype=np.float32)
+        for b, start in enumerate(blocks):
+            width = min(blocks.step, self.length - start)
+            B32 = buf[:len(used) * width].reshape(len(used), width)
+            self._read_block(names, start, B32)
+            B = B32 * scale
+            for p in range(len(I)):
+                d = B[li[p]] - B[lj[p]]
+                out[p] += d @ d
+            if progress is not None:
+                progress("near pairs", b + 1, len(blocks))
+        return out

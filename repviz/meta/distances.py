@@ -1,0 +1,130 @@
+"""Distances between representations: vectors into banks, one float64 Gram, chord or angle.
+
+``chord`` = ||v̂_X - v̂_Y|| = sqrt(2 - 2 cos) and ``angle`` = arccos(cos) are both metrics on the unit sphere
+(d(X, X) = 0, symmetric, triangle inequality). The angle is computed as 2·arcsin(chord / 2), which stays
+accurate where cos is close to 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from ..store import Artifacts
+from .bank import Progress, VectorBank
+from .sources import Representation, from_arrays
+from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors, vector_length
+
+METRICS = ("chord", "angle")
+DEFAULT_MAX_PROBES = 3000
+
+
+def check_option(value, options, name: str, owner: str) -> str:
+    if value not in options:
+        raise ValueError(f"The {name!r} parameter of {owner} must be a str among {set(options)}. "
+                         f"Got {value!r} instead.")
+    return value
+
+
+def pair_sample(n: int, max_probes: int, n_pairs: int | None, random_state: int) -> PairSample | None:
+    """None (all pairs) up to ``max_probes`` probes; above, a seeded subset of ``n_pairs`` pairs (default: as
+    many as ``max_probes`` probes have)."""
+    if n <= max_probes:
+        return None
+    return probe_pairs(n, n_pairs or max_probes * (max_probes - 1) // 2, random_state)
+
+
+def vector_id(rep: Representation, transform: str) -> str:
+    """File-system-safe cache id of one representation's vector: its key, data checksum and transform."""
+    blob = json.dumps([list(rep.key), rep.checksum, transform]).encode()
+    return hashlib.sha1(blob).hexdigest()[:24]
+
+
+def sq_chord_matrices(reps: list[Representation], transforms: Sequence[str], bank_for: Callable[[str, int], VectorBank],
+                      pairs: PairSample | None, progress: Progress | None = None, skip_invalid: bool = False
+                      ) -> tuple[list[Representation], dict[str, np.ndarray], list[tuple[Representation, str]]]:
+    """Squared chord distances between ``reps`` for each transform, computing only vectors not yet banked.
+
+    ``bank_for(transform, length)`` returns the bank of a transform. With ``skip_invalid``, representations
+    whose vectors cannot be built (non-finite values, all probes coinciding) are left out and listed in the
+    third return value; otherwise they raise ``ValueError``.
+    """
+    n = len(reps[0].load()) if reps else 0
+    banks = {t: bank_for(t, vector_length(n, t, pairs)) for t in transforms}
+    kept, skipped = [], []
+    for i, rep in enumerate(reps):
+        todo = [t for t in transforms if vector_id(rep, t) not in banks[t]]
+        if todo:
+            try:
+                vectors = representation_vectors(rep.load(), todo, pairs, name=rep.label)
+            except ValueError as e:
+                if not skip_invalid:
+                    raise
+                skipped.append((rep, str(e)))
+                continue
+            for t in todo:
+                banks[t].add(vector_id(rep, t), vectors[t], {"key": list(rep.key), "checksum": rep.checksum})
+        kept.append(rep)
+        if progress is not None:
+            progress("vectors", i + 1, len(reps))
+    chords = {t: banks[t].sq_chords([vector_id(r, t) for r in kept], progress) for t in transforms}
+    return kept, chords, skipped
+
+
+def from_sq_chords(chord2: np.ndarray, metric: str) -> np.ndarray:
+    """Chord or angle distances from squared chords."""
+    chord = np.sqrt(np.maximum(chord2, 0.0))
+    return chord if metric == "chord" else 2.0 * np.arcsin(np.clip(chord / 2.0, 0.0, 1.0))
+
+
+def rank_correlation(D1: np.ndarray, D2: np.ndarray) -> float:
+    """Spearman correlation of the off-diagonal entries of two distance matrices over the same items."""
+    iu = np.triu_indices(len(D1), 1)
+    if len(iu[0]) < 2:
+        return float("nan")
+    return float(spearmanr(D1[iu], D2[iu]).statistic)
+
+
+def representation_distances(representations: Sequence[np.ndarray] | Mapping, *, transform: str = "dist",
+                             metric: str = "chord", max_probes: int = DEFAULT_MAX_PROBES,
+                             n_pairs: int | None = None, random_state: int = 0) -> np.ndarray:
+    """Distances between representations of the same probes (R, R) float64.
+
+    Parameters
+    ----------
+    representations : list of arrays (n_probe, ...) or mapping of them
+        Activations of the same probes, in the same order; widths may differ.
+    transform : {"dist", "sqrt", "rank", "cka", "rbf_cka"}, default="dist"
+        How a representation becomes a vector; see :mod:`repviz.meta.vectors`.
+    metric : {"chord", "angle"}, default="chord"
+        sqrt(2 - 2 cos) or arccos(cos) between the unit vectors; with ``"cka"`` the cosine is linear CKA.
+    max_probes : int, default=3000
+        Above this many probes, a seeded random subset of ``n_pairs`` probe pairs stands for all of them.
+    n_pairs : int or None
+        Size of that subset; default: the pairs of ``max_probes`` probes.
+    random_state : int, default=0
+        Seed of the pair subset.
+
+    Time O(R n² width) for the vectors plus O(R² n²) for the distances; memory O(n²) plus one column block;
+    the vectors live in a temporary directory while this runs.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0); X = rng.normal(size=(50, 8))
+    >>> D = representation_distances([X, 3 * X + 1, rng.normal(size=(50, 4))])
+    >>> bool(D[0, 1] < 1e-6 < D[0, 2])
+    True
+    """
+    check_option(transform, TRANSFORMS, "transform", "representation_distances")
+    check_option(metric, METRICS, "metric", "representation_distances")
+    reps = from_arrays(representations)
+    pairs = pair_sample(len(reps[0].load()), max_probes, n_pairs, random_state)
+    with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
+        _, chords, _ = sq_chord_matrices(
+            reps, [transform], lambda t, m: VectorBank(Artifacts(tmp), m), pairs)
+    return from_sq_chords(chords[transform], metric)

@@ -1,0 +1,249 @@
+"""MetaSNE: one point per representation (run, layer, snapshot), placed by the distances between them.
+
+Results are saved in the log directory as an :class:`~repviz.store.Artifacts` directory
+``<logdir>/plugins/repviz-meta/<name>/`` holding::
+
+    coords.npy      (R, n_components) float32   the map
+    distances.npy   (R, R) float64              distances between representations (chord or angle)
+    result.json     keys [[run, layer, step], ...] in row order, parameters, explained_variance, robustness,
+                    n_probe, the representations left out and why
+
+The vectors behind them are cached next to it in ``vectors-<transform>-<probe set>[-<pair sample>]/``
+(:class:`~repviz.meta.bank.VectorBank`), so a later call embeds new snapshots without recomputing old ones.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ..store import Artifacts, LogDir, checksum, open_logdir
+from .bank import Progress, VectorBank
+from .distances import (DEFAULT_MAX_PROBES, METRICS, check_option, from_sq_chords, pair_sample, rank_correlation,
+                        sq_chord_matrices)
+from .embedding import EMBEDDINGS, embed
+from .sources import Key, from_arrays, from_logdir, input_representation, warn_skipped
+from .vectors import TRANSFORMS
+
+
+class Trajectory(NamedTuple):
+    """The snapshots of one (run, layer) in step order: rows of the result, their steps and coordinates."""
+
+    rows: np.ndarray
+    steps: np.ndarray
+    coords: np.ndarray
+
+
+@dataclass
+class MetaResult:
+    """A meta-SNE map: row i is the representation ``keys[i]`` = (run, layer, step) at ``coords[i]``."""
+
+    keys: list[Key]
+    coords: np.ndarray
+    distances: np.ndarray
+    params: dict
+    explained_variance: float | None = None
+    robustness: float | None = None
+    info: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def trajectories(self) -> dict[tuple[str, str], Trajectory]:
+        """Snapshots of each (run, layer) ordered by step, for drawing training paths."""
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, (run, layer, _) in enumerate(self.keys):
+            groups.setdefault((run, layer), []).append(i)
+        out = {}
+        for group, rows in groups.items():
+            rows = np.array(sorted(rows, key=lambda i: self.keys[i][2]), dtype=np.intp)
+            out[group] = Trajectory(rows, np.array([self.keys[i][2] for i in rows], dtype=np.int64),
+                                    self.coords[rows])
+        return out
+
+    @staticmethod
+    def default_name(params: dict) -> str:
+        return f"meta-{params['transform']}-{params['metric']}-{params['embedding']}"
+
+    def save(self, logdir: LogDir | str | os.PathLike, name: str | None = None) -> str:
+        """Write the result into ``logdir`` (``plugins/repviz-meta/<name>/``); returns ``name``."""
+        logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
+        name = name or self.default_name(self.params)
+        art = logdir.artifacts(name)
+        art.save_array("coords.npy", np.asarray(self.coords, dtype=np.float32))
+        art.save_array("distances.npy", np.asarray(self.distances, dtype=np.float64))
+        # result.json last: a result whose json exists has its arrays.
+        art.save_json("result.json", {"keys": [list(k) for k in self.keys], "params": self.params,
+                                      "explained_variance": self.explained_variance,
+                                      "robustness": self.robustness, "info": self.info})
+        return name
+
+    @classmethod
+    def load(cls, logdir: LogDir | str | os.PathLike, name: str) -> "MetaResult":
+        """Read a result written by :meth:`save` (arrays are loaded into memory; nothing is unpickled)."""
+        logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
+        art = logdir.artifacts(name)
+        meta = art.load_json("result.json")
+        return cls(keys=[(str(r), str(lay), int(s)) for r, lay, s in meta["keys"]],
+                   coords=art.load_array("coords.npy", mmap=False),
+                   distances=art.load_array("distances.npy", mmap=False), params=meta["params"],
+                   explained_variance=meta.get("explained_variance"), robustness=meta.get("robustness"),
+                   info=meta.get("info", {}))
+
+
+class MetaSNE:
+    """Embed the space of representations (Olah 2015, "Visualizing Representations").
+
+    Every representation (a layer at a snapshot of a run, the raw input, or any array of probe activations)
+    becomes one unit vector built from its probe pairwise distances; the distances between those vectors are
+    embedded jointly, so layers, networks and training paths share one map.
+
+    Parameters
+    ----------
+    transform : {"dist", "sqrt", "rank", "cka", "rbf_cka"}, default="dist"
+        What each vector holds: probe distances (Olah), their square roots (close pairs weigh more), their
+        centred ranks (RSA; cosine = Spearman), the centred linear Gram (cosine = linear CKA) or the centred RBF
+        Gram (kernel CKA, median-distance bandwidth). See :mod:`repviz.meta.vectors`.
+    metric : {"chord", "angle"}, default="chord"
+        Distance between unit vectors: sqrt(2 - 2 cos) or arccos(cos). Both are metrics.
+    embedding : {"mds", "smacof", "tsne"}, default="mds"
+        Classical MDS (deterministic; ``explained_variance`` says how much the map shows), SMACOF metric MDS
+        started from it, or t-SNE on the precomputed distances started from it (meta-SNE proper).
+    n_components : int, default=2
+    perplexity : float or "auto", default="auto"
+        t-SNE only; "auto" is min(30, (R - 1) / 3) for R representations.
+    max_probes : int, default=3000
+        Above this many probes, every vector holds the same seeded random subset of ``n_pairs`` probe pairs
+        instead of all n(n - 1)/2 (memory and time per vector stay bounded).
+    n_pairs : int or None, default=None
+        Size of that subset; None: as many pairs as ``max_probes`` probes have (4.5 million).
+    robustness : bool, default=False
+        Also compute the "dist" and "cka" distances and report their Spearman correlation
+        (``result.robustness``): near 1 means the map does not hinge on the choice of transform. Costs a second
+        set of vectors.
+    cache : bool, default=True
+        With a log directory, keep vectors and distances in it so later calls only add what is new.
+    block_bytes : int, default=256 MiB
+        Memory for one column block when accumulating the R×R Gram matrix.
+    random_state : int, default=0
+        Seeds the pair subset and the t-SNE/SMACOF refinements.
+    progress : callable or None
+        Called as ``progress(stage, done, total)`` while vectors and distances are computed.
+
+    Notes
+    -----
+    Time: O(n² · width) per representation for its vector (one float32 GEMM), O(R² · n²) for the distances
+    (float64, column blocks read from disk), O(R³) for MDS. Memory: O(n²) for one vector plus one column block;
+    the vectors (4 · n²/2 bytes each) stay on disk. Unlike scikit-learn estimators, :meth:`fit` returns a
+    :class:`MetaResult` rather than ``self``: the result is what gets saved, reloaded and served.
+
+    References
+    ----------
+    Olah (2015), "Visualizing Representations: Deep Learning and Human Beings".
+    Kornblith, Norouzi, Lee & Hinton (2019), "Similarity of Neural Network Representations Revisited".
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> reps = [rng.normal(size=(60, 5)) for _ in range(6)]
+    >>> result = MetaSNE().fit(reps)
+    >>> result.coords.shape, result.distances.shape
+    ((6, 2), (6, 6))
+    """
+
+    def __init__(self, transform: str = "dist", metric: str = "chord", embedding: str = "mds", *,
+                 n_components: int = 2, perplexity: float | str = "auto", max_probes: int = DEFAULT_MAX_PROBES,
+                 n_pairs: int | None = None, robustness: bool = False, cache: bool = True,
+                 block_bytes: int = 256 << 20, random_state: int = 0, progress: Progress | None = None):
+        self.transform = transform
+        self.metric = metric
+        self.embedding = embedding
+        self.n_components = n_components
+        self.perplexity = perplexity
+        self.max_probes = max_probes
+        self.n_pairs = n_pairs
+        self.robustness = robustness
+        self.cache = cache
+        self.block_bytes = block_bytes
+        self.random_state = random_state
+        self.progress = progress
+
+    def _validate_params(self) -> None:
+        check_option(self.transform, TRANSFORMS, "transform", "MetaSNE")
+        check_option(self.metric, METRICS, "metric", "MetaSNE")
+        check_option(self.embedding, EMBEDDINGS, "embedding", "MetaSNE")
+        for name, low in (("n_components", 1), ("max_probes", 3)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+                raise ValueError(f"The {name!r} parameter of MetaSNE must be an int in the range [{low}, inf). "
+                                 f"Got {value!r} instead.")
+        if self.n_pairs is not None and (not isinstance(self.n_pairs, (int, np.integer)) or self.n_pairs < 1):
+            raise ValueError(f"The 'n_pairs' parameter of MetaSNE must be an int in the range [1, inf) or None. "
+                             f"Got {self.n_pairs!r} instead.")
+        if self.perplexity != "auto" and not (isinstance(self.perplexity, (int, float)) and self.perplexity > 0):
+            raise ValueError(f"The 'perplexity' parameter of MetaSNE must be a float in the range (0, inf) or "
+                             f"'auto'. Got {self.perplexity!r} instead.")
+
+    def fit(self, source, *, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
+            inputs=None) -> MetaResult:
+        """Compute the distances between all representations of ``source`` and embed them jointly.
+
+        Parameters
+        ----------
+        source : log directory (path or :class:`~repviz.store.LogDir`), list of arrays, or mapping
+            A log directory contributes every stored (run, layer, step) of the selected ``runs`` and ``layers``
+            (default all; all runs must share one probe set). Arrays (n_probe, ...) are keyed
+            ("", "<index or name>", 0); a mapping may use (run, layer, step) tuples as keys.
+        runs, layers : list of str, optional
+            Log directory only: which runs and layers to compare.
+        inputs : array (n_probe, ...), optional
+            The raw probe inputs, added as the landmark representation ``("<input>", "input", 0)``.
+
+        Returns
+        -------
+        MetaResult
+        """
+        self._validate_params()
+        t0 = time.perf_counter()
+        if isinstance(source, (str, os.PathLike, LogDir)):
+            logdir = source if isinstance(source, LogDir) else open_logdir(source)
+            reps, ids = from_logdir(logdir, runs, layers)
+            probe_id = checksum(np.asarray(ids))
+        else:
+            if runs is not None or layers is not None:
+                raise ValueError("runs= and layers= select from a log directory; with arrays, pass only the ones "
+                                 "to compare")
+            logdir, reps = None, from_arrays(source)
+        n = len(reps[0].load()) if reps else 0
+        if inputs is not None:
+            reps.append(input_representation(inputs, n))
+        transforms = list(dict.fromkeys([self.transform] + (["dist", "cka"] if self.robustness else [])))
+        pairs = pair_sample(n, self.max_probes, self.n_pairs, self.random_state)
+        with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
+            def bank_for(transform: str, length: int) -> VectorBank:
+                if logdir is not None and self.cache:
+                    sample = "" if pairs is None else f"-p{len(pairs)}s{pairs.random_state}"
+                    art = logdir.artifacts(f"vectors-{transform}-{probe_id}{sample}")
+                else:
+                    art = Artifacts(os.path.join(tmp, transform))
+                return VectorBank(art, length, block_bytes=self.block_bytes)
+
+            kept, chords, skipped = sq_chord_matrices(reps, transforms, bank_for, pairs, self.progress,
+                                                      skip_invalid=logdir is not None)
+        warn_skipped(skipped)
+        D = from_sq_chords(chords[self.transform], self.metric)
+        t_dist = time.perf_counter() - t0
+        coords, info = embed(D, self.embedding, self.n_components, self.perplexity, self.random_state)
+        robustness = rank_correlation(chords["dist"], chords["cka"]) if self.robustness else None
+        params = {k: v for k, v in vars(self).items() if k != "progress"}
+        return MetaResult(
+            keys=[r.key for r in kept], coords=coords.astype(np.float32), distances=D, params=params,
+            explained_variance=info.pop("explained_variance"), robustness=robustness,
+            info={**info, "n_probe": n, "n_pairs": None if pairs is None else len(pairs),
+                  "left_out": [{"key": list(r.key), "reason": why} for r, why in skipped],
+                  "seconds": {"distances": t_dist, "total": time.perf_counter() - t0}})

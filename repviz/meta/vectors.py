@@ -1,0 +1,210 @@
+"""One vector per representation: the probe pairwise-distance structure, normalised to unit norm.
+
+A representation X (n_probe, width) becomes ``v̂ = v / ||v||`` where ``v`` lists, for every pair of probes
+(i < j, scipy's condensed order), a function of their distance. The vector ignores everything distances ignore:
+rotations, permutations of units, translations; the normalisation removes isotropic scale and layer width.
+
+Transforms (``TRANSFORMS``):
+
+- ``"dist"``: the distance d_ij (Olah 2015).
+- ``"sqrt"``: sqrt(d_ij), which gives close pairs more weight.
+- ``"rank"``: the rank of d_ij among all pairs, centred, so the cosine of two vectors is Spearman's correlation
+  of the two distance matrices (representational similarity analysis).
+- ``"cka"``: the double-centred Gram matrix K = -1/2 H D² H = H X Xᵀ H, stored as its n diagonal entries followed
+  by sqrt(2)·(upper triangle), so that the plain dot product of two vectors is ⟨K_X, K_Y⟩_F and the cosine is
+  linear CKA (Kornblith et al. 2019).
+- ``"rbf_cka"``: the same for the Gaussian kernel exp(-d²/(2σ²)), σ the median pair distance (kernel CKA).
+
+Above ``max_probes`` probes the vector holds a fixed, seeded random subset of pairs (:func:`probe_pairs`), the
+same for every representation; for ``"cka"`` the sampled off-diagonal part is reweighted so that the dot product
+still estimates ⟨K_X, K_Y⟩_F.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+from . import _kernels
+
+TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka")
+_KERNEL_TRANSFORMS = ("cka", "rbf_cka")
+
+
+@dataclass(frozen=True)
+class PairSample:
+    """Probe pairs (I[p] < J[p]) that a vector holds when not all n(n-1)/2 pairs are used."""
+
+    n: int
+    I: np.ndarray
+    J: np.ndarray
+    random_state: int
+
+    def __len__(self) -> int:
+        return len(self.I)
+
+    @property
+    def n_total(self) -> int:
+        return self.n * (self.n - 1) // 2
+
+
+def probe_pairs(n: int, n_pairs: int, random_state: int = 0) -> PairSample:
+    """A seeded uniform sample of ``n_pairs`` distinct probe pairs, sorted by (i, j).
+
+    Time O(n_pairs log n_pairs), memory O(n_pairs); depends only on (n, n_pairs, random_state).
+    """
+    total = n * (n - 1) // 2
+    if not 1 <= n_pairs <= total:
+        raise ValueError(f"n_pairs ({n_pairs}) must be in [1, n(n-1)/2 ({total})] for {n} probes")
+    rng = np.random.default_rng(random_state)
+    codes = np.empty(0, dtype=np.int64)
+    while len(codes) < n_pairs:
+        i, j = rng.integers(0, n, size=(2, int((n_pairs - len(codes)) * 1.1) + 16), dtype=np.int64)
+        keep = i != j
+        lo, hi = np.minimum(i[keep], j[keep]), np.maximum(i[keep], j[keep])
+        codes = np.union1d(codes, lo * n + hi)
+    codes = np.sort(rng.choice(codes, n_pairs, replace=False)) if len(codes) > n_pairs else codes
+    return PairSample(n, (codes // n).astype(np.int64), (codes % n).astype(np.int64), int(random_state))
+
+
+def vector_length(n: int, transform: str, pairs: PairSample | None = None) -> int:
+    """Length of the vector of a representation of ``n`` probes."""
+    m = len(pairs) if pairs is not None else n * (n - 1) // 2
+    return m + (n if transform in _KERNEL_TRANSFORMS else 0)
+
+
+def _centred(X, name: str) -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim < 2:
+        raise ValueError(f"{name} must have shape (n_probe, width, ...); got shape {X.shape}")
+    X = X.reshape(X.shape[0], -1)
+    if X.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
+    if X.shape[0] < 3:
+        raise ValueError(f"{name} has {X.shape[0]} probe(s); comparing representations needs at least 3")
+    mean = X.mean(axis=0, dtype=np.float64)
+    if not np.isfinite(mean).all():
+        raise ValueError(f"{name} contains NaN or infinity; a representation must be finite")
+    # Distances ignore translation; centring first keeps float32 Gram entries small (less cancellation).
+    return np.ascontiguousarray(X - mean, dtype=np.float32)
+
+
+def representation_vectors(X, transforms, pairs: PairSample | None = None,
+                           name: str = "X") -> dict[str, np.ndarray]:
+    """Unit-norm float32 vectors of one representation, one per transform, sharing one pass over ``X``.
+
+    Parameters
+    ----------
+    X : array of shape (n_probe, ...)
+        Activations; trailing axes are flattened.
+    transforms : iterable of str
+        Any of ``TRANSFORMS``.
+    pairs : PairSample or None
+        Use these probe pairs instead of all of them (for large probe sets).
+    name : str
+        How errors refer to ``X``.
+
+    Time O(n² width) (one float32 GEMM) or O(n_pairs · width) with ``pairs``; memory about 3 n² float32.
+    """
+    # rbf_cka last: it overwrites the Gram matrix that "cka" reads.
+    transforms = sorted(dict.fromkeys(transforms), key=lambda t: t == "rbf_cka")
+    for t in transforms:
+        if t not in TRANSFORMS:
+            raise ValueError(f"The 'transform' parameter must be a str among {set(TRANSFORMS)}. Got {t!r} instead.")
+    X = _centred(X, name)
+    n = X.shape[0]
+    if pairs is not None and pairs.n != n:
+        raise ValueError(f"{name} has {n} probes but the pair sample was drawn for {pairs.n}")
+    G = X @ X.T if pairs is None else None  # float32 SYRK
+    diag = (np.einsum("ij,ij->i", X, X, dtype=np.float64) if G is None else np.diagonal(G).astype(np.float64))
+    out = {}
+    for t in transforms:
+        if t == "cka":
+            v = _kernel_vector(X, G, diag, np.zeros(n), 0.0, pairs)
+        elif t == "rbf_cka":
+            v = _rbf_vector(X, G, diag, _dists(X, G, pairs, 0.5), name, pairs)
+        else:
+            v = _dists(X, G, pairs, {"dist": 0.5, "sqrt": 0.25, "rank": 1.0}[t])
+            if t == "rank":
+                v = rankdata(v).astype(np.float32)
+                v -= np.float32(v.mean(dtype=np.float64))
+        out[t] = _unit(v, name, t)
+    return out
+
+
+def _dists(X, G, pairs, half_power) -> np.ndarray:
+    """(d²)^half_power over all pairs (from the Gram matrix) or over the sampled ``pairs`` (from X)."""
+    v = np.empty(vector_length(X.shape[0], "dist", pairs), dtype=np.float32)
+    if pairs is None:
+        _kernels.condensed_dists(G, np.float32(half_power), v)
+    else:
+        _kernels.pair_dists(X, pairs.I, pairs.J, np.float32(half_power), v)
+    return v
+
+
+def _unit(v: np.ndarray, name: str, transform: str) -> np.ndarray:
+    norm = float(np.sqrt(_kernels.sum_squares(v)))
+    if not norm > 0 or not np.isfinite(norm):
+        raise ValueError(f"{name}: all probe points coincide (the {transform!r} vector is zero), so the "
+                         f"representation has no geometry to compare; leave it out")
+    v = v.astype(np.float32, copy=False)
+    v /= np.float32(norm)
+    return v
+
+
+def _kernel_vector(X, K, diag_k, row_means, grand, pairs) -> np.ndarray:
+    """[diag(HKH), s·upper(HKH)] with s = sqrt(2) (all pairs) or sqrt(2·total/sampled) (a pair sample)."""
+    n = X.shape[0]
+    head = (diag_k - 2.0 * row_means + grand).astype(np.float32)
+    body = np.empty(vector_length(n, "dist", pairs), dtype=np.float32)
+    if pairs is None:
+        _kernels.condensed_centred(K, row_means.astype(np.float32), np.float32(grand), np.float32(np.sqrt(2.0)), body)
+    else:
+        if K is None:  # linear kernel: K_ij = x_i · x_j, rows already centred
+            _kernels.pair_dots(X, pairs.I, pairs.J, body)
+        else:
+            body[:] = K
+            body -= (row_means[pairs.I] + row_means[pairs.J] - grand).astype(np.float32)
+        body *= np.float32(np.sqrt(2.0 * pairs.n_total / len(pairs)))
+    return np.concatenate([head, body])
+
+
+def _rbf_vector(X, G, diag, d, name, pairs) -> np.ndarray:
+    sigma = float(np.median(d))
+    if sigma <= 0:
+        raise ValueError(f"{name}: more than half of the probe pairs coincide, so the median distance "
+                         f"(the RBF bandwidth of rbf_cka) is 0; use transform='cka' or 'dist'")
+    gamma = -0.5 / sigma**2
+    if pairs is None:
+        K = G  # overwritten in place: exp(-(|x_i|² + |x_j|² - 2 x_i·x_j) / 2σ²)
+        K *= np.float32(-2.0)
+        K += diag.astype(np.float32)[:, None]
+        K += diag.astype(np.float32)[None, :]
+        np.maximum(K, 0, out=K)
+        K *= np.float32(gamma)
+        np.exp(K, out=K)
+        r = K.mean(axis=1, dtype=np.float64)
+        return _kernel_vector(X, K, np.ones(len(X)), r, float(r.mean()), None)
+    r = _rbf_row_means(X, diag, gamma)
+    Kp = np.exp(np.square(d, dtype=np.float64) * gamma).astype(np.float32)
+    return _kernel_vector(X, Kp, np.ones(len(X)), r, float(r.mean()), pairs)
+
+
+def _rbf_row_means(X, diag, gamma, block_bytes: int = 64 << 20) -> np.ndarray:
+    """Row means of the full n×n RBF kernel, in row blocks (memory O(block · n))."""
+    n = X.shape[0]
+    step = max(1, block_bytes // (4 * n))
+    r = np.empty(n)
+    d32 = diag.astype(np.float32)
+    for s in range(0, n, step):
+        B = X[s:s + step] @ X.T
+        B *= np.float32(-2.0)
+        B += d32[s:s + step, None]
+        B += d32[None, :]
+        np.maximum(B, 0, out=B)
+        B *= np.float32(gamma)
+        np.exp(B, out=B)
+        r[s:s + step] = B.mean(axis=1, dtype=np.float64)
+    return r
