@@ -151,12 +151,80 @@ def _run_demo(args) -> int:
     return 0
 
 
+def _add_meta(sub) -> None:
+    p = sub.add_parser("meta", help="meta-SNE: map every representation (run, layer, snapshot) by their distances",
+                       description="Compare every stored representation with every other (Olah's meta-SNE) and "
+                                   "write the joint map into LOGDIR/plugins/repviz-meta/meta-<transform>-<metric>-"
+                                   "<embedding>/, where the TensorBoard plugin finds it. Vectors and distances "
+                                   "are cached in the log directory: rerunning after more snapshots only adds "
+                                   "the new ones.")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("--transform", default="dist", choices=["dist", "sqrt", "rank", "cka", "rbf_cka"],
+                   help="what each representation vector holds (default: dist, Olah's probe distances)")
+    p.add_argument("--metric", default="chord", choices=["chord", "angle"], help="distance between vectors")
+    p.add_argument("--embedding", default="mds", choices=["mds", "smacof", "tsne"],
+                   help="classical MDS (default), SMACOF-refined MDS, or t-SNE started from MDS")
+    p.add_argument("--runs", help="comma-separated runs (default: all; they must share one probe set)")
+    p.add_argument("--layers", help="comma-separated layers (default: all)")
+    p.add_argument("--include-input", action="store_true",
+                   help="add the raw input as a landmark (the stored probe thumbnails, flattened)")
+    p.add_argument("--no-robustness", action="store_true",
+                   help="skip the rank correlation between the dist and cka distances (saves a second set of "
+                        "vectors)")
+    p.add_argument("--name", help="result name under plugins/repviz-meta/ (default: meta-<transform>-<metric>-"
+                                  "<embedding>)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the pair sample and of t-SNE/SMACOF (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    p.set_defaults(func=_run_meta)
+
+
+def _run_meta(args) -> int:
+    from .meta import MetaSNE
+    from .progress import Progress
+
+    bar: list[Progress] = []  # the current stage's progress line
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if not bar or bar[0].label != f"repviz meta: {stage}" or done < bar[0].done:
+            if bar:
+                bar.pop().close()
+            bar.append(Progress(total, f"repviz meta: {stage}", enabled=False if args.no_progress else None))
+        bar[0].update(done - bar[0].done)
+
+    logdir = open_logdir(args.logdir)
+    runs = _split(args.runs)
+    names = runs or list(logdir.runs)
+    inputs = None
+    if args.include_input and names:  # all compared runs share one probe set (checked by fit)
+        probe = logdir.run(names[0]).probe
+        if probe.thumbnails is None:
+            raise ValueError("--include-input uses the probe thumbnails, and these runs stored none; record "
+                             "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
+        inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
+    meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
+                   random_state=args.seed, progress=progress)
+    result = meta.fit(logdir, runs=runs, layers=_split(args.layers), inputs=inputs)
+    if bar:
+        bar[0].close()
+    name = result.save(logdir, args.name)
+    for item in result.info["left_out"]:
+        print(f"repviz meta: left out {tuple(item['key'])}: {item['reason']}", file=sys.stderr)
+    runs_used = sorted({k[0] for k in result.keys})
+    print(f"{len(result)} representations of {result.info['n_probe']} probes from run(s) {', '.join(runs_used)}; "
+          f"{args.embedding} map explains {100 * result.explained_variance:.1f}% of the variance (classical MDS)")
+    if result.robustness is not None:
+        print(f"robustness: rank correlation of dist and cka distances = {result.robustness:.3f}")
+    print(f"wrote {logdir.artifacts(name).root} in {result.info['seconds']['total']:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_info(sub)
     _add_demo(sub)
     _add_embed(sub)
+    _add_meta(sub)
     return parser
 
 
