@@ -1,12 +1,48 @@
-"""Multidimensional scaling: classical (Torgerson) MDS.
+"""Multidimensional scaling: classical (Torgerson) MDS, metric MDS by SMACOF, and Sammon's mapping.
 
-``classical_mds`` is the one implementation shared by the ``ClassicalMDS`` estimator, Isomap and meta-SNE.
+``classical_mds`` (full spectrum, for small matrices such as meta-SNE's) and ``torgerson`` (partial
+eigensolver, for large n) share ``double_centre``; Isomap embeds its geodesics with ``torgerson``. The iterative
+methods run numba kernels over the rows of a dense float32 distance matrix: O(n² k) time per iteration and
+O(n²) memory, refused above the dense-memory budget.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 from scipy.linalg import eigh
+
+from ._base import (ARRAY_LIKE, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array,
+                    check_dense_memory, check_precomputed)
+from ._eigen import SOLVERS, eigsolve, fix_signs
+from ._graph import distance_rows
+from ..neighbors import _block_rows
+from .pca import _principal_axes
+
+__all__ = ["classical_mds", "fix_signs", "torgerson", "ClassicalMDS", "MDS", "Sammon"]
+
+
+def double_centre(D2: np.ndarray) -> np.ndarray:
+    """B = -1/2 H D² H in place on the squared distances ``D2`` (row/column means accumulated in float64)."""
+    col = D2.mean(axis=0, dtype=np.float64)
+    total = col.mean()
+    # D2 is symmetric, so row means equal column means: B_ij = -1/2 (D2_ij - m_i - m_j + m)
+    D2 -= col.astype(D2.dtype)[None, :]
+    D2 -= (col - total).astype(D2.dtype)[:, None]
+    D2 *= -0.5
+    return D2
+
+
+def torgerson(B: np.ndarray, n_components: int, *, solver: str = "auto", tol: float = 0.0,
+              max_iter: int | None = None, random_state=None, owner: str = "ClassicalMDS"):
+    """Top ``n_components`` eigenpairs of the double-centred matrix ``B`` as coordinates V sqrt(lambda).
+
+    Uses the shared partial eigensolver (ARPACK above 1,000 points): time O(n² k × iterations), no extra n×n
+    copy. Returns float64 coordinates (signs by :func:`fix_signs`) and the eigenvalues.
+    """
+    w, V = eigsolve(B, n_components, largest=True, solver=solver, tol=tol, max_iter=max_iter,
+                    random_state=random_state, owner=owner)
+    return V * np.sqrt(np.clip(w, 0, None)), w
 
 
 def _check_distance_matrix(D, name: str = "D") -> np.ndarray:
@@ -20,14 +56,6 @@ def _check_distance_matrix(D, name: str = "D") -> np.ndarray:
         raise ValueError(f"{name} is not symmetric (max |D - D.T| = {np.abs(D - D.T).max():.3g}); "
                          f"pass (D + D.T) / 2 if the asymmetry is numerical noise")
     return D
-
-
-def fix_signs(Y: np.ndarray) -> np.ndarray:
-    """Deterministic sign convention for eigenvector embeddings: each column's largest-magnitude entry is positive."""
-    idx = np.argmax(np.abs(Y), axis=0)
-    signs = np.sign(Y[idx, np.arange(Y.shape[1])])
-    signs[signs == 0] = 1
-    return Y * signs
 
 
 def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -55,11 +83,342 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     n = D.shape[0]
     if not 1 <= n_components <= n:
         raise ValueError(f"n_components ({n_components}) must be in [1, n_samples ({n})]")
-    B = D ** 2
-    B -= B.mean(axis=0, keepdims=True)
-    B -= B.mean(axis=1, keepdims=True)
-    B *= -0.5
-    w, V = eigh(B)
+    w, V = eigh(double_centre(D ** 2))
     w, V = w[::-1], V[:, ::-1]
     top = np.sqrt(np.clip(w[:n_components], 0, None))
     return fix_signs(V[:, :n_components] * top), w
+
+
+def _dissimilarities(X, metric: str, owner: str) -> np.ndarray:
+    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix, after the memory check."""
+    X = check_array(X, owner, min_samples=2)
+    n = X.shape[0]
+    check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
+                       "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
+    if metric == "precomputed":
+        check_precomputed(X, owner)
+        return np.ascontiguousarray(np.maximum(X, X.T))
+    D = np.empty((n, n), dtype=np.float32)
+    step = _block_rows(n, 64 << 20)
+    for s in range(0, n, step):
+        rows = np.arange(s, min(n, s + step))
+        D[rows] = distance_rows(X, rows, metric)
+    np.fill_diagonal(D, 0)
+    return D
+
+
+_METRICS = ("euclidean", "cosine", "precomputed")
+
+
+class ClassicalMDS(Estimator):
+    """Classical (Torgerson) MDS: the coordinates whose inner products best match -1/2 H D² H.
+
+    With ``metric="euclidean"`` on data this equals PCA scores, and is computed that way: time O(n d²), memory
+    O(n d). Other metrics or a precomputed matrix build the n×n double-centred matrix (memory 8 n² bytes) and
+    take its top eigenpairs with the shared partial eigensolver (time O(n² k) per iteration).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg"}, default="auto"
+        See :func:`repviz.manifold._eigen.eigsolve`.
+    random_state : int, Generator or None, default=None
+        Seeds the iterative eigensolver's start vector.
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+        Columns signed so that their largest-magnitude entry is positive.
+    eigenvalues_ : ndarray (n_components,)
+    explained_variance_ratio_ : ndarray (n_components,)
+        Each eigenvalue over trace(B) (for Euclidean distances, the share of the total variance).
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None, "left")],
+        "metric": [Options(*_METRICS)],
+        "eigen_solver": [Options(*SOLVERS)],
+        "random_state": [RANDOM_STATE],
+    }
+
+    def __init__(self, n_components=2, *, metric="euclidean", eigen_solver="auto", random_state=None):
+        self.n_components = n_components
+        self.metric = metric
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Embed the rows of ``X`` (or the points of a precomputed distance matrix)."""
+        self._validate_params()
+        k = self.n_components
+        if self.metric == "euclidean":
+            X = check_array(X, "ClassicalMDS", min_samples=2)
+            n = X.shape[0]
+            if k > min(X.shape):
+                raise ValueError(f"n_components ({k}) must be at most min(n_samples, n_features) "
+                                 f"({min(X.shape)}) for Euclidean classical MDS of data.")
+            solver = "full" if self.eigen_solver == "dense" else "auto"
+            mean, w, V, total, _ = _principal_axes(X, k, solver, 10, "auto", self.random_state)
+            Y = (X.astype(np.float64) - mean) @ V.T
+            w, trace = w * (n - 1), total * (n - 1)
+        else:
+            D = _dissimilarities(X, self.metric, "ClassicalMDS")
+            n = D.shape[0]
+            if k >= n:
+                raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in ClassicalMDS.")
+            B = double_centre(D.astype(np.float64) ** 2)
+            trace = float(np.trace(B))
+            Y, w = torgerson(B, k, solver=self.eigen_solver, random_state=self.random_state)
+        self.embedding_ = fix_signs(Y).astype(np.float32)
+        self.eigenvalues_ = w
+        self.explained_variance_ratio_ = w / trace if trace > 0 else np.zeros_like(w)
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
+    """One SMACOF step without forming B(Y): Y_new_i = (1/n) sum_j delta_ij / d_ij (Y_i - Y_j); returns stress."""
+    n, k = Y.shape
+    stress_rows = np.zeros(n)
+    for i in prange(n):
+        acc = np.zeros(k)
+        s = 0.0
+        for j in range(n):
+            if j == i:
+                continue
+            d2 = 0.0
+            for c in range(k):
+                diff = Y[i, c] - Y[j, c]
+                d2 += diff * diff
+            d = np.sqrt(d2)
+            r = delta[i, j] - d
+            s += r * r
+            if d > 1e-12:
+                ratio = delta[i, j] / d
+                for c in range(k):
+                    acc[c] += ratio * (Y[i, c] - Y[j, c])
+        for c in range(k):
+            Y_new[i, c] = acc[c] / n
+        stress_rows[i] = s
+    return 0.5 * stress_rows.sum()
+
+
+class MDS(Estimator):
+    """Metric multidimensional scaling by SMACOF (de Leeuw 1977), started from classical MDS.
+
+    Minimises the raw stress sum_{i<j} (||y_i - y_j|| - delta_ij)² by Guttman transforms, each of which never
+    increases it. Starting from the classical solution makes the result deterministic and usually close to
+    the optimum. Time O(n² k) per iteration, memory O(n²) (4 n² bytes for the float32 dissimilarities).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+    max_iter : int, default=300
+    eps : float, default=1e-6
+        Stop when the relative decrease of the stress in one iteration falls below ``eps``.
+    init : ndarray (n_samples, n_components) or None, default=None
+        Starting configuration; None starts from classical MDS.
+    random_state : int, Generator or None, default=None
+        Seeds the eigensolver of the classical start.
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+    stress_ : float
+        Raw stress at the end.
+    normalized_stress_ : float
+        Kruskal's stress-1, sqrt(stress / sum_{i<j} delta_ij²).
+    n_iter_ : int
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None, "left")],
+        "metric": [Options(*_METRICS)],
+        "max_iter": [Interval(int, 1, None, "left")],
+        "eps": [Interval(float, 0, None, "left")],
+        "init": [NONE, ARRAY_LIKE],
+        "random_state": [RANDOM_STATE],
+    }
+
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, eps=1e-6, init=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.metric = metric
+        self.max_iter = max_iter
+        self.eps = eps
+        self.init = init
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by SMACOF."""
+        self._validate_params()
+        delta = _dissimilarities(X, self.metric, type(self).__name__)
+        Y = _start(self, delta)
+        self.embedding_, self.stress_, self.n_iter_ = self._optimize(delta, Y)
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
+
+    def _optimize(self, delta, Y):
+        Y_new = np.empty_like(Y)
+        stress = np.inf
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            new = _guttman_transform(delta, Y, Y_new)
+            Y, Y_new = Y_new, Y
+            done = stress - new <= self.eps * max(new, 1e-300)
+            stress = new
+            if done:
+                break
+        stress = _guttman_transform(delta, Y, Y_new)  # stress of the returned configuration
+        total = 0.5 * float(np.square(delta, dtype=np.float64).sum())
+        self.normalized_stress_ = float(np.sqrt(stress / total)) if total > 0 else 0.0
+        return Y.astype(np.float32), float(stress), it
+
+
+def _start(est, delta: np.ndarray) -> np.ndarray:
+    """Starting configuration of MDS / Sammon: ``init`` if given, else classical MDS of ``delta``."""
+    n, k = delta.shape[0], est.n_components
+    if k >= n:
+        raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in {type(est).__name__}.")
+    if est.init is not None:
+        Y = np.array(est.init, dtype=np.float64)
+        if Y.shape != (n, k):
+            raise ValueError(f"init must have shape (n_samples, n_components) = {(n, k)}; got {Y.shape}.")
+        return Y
+    B = double_centre(delta.astype(np.float64) ** 2)
+    Y, _ = torgerson(B, k, random_state=est.random_state, owner=type(est).__name__)
+    return np.ascontiguousarray(Y)
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _sammon_error(delta, Y):  # pragma: no cover - compiled
+    """sum_{i != j, delta_ij > 0} (delta_ij - d_ij)² / delta_ij (twice Sammon's sum over pairs, unscaled)."""
+    n, k = Y.shape
+    rows = np.zeros(n)
+    for i in prange(n):
+        e = 0.0
+        for j in range(n):
+            dl = delta[i, j]
+            if j == i or dl <= 0:
+                continue
+            d2 = 0.0
+            for c in range(k):
+                diff = Y[i, c] - Y[j, c]
+                d2 += diff * diff
+            r = dl - np.sqrt(d2)
+            e += r * r / dl
+        rows[i] = e
+    return rows.sum()
+
+
+@njit(cache=True, parallel=True, fastmath=True)
+def _sammon_newton_step(delta, Y, step):  # pragma: no cover - compiled
+    """Sammon's pseudo-Newton step, -(dE/dy) / |d²E/dy²| per coordinate, written into ``step``.
+
+    ``g`` accumulates -1/2 dE/dy_i = sum_j (1/delta_ij - 1/d_ij)(y_j - y_i) and ``h`` the matching half
+    second derivative, so the step is g / |h|."""
+    n, k = Y.shape
+    for i in prange(n):
+        g = np.zeros(k)
+        h = np.zeros(k)
+        for j in range(n):
+            dl = delta[i, j]
+            if j == i or dl <= 0:
+                continue
+            d2 = 0.0
+            for c in range(k):
+                diff = Y[i, c] - Y[j, c]
+                d2 += diff * diff
+            d = max(np.sqrt(d2), 1e-12)
+            a = 1.0 / dl - 1.0 / d   # derivative weight of the pair
+            b = 1.0 / (d * d * d)
+            for c in range(k):
+                diff = Y[j, c] - Y[i, c]
+                g[c] += a * diff
+                h[c] += b * diff * diff - a
+        for c in range(k):
+            step[i, c] = g[c] / max(abs(h[c]), 1e-12)
+
+
+class Sammon(Estimator):
+    """Sammon's mapping (Sammon 1969): MDS that weights each pair by 1 / delta_ij, so small distances count more.
+
+    Minimises E = (1 / sum_{i<j} delta_ij) sum_{i<j} (delta_ij - d_ij)² / delta_ij with Sammon's diagonal
+    Newton step, halving the step until E decreases (the safeguarded form of Cawley's implementation).
+    Pairs at distance zero (duplicate points) carry no weight. Starts from classical MDS. Time O(n² k) per
+    iteration, memory O(n²).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+    max_iter : int, default=500
+    eps : float, default=1e-9
+        Stop when the relative decrease of E in one iteration falls below ``eps``.
+    max_halves : int, default=20
+        Step halvings tried before stopping.
+    init : ndarray (n_samples, n_components) or None, default=None
+    random_state : int, Generator or None, default=None
+        Seeds the eigensolver of the classical start.
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+    stress_ : float
+        Sammon's error E at the end.
+    n_iter_ : int
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(int, 1, None, "left")],
+        "metric": [Options(*_METRICS)],
+        "max_iter": [Interval(int, 1, None, "left")],
+        "eps": [Interval(float, 0, None, "left")],
+        "max_halves": [Interval(int, 1, None, "left")],
+        "init": MDS._parameter_constraints["init"],
+        "random_state": [RANDOM_STATE],
+    }
+
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=500, eps=1e-9, max_halves=20, init=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.metric = metric
+        self.max_iter = max_iter
+        self.eps = eps
+        self.max_halves = max_halves
+        self.init = init
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by Sammon's mapping."""
+        self._validate_params()
+        delta = _dissimilarities(X, self.metric, "Sammon")
+        scale = 0.5 * float(delta.sum(dtype=np.float64))
+        if scale <= 0:
+            raise ValueError("Sammon needs at least two distinct points; all dissimilarities are zero.")
+        Y = _start(self, delta)
+        E = _sammon_error(delta, Y)
+        step = np.empty_like(Y)
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            _sammon_newton_step(delta, Y, step)
+            for _ in range(self.max_halves):
+                Y_try = Y + step
+                E_try = _sammon_error(delta, Y_try)
+                if E_try < E:
+                    break
+                step *= 0.5
+            else:
+                break  # no decrease along the step: at a (local) minimum
+            done = E - E_try <= self.eps * E
+            Y, E = Y_try, E_try
+            if done:
+                break
+        self.embedding_ = fix_signs(Y - Y.mean(axis=0)).astype(np.float32)
+        self.stress_ = 0.5 * E / scale
+        self.n_iter_ = it
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self
