@@ -86,9 +86,9 @@ def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
 
 
 def save_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON atomically."""
+    """Write ``obj`` as JSON atomically. Key order is kept (``manifest['layers']`` lists layers in model order)."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=_json_default))
+        tmp.write_text(json.dumps(obj, indent=1, default=_json_default))
 
 
 def load_json(path: str | os.PathLike) -> Any:
