@@ -61,10 +61,7 @@ class _Capture:
     pooling: str | None
     projection: Any  # backend tensor (in_width, dim) or None
     reduction: dict
-
-    @property
-    def width(self) -> int:
-        return int(self.reduction.get("dim") or np.prod(self.sample_shape, dtype=np.int64))
+    width: int  # stored columns
 
 
 class ActivationLogger(keras.callbacks.Callback):
@@ -213,7 +210,9 @@ class ActivationLogger(keras.callbacks.Callback):
         _check_input_shapes(model, self._x)
         head = keras.tree.map_structure(lambda a: a[: min(2, self.n_probe)], self._x)
         try:
-            calls, outputs = self._forward(model, head, [layer for _, layer in chosen])
+            # Twice: a model's first eager call may run its layers more than once while it builds itself.
+            for _ in range(2):
+                calls, outputs = self._forward(model, head, [layer for _, layer in chosen])
         except Exception as e:
             raise ValueError(f"the probe (inputs of shape {_shapes(self._x)}) does not fit model "
                              f"{model.name!r}: running the model on it failed with {type(e).__name__}: {e}"
@@ -238,7 +237,7 @@ class ActivationLogger(keras.callbacks.Callback):
     def _capture(self, name: str, path: str, layer, call: int, output: int, shape: tuple[int, ...]) -> _Capture:
         pooling = self.pooling if self.pooling and len(shape) >= 2 else None
         width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
-        reduction: dict = {"kind": f"global_{pooling}_pooling" if pooling else "none"}
+        reduction: dict = {"kind": f"global_{pooling}_pooling", "dim": width} if pooling else {"kind": "none"}
         projection = None
         if width > self.max_width:
             stream = zlib.crc32(name.encode())
@@ -247,8 +246,9 @@ class ActivationLogger(keras.callbacks.Callback):
             matrix /= np.float32(np.sqrt(self.projection_dim))  # E||xR||^2 = ||x||^2
             projection = keras.ops.convert_to_tensor(matrix)
             reduction = {"kind": "random_projection", "dim": self.projection_dim, "seed": [self.seed, stream],
-                         "in_width": width, "pooling": reduction["kind"]}
-        return _Capture(name, path, layer, call, output, shape, pooling, projection, reduction)
+                         "in_width": width, "before": reduction["kind"]}
+            width = self.projection_dim
+        return _Capture(name, path, layer, call, output, shape, pooling, projection, reduction, width)
 
     def _manifest(self, model) -> dict:
         arch = [(path, type(layer).__name__, [list(w.shape) for w in layer.weights]) for path, layer in _walk(model)]
@@ -380,8 +380,10 @@ def _is_batched(t, n: int) -> bool:
 def _walk(layer, prefix: str = "", seen: set | None = None):
     """(path, layer) for every layer inside ``layer``, depth first, in model order; shared layers once."""
     seen = set() if seen is None else seen
-    children = (layer._flatten_layers(include_self=False, recursive=False)
-                if hasattr(layer, "_flatten_layers") else getattr(layer, "layers", []))
+    if isinstance(layer, keras.Model):
+        children = layer.layers  # graph order for Functional and Sequential
+    else:  # sublayers of a custom layer, in the order they were assigned
+        children = layer._flatten_layers(include_self=False, recursive=False)
     for child in children:
         if id(child) in seen or isinstance(child, keras.layers.InputLayer):
             continue

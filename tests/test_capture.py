@@ -1,0 +1,454 @@
+"""ActivationLogger: every kind of Keras model, schedules, reductions, precision, bad inputs, crash safety.
+
+Captured values are checked against an independent computation (a side model over the same layer, or the input
+itself for an identity layer); the store is read back through ``open_logdir`` as a user would.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import repviz  # noqa: E402
+from repviz.capture import ActivationLogger  # noqa: E402
+from keras.src.utils.python_utils import is_default  # noqa: E402
+from repviz.store import IncompatibleRunError, checksum  # noqa: E402
+
+N = 64  # probe rows
+
+
+def _images(n=160, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, 28, 28), dtype=np.float32)
+    y = (x[:, :14].mean(axis=(1, 2)) > x[:, 14:].mean(axis=(1, 2))).astype(np.int64)
+    return x, y
+
+
+def _mlp(with_input=True):
+    layers = [keras.layers.Flatten(name="flat"), keras.layers.Dense(16, activation="relu", name="hidden"),
+              keras.layers.Dropout(0.5, name="drop"), keras.layers.Dense(2, activation="softmax", name="out")]
+    return keras.Sequential(([keras.Input((28, 28))] if with_input else []) + layers)
+
+
+def _fit(model, run_dir, x, y, epochs=2, **kwargs):
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(run_dir, probe=(x[:N], y[:N]), **kwargs)
+    model.fit(x, y, epochs=epochs, batch_size=32, verbose=0, shuffle=False, callbacks=[logger])
+    return repviz.open_logdir(run_dir.parent).run(run_dir.name)
+
+
+@pytest.fixture(scope="module")
+def mlp_run(tmp_path_factory):
+    """A Sequential MLP trained 2 epochs with the default logger; shared by read-back tests."""
+    keras.utils.set_random_seed(0)
+    x, y = _images()
+    model = _mlp()
+    run = _fit(model, tmp_path_factory.mktemp("logs") / "mlp", x, y)
+    return run, model, x, y
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model kinds
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("with_input", [True, False])
+def test_sequential_default_layers_steps_and_values(tmp_path, with_input):
+    keras.utils.set_random_seed(0)
+    x, y = _images()
+    model = _mlp(with_input)
+    run = _fit(model, tmp_path / "run", x, y)
+    assert run.layers == ["hidden", "out"]  # Flatten and Dropout are skipped by default
+    assert run.steps() == [0, 1, 2] and run.manifest["step_unit"] == "epoch"
+    side = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 2), side.predict(x[:N], verbose=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run.predictions(2), model.predict(x[:N], verbose=0), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(run.predictions(0), run.predictions(2))  # snapshot 0 is the untrained model
+
+
+def test_read_back_probe_records_and_manifest(mlp_run):
+    run, model, x, y = mlp_run
+    probe = run.probe
+    np.testing.assert_array_equal(probe.ids, np.arange(N))
+    np.testing.assert_array_equal(probe.labels, y[:N])
+    assert probe.thumbnails.dtype == np.uint8 and probe.thumbnails.shape == (N, 28, 28)
+    np.testing.assert_array_equal(probe.thumbnails, np.round(x[:N] * 255).astype(np.uint8))
+    m = run.manifest
+    assert m["format_version"] == 1 and m["model"]["params"] == model.count_params()
+    assert m["layers"]["hidden"]["stored_shape"] == [N, 16]
+    assert m["layers"]["hidden"]["reduction"] == {"kind": "none"}
+    assert m["probe"] == {"n": N, "shape": [N, 28, 28], "has_labels": True}
+    assert set(m["fingerprint"]) == {"model", "probe"}
+    for layer in run.layers:
+        for step in run.steps(layer):
+            rec = run.record(layer, step)
+            assert rec["crc32"] == checksum(np.asarray(run.activations(layer, step))) and rec["nonfinite"] == 0
+            assert rec["epoch"] == step
+
+
+def test_functional_nested_shared_and_multi_output(tmp_path):
+    class Split(keras.layers.Layer):  # a multi-output layer
+        def call(self, x):
+            return x[:, :3], x[:, 3:] * 2.0
+
+    keras.utils.set_random_seed(0)
+    inner_in = keras.Input((8,))
+    inner = keras.Model(inner_in, keras.layers.Dense(6, activation="tanh", name="inner_dense")(inner_in),
+                        name="encoder")
+    inp = keras.Input((8,))
+    shared = keras.layers.Dense(8, activation="relu", name="shared")
+    h = shared(shared(inp))  # called twice
+    a, b = Split(name="split")(inner(h))
+    out = keras.layers.Dense(2, activation="softmax", name="out")(keras.layers.Concatenate()([a, b]))
+    model = keras.Model(inp, out)
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(96, 8)).astype(np.float32), rng.integers(0, 2, 96)
+    run = _fit(model, tmp_path / "run", x, y, layers=["shared", "encoder/inner_dense", "split", "out"])
+    assert run.layers == ["shared#0", "shared#1", "encoder/inner_dense", "split:0", "split:1", "out"]
+    assert run.layer_info("split:1")["stored_shape"] == [N, 3]
+    xp = x[:N]
+    first = keras.ops.convert_to_numpy(shared(xp))
+    second = keras.ops.convert_to_numpy(shared(first))
+    enc = keras.ops.convert_to_numpy(inner(second))
+    for name, want in [("shared#0", first), ("shared#1", second), ("encoder/inner_dense", enc),
+                       ("split:0", enc[:, :3]), ("split:1", enc[:, 3:] * 2)]:
+        np.testing.assert_allclose(run.activations(name, 2), want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_subclassed_model_with_sublayer_block(tmp_path):
+    class Block(keras.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.inner = keras.layers.Dense(5, activation="relu", name="inner")
+
+        def call(self, x):
+            return self.inner(x) + 1.0
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__(name="net")
+            self.block = Block(name="block")
+            self.head = keras.layers.Dense(2, activation="softmax", name="head")
+
+        def call(self, x, training=None):
+            return self.head(self.block(x))
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(96, 4)).astype(np.float32), rng.integers(0, 2, 96)
+    model = Net()
+    run = _fit(model, tmp_path / "run", x, y)
+    assert run.layers == ["block/inner", "head"]  # found inside the custom block
+    inner = keras.ops.convert_to_numpy(model.block.inner(x[:N]))
+    np.testing.assert_allclose(run.activations("block/inner", 2), inner, rtol=1e-5, atol=1e-6)
+    run2 = _fit(model, tmp_path / "by_class", x, y, layers=Block)
+    np.testing.assert_allclose(run2.activations("block", 0), inner + 1.0, rtol=1e-5, atol=1e-6)
+
+
+def test_weights_and_batchnorm_statistics_bit_identical(tmp_path):
+    def build():
+        keras.utils.set_random_seed(3)
+        return keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, name="d"),
+                                 keras.layers.BatchNormalization(name="bn"), keras.layers.Dropout(0.3),
+                                 keras.layers.Dense(2, activation="softmax")])
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(128, 6)).astype(np.float32), rng.integers(0, 2, 128)
+    results = []
+    for use_logger in (False, True):
+        model = build()
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        cbs = [ActivationLogger(tmp_path / "run", probe=x[:32], layers=["d", "bn"])] if use_logger else []
+        keras.utils.set_random_seed(4)
+        model.fit(x, y, epochs=2, batch_size=16, verbose=0, shuffle=False, callbacks=cbs)
+        results.append([keras.ops.convert_to_numpy(w) for w in model.weights])
+    bn_names = [w.path for w in model.weights if "moving" in w.path]
+    assert len(bn_names) == 2
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Schedules
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_batch_schedule_and_async_dispatch(tmp_path):
+    keras.utils.set_random_seed(0)
+    x, y = _images(160)  # 5 batches of 32 per epoch
+    epoch_logger = ActivationLogger(tmp_path / "e", probe=x[:8])
+    batch_logger = ActivationLogger(tmp_path / "b", probe=x[:8], batch_freq=3)
+    assert isinstance(batch_logger, ActivationLogger)
+    assert is_default(epoch_logger.on_train_batch_end)  # keeps async dispatch
+    assert not is_default(batch_logger.on_train_batch_end)
+    run = _fit(_mlp(), tmp_path / "run", x, y, epochs=2, batch_freq=3)
+    assert run.manifest["step_unit"] == "batch" and run.steps() == [0, 3, 6, 9]
+    rec = run.record("hidden", 6)
+    assert (rec["epoch"], rec["batch"]) == (1, 1)  # 6th batch overall = 1st batch of the 2nd epoch
+
+
+def test_epoch_list_schedule(tmp_path):
+    x, y = _images()
+    run = _fit(_mlp(), tmp_path / "run", x, y, epochs=3, freq=[1, 3])
+    assert run.steps() == [0, 1, 3]
+
+
+def test_resumed_training_continues_run(tmp_path):
+    x, y = _images()
+    model = _mlp()
+    _fit(model, tmp_path / "run", x, y, epochs=2)
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]))
+    model.fit(x, y, epochs=4, initial_epoch=2, batch_size=32, verbose=0, callbacks=[logger])
+    assert repviz.open_logdir(tmp_path).run("run").steps() == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reductions and precision
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_random_projection_preserves_distances_and_is_fixed(tmp_path):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(96, 512)).astype(np.float32)
+    y = rng.integers(0, 2, 96)
+    inp = keras.Input((512,))
+    ident = keras.layers.Activation("linear", name="ident")(inp)  # equals the input at every snapshot
+    model = keras.Model(inp, keras.layers.Dense(2, activation="softmax", name="out")(ident))
+    run = _fit(model, tmp_path / "run", x, y, layers=["ident", "out"], max_width=300, projection_dim=256)
+    info = run.layer_info("ident")
+    assert info["reduction"]["kind"] == "random_projection" and info["reduction"]["dim"] == 256
+    assert info["stored_shape"] == [N, 256] and info["output_shape"] == [None, 512]
+    assert run.layer_info("out")["reduction"] == {"kind": "none"}
+    np.testing.assert_array_equal(run.activations("ident", 0), run.activations("ident", 2))  # same matrix
+    from scipy.spatial.distance import pdist
+
+    ratio = pdist(np.asarray(run.activations("ident", 2), np.float64)) / pdist(x[:N].astype(np.float64))
+    print(f"distance ratio: mean {ratio.mean():.3f}, std {ratio.std():.3f}")
+    assert abs(ratio.mean() - 1) < 0.03 and ratio.std() < 0.08  # JL: std ~ 1/sqrt(2 * 256) = 0.044
+
+
+def test_conv_pooling_and_projection(tmp_path):
+    keras.utils.set_random_seed(0)
+    x, y = _images(96)
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
+                              keras.layers.GlobalAveragePooling2D(name="gap"),
+                              keras.layers.Dense(2, activation="softmax", name="out")])
+    x4 = x[..., None]
+    pooled = _fit(model, tmp_path / "avg", x4, y, layers=["conv", "gap"], pooling="avg")
+    np.testing.assert_allclose(pooled.activations("conv", 2), pooled.activations("gap", 2), rtol=1e-5, atol=1e-6)
+    assert pooled.layer_info("conv")["reduction"]["kind"] == "global_avg_pooling"
+    projected = _fit(model, tmp_path / "proj", x4, y, epochs=1, layers="conv", max_width=1000, projection_dim=64)
+    assert projected.layer_info("conv")["stored_shape"] == [N, 64]  # 26 * 26 * 4 = 2704 > 1000
+    assert projected.layer_info("conv")["reduction"]["in_width"] == 2704
+
+
+def test_float16_storage(tmp_path, mlp_run):
+    run32 = mlp_run[0]
+    x, y = _images()
+    keras.utils.set_random_seed(0)
+    run16 = _fit(_mlp(), tmp_path / "run", x, y, dtype="float16")
+    a16 = run16.activations("hidden", 0)
+    assert a16.dtype == np.float16 and run16.record("hidden", 0)["dtype"] == "<f2"
+    np.testing.assert_allclose(a16, run32.activations("hidden", 0), rtol=2e-3, atol=2e-3)
+
+
+def test_mixed_precision_stored_as_float32(tmp_path):
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        keras.utils.set_random_seed(0)
+        x, y = _images()
+        model = _mlp()
+        run = _fit(model, tmp_path / "run", x, y, epochs=1)
+        side = keras.Model(model.inputs[0], model.get_layer("hidden").output)
+        want = keras.ops.convert_to_numpy(side(x[:N], training=False))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert want.dtype == np.float16
+    got = run.activations("hidden", 1)
+    assert got.dtype == np.float32 and np.isfinite(got).all()
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_nonfinite_activations_are_stored_and_counted(tmp_path):
+    x, y = _images()
+    probe = x[:N].copy()
+    probe[5, 3, 3] = np.nan
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with pytest.warns(RuntimeWarning, match="layer 'hidden' has 16 non-finite activation value"):
+        model.fit(x, y, epochs=1, verbose=0,
+                  callbacks=[ActivationLogger(tmp_path / "run", probe=probe, layers=["hidden"])])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.record("hidden", 0)["nonfinite"] == 16
+    assert np.isnan(run.activations("hidden", 0)[5]).all() and np.isfinite(run.activations("hidden", 0)[4]).all()
+
+
+def test_tensorboard_marker_names_the_plugin(mlp_run):
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    run = mlp_run[0]
+    files = sorted(run.run_dir.glob("events.out.tfevents.*"))
+    assert len(files) == 1
+    values = [v for e in EventFileLoader(str(files[0])).Load() if e.HasField("summary") for v in e.summary.value]
+    assert [v.metadata.plugin_data.plugin_name for v in values] == ["repviz"]
+    assert json.loads(values[0].metadata.plugin_data.content)["layers"] == run.layers
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bad input, early
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(probe=np.zeros((0, 28, 28))), r"the probe is empty \(0 rows\)"),
+    (dict(probe=(np.zeros((4, 28, 28)), np.zeros(3))), "4 input rows but 3 labels"),
+    (dict(freq=0), r"The 'freq' parameter of ActivationLogger must be an int >= 1 .* Got 0 instead"),
+    (dict(freq=2, batch_freq=5), "not both"),
+    (dict(batch_freq=-1), r"'batch_freq' parameter .* Got -1 instead"),
+    (dict(dtype="int8"), r"'dtype' parameter .* Got 'int8' instead"),
+    (dict(pooling="min"), r"'pooling' parameter .* Got 'min' instead"),
+    (dict(max_width=100, projection_dim=200), r"projection_dim \(200\) must not exceed max_width \(100\)"),
+    (dict(layers=[3]), r"'layers' parameter .* Got \[3\] instead"),
+    (dict(probe_ids=[1, 1, 2, 3]), "probe_ids must be unique"),
+])
+def test_bad_arguments_at_construction(tmp_path, kwargs, match):
+    kwargs = {"probe": np.zeros((4, 28, 28), np.float32), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        ActivationLogger(tmp_path / "run", **kwargs)
+
+
+def test_unwritable_log_dir(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(OSError, match="cannot write repviz logs under"):
+        ActivationLogger(tmp_path / "file" / "run", probe=np.zeros((4, 28, 28), np.float32))
+
+
+def _fit_fails(tmp_path, model, probe, **kwargs):
+    """Fit must fail before the first epoch: nothing recorded, weights untouched."""
+    x, y = _images(64)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model(x[:2])  # built by a real call, as after any use
+    before = [keras.ops.convert_to_numpy(w).copy() for w in model.weights]
+    logger = ActivationLogger(tmp_path / "run", probe=probe, **kwargs)
+    try:
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
+    finally:
+        assert not (tmp_path / "run" / "plugins" / "repviz" / "records.jsonl").exists()
+        for a, w in zip(before, model.weights):
+            np.testing.assert_array_equal(a, keras.ops.convert_to_numpy(w))
+
+
+def test_unknown_layer_lists_available(tmp_path):
+    with pytest.raises(ValueError, match=r"layer 'dense_9' is not in the model; available layers: 'flat', "
+                                         r"'hidden', 'drop', 'out'"):
+        _fit_fails(tmp_path, _mlp(), _images()[0][:8], layers=["hidden", "dense_9"])
+
+
+def test_probe_shape_not_fitting_functional_model(tmp_path):
+    with pytest.raises(ValueError, match=r"the probe's inputs have shape \(8, 27, 28\) but model .* expects "
+                                         r"\(None, 28, 28\)"):
+        _fit_fails(tmp_path, _mlp(), np.zeros((8, 27, 28), np.float32))
+
+
+def test_probe_shape_not_fitting_subclassed_model(tmp_path):
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.flat = keras.layers.Flatten()
+            self.dense = keras.layers.Dense(2, activation="softmax")
+
+        def call(self, x):
+            return self.dense(self.flat(x))
+
+    with pytest.raises(ValueError, match=r"the probe \(inputs of shape \[8, 20, 20\]\) does not fit model"):
+        _fit_fails(tmp_path, Net(), np.zeros((8, 20, 20), np.float32))
+
+
+def test_different_model_or_probe_into_existing_run_is_refused(tmp_path, mlp_run):
+    run = mlp_run[0]
+    x, y = _images()
+    other = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(name="flat"),
+                              keras.layers.Dense(3, name="hidden"), keras.layers.Dense(2, name="out")])
+    other.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with pytest.raises(IncompatibleRunError, match="already holds a repviz run of a different model"):
+        other.fit(x, y, epochs=1, verbose=0, callbacks=[ActivationLogger(run.run_dir, probe=(x[:N], y[:N]))])
+    same = mlp_run[1]
+    with pytest.raises(IncompatibleRunError, match="of a different probe"):
+        same.fit(x, y, epochs=1, verbose=0, callbacks=[ActivationLogger(run.run_dir, probe=x[1:N + 1])])
+    assert run.steps() == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Crash safety and the light reader
+# ---------------------------------------------------------------------------------------------------------------
+
+_TRAIN_FOREVER = """
+import os, sys, time
+import numpy as np, keras
+from repviz.capture import ActivationLogger
+
+class Slow(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        time.sleep(0.05)
+
+rng = np.random.default_rng(0)
+x, y = rng.normal(size=(64, 300)).astype("float32"), rng.integers(0, 2, 64)
+model = keras.Sequential([keras.Input((300,)), keras.layers.Dense(400, activation="relu", name="a"),
+                          keras.layers.Dense(300, activation="relu", name="b"), keras.layers.Dense(2, name="c")])
+model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+model.fit(x, y, epochs=100000, batch_size=64, verbose=0,
+          callbacks=[ActivationLogger(sys.argv[1], probe=rng.normal(size=(500, 300)).astype("float32"),
+                                      batch_size=50), Slow()])
+"""
+
+
+def test_sigkill_mid_training_leaves_a_readable_run(tmp_path):
+    records = tmp_path / "run" / "plugins" / "repviz" / "records.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", _TRAIN_FOREVER, str(tmp_path / "run")],
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if records.exists() and records.read_bytes().count(b'"prediction"') >= 4:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the training subprocess ended early"
+        os.kill(proc.pid, signal.SIGKILL)  # most likely in the middle of writing a snapshot
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    run = repviz.open_logdir(tmp_path).run("run")
+    complete = run.prediction_steps()  # predictions are written last in a snapshot
+    assert complete[:4] == [0, 1, 2, 3]
+    for layer in run.layers:
+        assert set(complete) <= set(run.steps(layer))
+        for step in run.steps(layer):
+            a = np.asarray(run.activations(layer, step))
+            assert a.shape == (500, run.layer_info(layer)["stored_shape"][1])
+            assert checksum(a) == run.record(layer, step)["crc32"]
+    with open(records, "ab") as f:  # a record torn by the kill is ignored
+        f.write(b'{"kind": "activation", "layer": "a", "st')
+    assert repviz.open_logdir(tmp_path).run("run").steps("a") == run.steps("a")
+
+
+def test_reader_needs_no_tensorflow(mlp_run):
+    code = textwrap.dedent(f"""
+        import sys
+        import repviz
+        run = repviz.open_logdir({str(mlp_run[0].run_dir.parent)!r}).run("mlp")
+        a = run.activations("hidden", 2)
+        assert a.shape == ({N}, 16) and float(abs(a).sum()) > 0
+        assert run.predictions(1).shape == ({N}, 2) and run.probe.thumbnails.shape == ({N}, 28, 28)
+        leaked = [m for m in ("tensorflow", "keras") if m in sys.modules]
+        assert not leaked, leaked
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
