@@ -282,6 +282,7 @@ class ArrayStream:
         """Append the next rows (cast to the stream's dtype)."""
         rows = np.ascontiguousarray(rows, dtype=self.dtype)
         if rows.shape[1:] != self.shape[1:] or self._rows + len(rows) > self.shape[0]:
+            self.abort()
             raise ValueError(f"rows of shape {rows.shape} do not continue an array of shape {self.shape} "
                              f"after {self._rows} rows")
         self._file.write(rows.data)

@@ -1,0 +1,187 @@
+"""The log-directory store on its own (no Keras): round trips, atomic writes, torn records, refusals, messages."""
+
+import json
+
+import numpy as np
+import pytest
+
+from repviz import store
+from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, open_logdir
+
+FP = {"model": "m1", "probe": "p1"}
+
+
+def _writer(tmp_path, name="run", fingerprint=FP, layers=("dense", "block/conv")):
+    w = RunWriter(tmp_path / name)
+    w.begin({"fingerprint": fingerprint, "step_unit": "epoch",
+             "layers": {layer: {"stored_shape": [5, 3]} for layer in layers}})
+    return w
+
+
+def test_round_trip(tmp_path):
+    w = _writer(tmp_path)
+    rng = np.random.default_rng(0)
+    ids, labels = np.arange(10, 15), np.array([0, 1, 2, 1, 0])
+    thumbs = rng.integers(0, 255, (5, 8, 8), dtype=np.uint8)
+    w.write_probe(ids, labels, thumbs)
+    arrays = {(layer, step): rng.normal(size=(5, 3)).astype(np.float32)
+              for layer in ("dense", "block/conv") for step in (0, 1, 2)}
+    for (layer, step), a in arrays.items():
+        w.write_activation(layer, step, a, epoch=step)
+    w.write_prediction(2, np.eye(5, dtype=np.float32))
+    run = open_logdir(tmp_path).run("run")
+    assert run.layers == ["dense", "block/conv"] and run.steps() == [0, 1, 2]
+    for (layer, step), a in arrays.items():
+        got = run.activations(layer, step)
+        np.testing.assert_array_equal(got, a)
+        assert isinstance(got, np.memmap) and not got.flags.writeable
+        assert run.record(layer, step)["epoch"] == step
+    np.testing.assert_array_equal(run.predictions(2), np.eye(5))
+    np.testing.assert_array_equal(run.probe.ids, ids)
+    np.testing.assert_array_equal(run.probe.labels, labels)
+    np.testing.assert_array_equal(run.probe.thumbnails, thumbs)
+    assert run.manifest["format_version"] == store.FORMAT_VERSION and run.disk_bytes() > 0
+
+
+def test_stream_equals_whole_write(tmp_path):
+    w = _writer(tmp_path)
+    a = np.random.default_rng(1).normal(size=(7, 3)).astype(np.float32)
+    a[2, 1] = np.inf
+    whole = w.write_activation("dense", 0, a)
+    with w.stream_activation("dense", 1, a.shape, np.float32) as s:
+        s.write(a[:3])
+        s.write(a[3:])
+        streamed = s.commit()
+    assert {k: whole[k] for k in ("crc32", "nonfinite", "dtype", "shape")} == \
+           {k: streamed[k] for k in ("crc32", "nonfinite", "dtype", "shape")}
+    assert streamed["nonfinite"] == 1
+    np.testing.assert_array_equal(open_logdir(tmp_path).run("run").activations("dense", 1), a)
+
+
+def test_stream_aborted_leaves_nothing(tmp_path):
+    w = _writer(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        with w.stream_activation("dense", 0, (4, 3), np.float32) as s:
+            s.write(np.zeros((2, 3)))
+            raise RuntimeError("boom")
+    with pytest.raises(ValueError, match=r"rows of shape \(3, 2\) do not continue an array of shape \(4, 3\)"):
+        w.stream_activation("dense", 0, (4, 3), np.float32).write(np.zeros((3, 2)))
+    s = w.stream_activation("dense", 0, (4, 3), np.float32)
+    s.write(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="2 rows written, 4 expected"):
+        s.commit()
+    run = open_logdir(tmp_path).run("run")
+    assert run.steps() == [] and not list((w.root / "activations").rglob("*.npy"))
+    assert not list((w.root / "activations").rglob("*.tmp"))
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path):
+    path = tmp_path / "a.npy"
+    store.save_array(path, np.arange(3))
+    with pytest.raises(RuntimeError, match="interrupted"):
+        with store.atomic_path(path) as tmp:
+            tmp.write_bytes(b"partial")
+            raise RuntimeError("interrupted")
+    np.testing.assert_array_equal(store.load_array(path), np.arange(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["a.npy"]
+
+
+def test_no_pickles(tmp_path):
+    with pytest.raises(TypeError, match="refusing to store an object array"):
+        store.save_array(tmp_path / "o.npy", np.array([{"a": 1}], dtype=object))
+    np.save(tmp_path / "p.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        store.load_array(tmp_path / "p.npy", mmap=False)
+
+
+def test_torn_last_record_is_ignored(tmp_path):
+    w = _writer(tmp_path)
+    for step in (0, 1):
+        w.write_activation("dense", step, np.zeros((5, 3), np.float32))
+    with open(w.root / "records.jsonl", "ab") as f:
+        f.write(b'{"kind": "activation", "layer": "dense", "step": 2, "fi')
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
+
+
+def test_corrupt_middle_record_is_an_error(tmp_path):
+    w = _writer(tmp_path)
+    store.append_record(w.root / "records.jsonl", {"kind": "x"})
+    with open(w.root / "records.jsonl", "ab") as f:
+        f.write(b"not json\n")
+    store.append_record(w.root / "records.jsonl", {"kind": "x"})
+    with pytest.raises(ValueError, match="line 2 is not valid JSON and is not the last line"):
+        store.read_records(w.root / "records.jsonl")
+
+
+def test_record_without_file_is_skipped(tmp_path):
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    store.append_record(w.root / "records.jsonl", {"kind": "activation", "layer": "dense", "step": 1,
+                                                   "file": "activations/dense/1.npy"})
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0]
+
+
+def test_reopen_same_run_continues_and_later_record_wins(tmp_path):
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    created = w.manifest["created"]
+    w2 = _writer(tmp_path)
+    assert w2.manifest["created"] == created
+    w2.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    w2.write_activation("dense", 1, np.ones((5, 3), np.float32))
+    run = open_logdir(tmp_path).run("run")
+    assert run.steps("dense") == [0, 1]
+    np.testing.assert_array_equal(run.activations("dense", 0), np.ones((5, 3)))
+
+
+@pytest.mark.parametrize("fingerprint, what", [({"model": "m2", "probe": "p1"}, "model"),
+                                               ({"model": "m1", "probe": "p2"}, "probe"),
+                                               ({"model": "m2", "probe": "p2"}, "model and probe")])
+def test_incompatible_run_is_refused(tmp_path, fingerprint, what):
+    _writer(tmp_path).write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    with pytest.raises(IncompatibleRunError, match=f"already holds a repviz run of a different {what}; .*"
+                                                   f"Log to a new directory"):
+        _writer(tmp_path, fingerprint=fingerprint)
+    assert json.loads((tmp_path / "run/plugins/repviz/manifest.json").read_text())["fingerprint"] == FP
+
+
+def test_not_found_messages_list_the_choices(tmp_path):
+    w = _writer(tmp_path)
+    _writer(tmp_path, name="other")
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    w.write_prediction(0, np.zeros((5, 2), np.float32))
+    logdir = open_logdir(tmp_path)
+    run = logdir.run("run")
+    with pytest.raises(NotFoundError, match=r"run 'nope' is not in .*; it has: 'other', 'run'"):
+        logdir.run("nope")
+    with pytest.raises(NotFoundError, match=r"layer 'dense_9' is not in run 'run'; it has: 'dense', 'block/conv'"):
+        run.activations("dense_9", 0)
+    with pytest.raises(NotFoundError, match=r"step 7 of layer 'dense' is not in run 'run'; it has steps: 0"):
+        run.activations("dense", 7)
+    with pytest.raises(NotFoundError, match=r"run 'run' has no predictions at step 3; it has: 0"):
+        run.predictions(3)
+    with pytest.raises(NotFoundError, match=r"has no embeddings for method 'tsne-x'; it has: none"):
+        run.read_embedding("tsne-x", "dense", 0)
+    with pytest.raises(NotFoundError, match="does not exist"):
+        open_logdir(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(NotFoundError, match="holds no repviz runs"):
+        open_logdir(tmp_path / "empty")
+
+
+def test_several_runs_at_any_depth(tmp_path):
+    for name in ("a", "group/b", "group/c"):
+        _writer(tmp_path, name=name)
+    assert list(open_logdir(tmp_path).runs) == ["a", "group/b", "group/c"]
+
+
+def test_path_keys_are_safe_and_distinct():
+    keys = {store.path_key(n) for n in ("dense", "block/conv", "block_conv", "dense#1", "split:0", "../x")}
+    assert len(keys) == 6 and all("/" not in k and not k.startswith(".") for k in keys)
+    assert store.path_key("dense") == "dense"
+
+
+def test_check_writable_names_the_directory(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OSError, match=r"cannot write repviz logs under '.*f/run'"):
+        RunWriter(tmp_path / "f" / "run").check_writable()
