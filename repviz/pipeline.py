@@ -118,10 +118,11 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     return method
 
 
-# t-SNE continuing from the previous snapshot: the picture is already organised, so the early-exaggeration phase
-# (which exists to form clusters from a random-ish start) is skipped and fewer iterations refine it.
+# t-SNE continuing from the previous snapshot: the picture is already organised, so it is used at its own scale
+# (not shrunk to std 1e-4 like a PCA start), the early-exaggeration phase (which forms clusters from a compact
+# start) is skipped, and 300 plain iterations at the usual learning rate (n/12) refine it.
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
-                continuation={"early_exaggeration_iter": 0, "max_iter": 500})
+                continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300})
 register_method("pca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
 register_method("isomap", "repviz.manifold:Isomap", align="procrustes")
 register_method("lle", "repviz.manifold:LocallyLinearEmbedding", align="procrustes", defaults={"random_state": 0})
@@ -209,7 +210,7 @@ def resolve(name: str, params: dict | None = None, align: str = "snapshots") -> 
         if k not in _NOT_HASHED and not (v is None or isinstance(v, (bool, int, float, str, np.generic))):
             raise ValueError(f"the {k!r} parameter of {name!r} must be a number, string, bool or None for the "
                              f"pipeline to cache results by it; got a {type(v).__name__}")
-    return Resolved(method, full, align, default=not params and align == "snapshots")
+    return Resolved(method, full, align, default=not set(params) - _NOT_HASHED and align == "snapshots")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -224,7 +225,7 @@ class _Chain:
     items: list[tuple[str, int]]          # (layer, step) to compute, in chain order
     init_from: tuple[str, int] | None     # stored embedding that precedes items[0] in the chain
     score_sample: int | None
-    n_jobs: int | None                    # threads for the estimator; None: all cores
+    n_jobs: int                           # threads for the estimator
 
 
 class RepresentationError(ValueError):
@@ -256,7 +257,7 @@ def _labels(run: Run) -> np.ndarray | None:
     return labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
 
 
-def _fit(resolved: Resolved, X: np.ndarray, previous: np.ndarray | None, n_jobs: int | None) -> tuple[np.ndarray, dict]:
+def _fit(resolved: Resolved, X: np.ndarray, previous: np.ndarray | None, n_jobs: int) -> tuple[np.ndarray, dict]:
     params = dict(resolved.params)
     if resolved.chain_align == "init" and previous is not None:
         params.update(resolved.method.continuation, init=np.array(previous, dtype=np.float32))
@@ -444,7 +445,7 @@ def _execute(chains: list[_Chain], jobs: int, progress: Progress) -> list[dict]:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     results: list[dict] = []
-    with _thread_env(chains[0].n_jobs or 1):
+    with _thread_env(chains[0].n_jobs):
         pool = ProcessPoolExecutor(max_workers=min(jobs, len(chains)), mp_context=ctx,
                                    initializer=_init_worker, initargs=(queue,))
         pending = {pool.submit(_run_chain_in_worker, chain) for chain in chains}  # spawns the workers here
@@ -539,7 +540,7 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
                 f"run(s) {', '.join(map(repr, run_names))}")
     cores = _cores()
     jobs = cores if jobs == -1 else jobs
-    n_jobs = None if jobs == 1 else max(1, cores // jobs)
+    n_jobs = max(1, cores // jobs)
 
     chains: list[_Chain] = []
     failed: list[dict] = []

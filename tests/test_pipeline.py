@@ -1,0 +1,331 @@
+"""The embedding pipeline: cache, resume after a kill, alignment, failure isolation, CLI."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from repviz import manifold, open_logdir
+from repviz.align import align_to, mean_displacement, procrustes_rotation
+from repviz.cli import main
+from repviz.pipeline import embed_logdir, params_hash, register_method, resolve
+from repviz.progress import Progress
+from repviz.store import NotFoundError, RunWriter
+
+needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_run(path, layers=("a", "b"), steps=range(4), n=120, width=12, seed=0, dead=(), nan_at=()):
+    """A run of drifting Gaussian clusters; ``dead`` layers are all zeros, ``nan_at`` (layer, step) get a NaN."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % 4
+    writer = RunWriter(path)
+    writer.begin({"fingerprint": {"model": "m", "probe": "p"},
+                  "layers": {lay: {"stored_shape": [n, width]} for lay in layers}})
+    writer.write_probe(np.arange(n), labels)
+    centers = rng.normal(size=(4, width)) * 3
+    noise = rng.normal(size=(n, width))
+    for s in steps:
+        for lay in layers:
+            X = (centers[labels] * (1 + s / 4) + noise + 0.05 * s * rng.normal(size=(n, width))).astype(np.float32)
+            if lay in dead:
+                X[:] = 0
+            if (lay, s) in nan_at:
+                X[0, 0] = np.nan
+            writer.write_activation(lay, s, X, epoch=s)
+    return writer
+
+
+def _mtimes(logdir) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in Path(logdir).rglob("embeddings/**/*.npy")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# keys and parameters
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_params_hash_is_stable():
+    # a fixed value: the hash must not change between Python versions, machines or processes
+    assert params_hash({"b": 1, "a": [1.5, "x", None, True]}) == params_hash({"a": [1.5, "x", None, True], "b": 1.0})
+    # sha256 of the canonical JSON '{"a":[1.5,"x",null,true],"b":1}'
+    assert params_hash({"b": 1, "a": [1.5, "x", None, True]}) == "a1fbfff801"
+    assert params_hash({"a": 1}) != params_hash({"a": 2})
+    implicit, explicit = resolve("pca"), resolve("pca", {"random_state": 0, "n_components": 2})
+    assert implicit.key == explicit.key and implicit.key.startswith("pca-")
+    assert resolve("pca", {"n_components": 3}).key != implicit.key
+    assert resolve("pca", align="none").key != implicit.key
+    out = subprocess.run([sys.executable, "-c", "from repviz.pipeline import resolve; print(resolve('pca').key)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == implicit.key
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: resolve("tnse"), r"unknown method 'tnse'; available: .*pca"),
+    (lambda: resolve("pca", {"perplexity": 5}), r"unknown parameter 'perplexity' for method 'pca'; it accepts: "),
+    (lambda: resolve("pca", {"n_components": -3}), r"The 'n_components' parameter of PCA must be .* Got -3"),
+    (lambda: resolve("pca", align="epochs"), r"The 'align' parameter of embed_logdir must be .* Got 'epochs'"),
+    (lambda: register_method("x", "m:C", align="rotate"), r"The 'align' parameter of register_method"),
+])
+def test_bad_methods_and_parameters(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cache and resume
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path):
+    writer = make_run(tmp_path / "r1")
+    make_run(tmp_path / "r2", seed=1)
+    first = embed_logdir(tmp_path, ["pca"])
+    assert (first.computed, first.cached, first.failed) == (16, 0, [])
+    before = _mtimes(tmp_path)
+    assert len(before) == 16
+    second = embed_logdir(tmp_path, ["pca"])
+    assert (second.computed, second.cached) == (0, 16)
+    assert _mtimes(tmp_path) == before
+
+    # the activations of r1/a at step 2 are rewritten: steps 2 and 3 of that chain are recomputed, nothing else
+    writer.write_activation("a", 2, np.random.default_rng(5).normal(size=(120, 12)).astype(np.float32))
+    third = embed_logdir(tmp_path, ["pca"])
+    assert (third.computed, third.cached) == (2, 14)
+    changed = {p for p, t in _mtimes(tmp_path).items() if before[p] != t}
+    assert changed == {str(tmp_path / f"r1/plugins/repviz/embeddings/{first.keys['pca']}/a/{s}.npy") for s in (2, 3)}
+    run = open_logdir(tmp_path).run("r1")
+    info = run.embedding_info(first.keys["pca"], "a", 2)
+    assert info["source"]["crc32"] == run.record("a", 2)["crc32"] and info["init_from"] == ["a", 1]
+
+
+def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
+    make_run(tmp_path / "r1")
+    default = embed_logdir(tmp_path, ["pca"])
+    other = embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}}, align="layers")
+    run = open_logdir(tmp_path).run("r1")
+    Y = run.embedding("b", 3, method="pca")
+    assert Y.shape == (120, 2) and Y.dtype == np.float32
+    np.testing.assert_array_equal(Y, run.read_embedding(default.keys["pca"], "b", 3))
+    assert run.embedding("b", 3, "pca", {"n_components": 3}).shape == (120, 3)
+    assert run.embedding_key("pca", {"align": "layers"}) == other.keys["pca"]
+    assert run.embedding_info(other.keys["pca"], "b", 3)["init_from"] == ["a", 3]  # chained along the layers
+    scores = run.embedding_scores("b", 3, "pca")
+    assert {"trustworthiness", "continuity", "knn_preservation", "knn_accuracy"} <= set(scores)
+    assert scores["trustworthiness"] > 0.8
+    with pytest.raises(NotFoundError, match=r"has 2 'pca' embeddings matching \{'random_state': 0\}"):
+        run.embedding("b", 3, "pca", {"random_state": 0})
+    with pytest.raises(NotFoundError, match=r"has no 'tsne' embeddings; it has: 'pca-"):
+        run.embedding("b", 3, "tsne")
+
+
+def test_parallel_jobs_give_the_same_embeddings(tmp_path):
+    make_run(tmp_path / "one" / "r1")
+    make_run(tmp_path / "two" / "r1")
+    a = embed_logdir(tmp_path / "one", ["pca"], jobs=1)
+    b = embed_logdir(tmp_path / "two", ["pca"], jobs=2)
+    assert a.computed == b.computed == 8
+    ra, rb = open_logdir(tmp_path / "one").run("r1"), open_logdir(tmp_path / "two").run("r1")
+    for lay in ("a", "b"):
+        for s in range(4):
+            np.testing.assert_allclose(ra.embedding(lay, s, "pca"), rb.embedding(lay, s, "pca"), atol=1e-5)
+
+
+_SLOW_SCRIPT = """
+import sys, time
+from repviz.manifold import PCA
+from repviz.pipeline import register_method
+from repviz.cli import main
+
+class SlowPCA(PCA):
+    def fit(self, X, y=None):
+        time.sleep(0.3)
+        return super().fit(X, y)
+
+register_method("slowpca", "__main__:SlowPCA", align="procrustes", defaults={"random_state": 0})
+sys.exit(main(["embed", sys.argv[1], "--method", "slowpca"]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig):
+    make_run(tmp_path / "logs" / "r1", steps=range(8))
+    make_run(tmp_path / "fresh" / "r1", steps=range(8))
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_mtimes(tmp_path / "logs")) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.kill(proc.pid, sig)
+    _, err = proc.communicate(timeout=60)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "repviz embed: interrupted" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    stored = _mtimes(tmp_path / "logs")
+    assert 3 <= len(stored) < 16
+
+    # the same method without the sleep: same name and parameters, so the same key
+    register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+    resumed = embed_logdir(tmp_path / "logs", ["slowpca"])
+    assert (resumed.computed, resumed.cached) == (16 - len(stored), len(stored))
+    assert all(_mtimes(tmp_path / "logs")[p] == t for p, t in stored.items())  # nothing stored was redone
+    embed_logdir(tmp_path / "fresh", ["slowpca"])
+    done, fresh = open_logdir(tmp_path / "logs").run("r1"), open_logdir(tmp_path / "fresh").run("r1")
+    for lay in ("a", "b"):
+        for s in range(8):
+            np.testing.assert_allclose(done.embedding(lay, s, "slowpca"), fresh.embedding(lay, s, "slowpca"),
+                                       atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# failures and the command line
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys):
+    make_run(tmp_path / "r1", layers=("a", "dead", "c"), dead=("dead",), nan_at=(("c", 2),))
+    result = embed_logdir(tmp_path, ["pca"])
+    assert result.computed == 4 + 3
+    assert {(f["layer"], f["step"]) for f in result.failed} == {("dead", s) for s in range(4)} | {("c", 2)}
+    run = open_logdir(tmp_path).run("r1")
+    assert run.embedding_info(result.keys["pca"], "c", 3)["init_from"] == ["c", 1]  # the chain skips the hole
+    assert run.embedding_steps(result.keys["pca"], "dead") == []
+
+    assert main(["embed", str(tmp_path), "--method", "pca"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "repviz embed: skipped run 'r1' layer 'c' (pca) at step(s) 2: 1 non-finite value(s) (NaN or infinity) "
+        "in the activations",
+        "repviz embed: skipped run 'r1' layer 'dead' (pca) at step(s) 0, 1, 2, 3: all probe points have the same "
+        "activations (a dead layer, e.g. every ReLU unit off); there is nothing to embed"]
+    assert "0 computed, 7 cached, 5 failed" in out
+
+
+def test_cli_prints_the_summary_table(tmp_path, capsys):
+    make_run(tmp_path / "r1")
+    assert main(["embed", str(tmp_path), "--method", "pca", "--layers", "b", "--steps", "0,2",
+                 "--param", "pca.n_components=2", "--jobs", "1"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert err == ""
+    assert lines[0].split() == ["run", "layer", "method", "snapshots", "last", "step", "trust", "kNN", "kept",
+                                "10-NN", "acc"]
+    assert lines[1].split()[:5] == ["r1", "b", "pca", "2", "2"]
+    assert lines[2].startswith("2 computed, 0 cached, 0 failed")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "tnse"], "unknown method 'tnse'; available: "),
+    (["--method", "pca", "--param", "pca.perplexity=5"], "unknown parameter 'perplexity' for method 'pca'"),
+    (["--method", "pca", "--param", "tsne.perplexity=5"], "parameters given for method 'tsne', which is not"),
+    (["--method", "pca", "--param", "perplexity"], "--param must look like METHOD.NAME=VALUE"),
+    (["--method", "pca", "--runs", "nope"], "run 'nope' is not in "),
+    (["--method", "pca", "--layers", "nope"], "layer 'nope' is not in run(s) 'r1'; it has: 'a', 'b'"),
+    (["--method", "pca", "--steps", "9"], "step 9 of layer 'a' is not in run 'r1'; it has steps: 0, 1, 2, 3"),
+])
+def test_cli_errors_are_one_line(tmp_path, capsys, args, message):
+    make_run(tmp_path / "r1")
+    assert main(["embed", str(tmp_path), *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"repviz embed: error: {message}")
+
+
+def test_cli_refuses_a_directory_that_is_not_a_repviz_log(tmp_path, capsys):
+    (tmp_path / "events").mkdir()
+    assert main(["embed", str(tmp_path), "--method", "pca"]) == 2
+    assert capsys.readouterr().err.startswith(f"repviz embed: error: '{tmp_path}' holds no repviz runs")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# alignment
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_procrustes_recovers_a_rotated_reflected_copy():
+    Y = np.random.default_rng(0).normal(size=(50, 2))
+    theta = 0.7
+    R = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]]) @ np.diag([1, -1])
+    moved = Y @ R + [3.0, -1.0]
+    np.testing.assert_allclose(procrustes_rotation(moved, Y), R.T, atol=1e-10)
+    np.testing.assert_allclose(align_to(moved, Y), Y, atol=1e-5)
+    assert mean_displacement(Y, Y) == 0.0 and mean_displacement(moved, Y) > 0.5
+
+
+def _train_and_capture(logdir, epochs_before=30, snapshots=4):
+    """A small MLP on scikit-learn's digits, trained to convergence, captured at its last epochs."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    keras = pytest.importorskip("keras")
+    from sklearn.datasets import load_digits
+
+    from repviz import ActivationLogger
+
+    digits = load_digits()
+    x, y = (digits.data / 16).astype(np.float32), digits.target
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu", name="hidden"),
+                              keras.layers.Dense(10, activation="softmax", name="out")])
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(str(logdir / "mlp"), probe=(x[:300], y[:300]), layers=["hidden"],
+                              freq=list(range(epochs_before, epochs_before + snapshots)))
+    model.fit(x, y, epochs=epochs_before + snapshots, batch_size=64, verbose=0, callbacks=[logger])
+
+
+def _consecutive_displacement(run, key, layer):
+    steps = run.embedding_steps(key, layer)
+    return np.mean([mean_displacement(run.read_embedding(key, layer, a), run.read_embedding(key, layer, b))
+                    for a, b in zip(steps, steps[1:])])
+
+
+@pytest.mark.slow
+@needs_tsne
+def test_aligned_snapshots_of_a_converged_network_move_far_less(tmp_path):
+    _train_and_capture(tmp_path, epochs_before=30, snapshots=5)
+    run = open_logdir(tmp_path).run("mlp")
+    converged = run.steps("hidden")[1:]  # the capture also holds epoch 0, before training
+    params = {"tsne": {"perplexity": 20, "n_jobs": 1}}
+    aligned = embed_logdir(tmp_path, ["tsne", "pca"], params, steps=converged)
+    independent = embed_logdir(tmp_path, ["tsne", "pca"], params, steps=converged, align="none")
+    assert aligned.failed == independent.failed == []
+    for method, margin in (("tsne", 0.5), ("pca", 1.0)):
+        d_aligned = _consecutive_displacement(run, aligned.keys[method], "hidden")
+        d_independent = _consecutive_displacement(run, independent.keys[method], "hidden")
+        print(f"{method}: mean displacement aligned {d_aligned:.3f}, independent {d_independent:.3f}")
+        assert d_aligned <= margin * d_independent + 1e-6
+    assert run.embedding_scores("hidden", converged[-1], aligned.keys["tsne"])["trustworthiness"] > 0.95
+
+
+def test_progress_draws_on_a_terminal_only():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    shown, hidden = Tty(), io.StringIO()
+    for stream in (shown, hidden):
+        bar = Progress(4, "embed", stream=stream, min_interval=0)
+        for _ in range(4):
+            bar.update()
+        bar.close()
+    assert hidden.getvalue() == ""
+    if not os.environ.get("CI"):
+        assert "embed 4/4 (100%)" in shown.getvalue() and "ETA 0:00" in shown.getvalue()
+
+
+def test_import_repviz_stays_light():
+    code = textwrap.dedent("""
+        import sys, repviz
+        assert callable(repviz.embed_logdir)
+        heavy = [m for m in ("keras", "tensorflow") if m in sys.modules]
+        print(heavy)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
