@@ -63,8 +63,9 @@ def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact"
     """
     if metric not in METRICS:
         raise ValueError(f"The 'metric' parameter of knn must be a str among {set(METRICS)}. Got {metric!r} instead.")
-    if method != "exact":
-        raise ValueError(f"The 'method' parameter of knn must be a str among {{'exact'}}. Got {method!r} instead.")
+    if method not in ("auto", "exact"):
+        raise ValueError(f"The 'method' parameter of knn must be a str among {{'auto', 'exact'}}. "
+                         f"Got {method!r} instead.")
     X = _as_float_matrix(X)
     n = X.shape[0]
     if metric == "precomputed" and X.shape[0] != X.shape[1]:

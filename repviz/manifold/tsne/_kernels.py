@@ -1,0 +1,150 @@
+"""numba kernels shared by every t-SNE gradient: perplexity calibration, attractive forces, exact repulsion and
+the gradient-descent step.
+
+All parallel kernels loop with ``prange`` over rows and write only that row's outputs (per-row partial sums are
+added up afterwards in a fixed order), so results do not depend on the number of threads.
+
+The Student-t kernel with ``dof`` = alpha degrees of freedom is w = (1 + d²/alpha)^-alpha (alpha = 1: t-SNE's
+Cauchy kernel; alpha < 1: heavier tails, Kobak et al. 2019). ``dof <= 0`` selects the Gaussian kernel
+w = exp(-d²) of symmetric SNE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_PERPLEXITY_TOL = 1e-8  # on the entropy in nats; keeps the perplexity within ~1e-6 of its target
+_PERPLEXITY_MAX_ITER = 200
+
+
+@njit(parallel=True, cache=True, fastmath=False)
+def conditional_p(sqdist, perplexity, out):
+    """Row-normalised Gaussian affinities with each row's precision bisected to the target perplexity.
+
+    ``sqdist`` (n, k) float64 squared distances to the k neighbours; fills ``out`` (n, k) and returns the
+    precision (beta) of each row. Distances are shifted by the row minimum so exp never underflows to 0/0.
+    """
+    n, k = sqdist.shape
+    target = np.log(perplexity)
+    betas = np.empty(n)
+    for i in prange(n):
+        dmin = sqdist[i, 0]
+        for j in range(k):
+            dmin = min(dmin, sqdist[i, j])
+        beta, lo, hi = 1.0, 0.0, np.inf
+        for _ in range(_PERPLEXITY_MAX_ITER):
+            total, weighted = 0.0, 0.0
+            for j in range(k):
+                e = np.exp(-beta * (sqdist[i, j] - dmin))
+                out[i, j] = e
+                total += e
+                weighted += e * (sqdist[i, j] - dmin)
+            entropy = np.log(total) + beta * weighted / total
+            diff = entropy - target
+            if abs(diff) <= _PERPLEXITY_TOL:
+                break
+            if diff > 0:  # too flat: raise the precision
+                lo = beta
+                beta = beta * 2.0 if hi == np.inf else 0.5 * (beta + hi)
+            else:
+                hi = beta
+                beta = 0.5 * (beta + lo)
+        for j in range(k):
+            out[i, j] /= total
+        betas[i] = beta
+    return betas
+
+
+@njit(inline="always")
+def _weight(d2, dof):
+    """Kernel value w(d²) and the factor f with dw/d(y_i) = -2 f (y_i - y_j) (so f = w^(1+1/dof), or w for SNE)."""
+    if dof <= 0.0:
+        w = np.exp(-d2)
+        return w, w
+    if dof == 1.0:
+        w = 1.0 / (1.0 + d2)
+        return w, w * w
+    base = 1.0 + d2 / dof
+    w = base ** (-dof)
+    return w, w / base
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
+    """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also
+    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1)."""
+    n, dim = Y.shape
+    for i in prange(n):
+        for d in range(dim):
+            out[i, d] = 0.0
+        acc = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            d2 = 0.0
+            for d in range(dim):
+                t = Y[i, d] - Y[j, d]
+                d2 += t * t
+            w, f = _weight(d2, dof)
+            c = exaggeration * pdata[e] * f / w
+            for d in range(dim):
+                out[i, d] += c * (Y[i, d] - Y[j, d])
+            if compute_kl and pdata[e] > 0:
+                acc += pdata[e] * (np.log(pdata[e]) - np.log(w))
+        kl_rows[i] = acc
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def exact_repulsive(Y, dof, out, z_rows):
+    """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij, over all pairs: O(n²)."""
+    n, dim = Y.shape
+    for i in prange(n):
+        for d in range(dim):
+            out[i, d] = 0.0
+        z = 0.0
+        for j in range(n):
+            if j == i:
+                continue
+            d2 = 0.0
+            for d in range(dim):
+                t = Y[i, d] - Y[j, d]
+                d2 += t * t
+            w, f = _weight(d2, dof)
+            z += w
+            for d in range(dim):
+                out[i, d] += f * (Y[i, d] - Y[j, d])
+        z_rows[i] = z
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def combine(attr, rep, inv_z, grad):
+    """grad = 4 (attr - rep / Z): the exact derivative of the KL divergence."""
+    n, dim = attr.shape
+    for i in prange(n):
+        for d in range(dim):
+            grad[i, d] = 4.0 * (attr[i, d] - rep[i, d] * inv_z)
+
+
+@njit(cache=True, fastmath=True)
+def descent_step(Y, grad, update, gains, step, momentum, min_gain):
+    """One step of gradient descent with momentum and Jacobs' adaptive gains, then re-centre Y on the origin.
+
+    gains grow by 0.2 where the gradient opposes the last update and shrink by x0.8 (+min_gain) where it agrees.
+    """
+    n, dim = Y.shape
+    for d in range(dim):
+        mean = 0.0
+        for i in range(n):
+            g = grad[i, d]
+            u = update[i, d]
+            if (g > 0) - (g < 0) != (u > 0) - (u < 0):
+                gains[i, d] += 0.2
+            else:
+                gains[i, d] = gains[i, d] * 0.8 + min_gain
+            u = momentum * u - step * gains[i, d] * g
+            update[i, d] = u
+            Y[i, d] += u
+            mean += Y[i, d]
+        mean /= n
+        for i in range(n):
+            Y[i, d] -= mean

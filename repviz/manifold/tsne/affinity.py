@@ -1,0 +1,39 @@
+"""Input affinities P of t-SNE and SNE: Gaussian conditional probabilities calibrated to a perplexity on a kNN
+graph, symmetrised into a sparse joint distribution (van der Maaten 2014; openTSNE's ``affinity.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels
+
+
+def n_neighbors_for(perplexity: float, n_samples: int) -> int:
+    """Neighbours used to calibrate a perplexity: 3 * perplexity (beyond that the Gaussian weights are < e^-9 of
+    the largest for typical data), at most n_samples - 1."""
+    return int(min(n_samples - 1, max(1, np.floor(3 * perplexity))))
+
+
+def conditional_affinities(distances: np.ndarray, perplexity: float) -> tuple[np.ndarray, np.ndarray]:
+    """p_{j|i} over each row's neighbours, exp(-beta_i d_ij²) normalised, with beta_i bisected (float64) until the
+    row's perplexity exp(entropy) equals ``perplexity``. Returns (P_cond (n, k) float64, beta (n,))."""
+    sq = np.square(np.asarray(distances, dtype=np.float64))
+    out = np.empty_like(sq)
+    betas = _kernels.conditional_p(sq, float(perplexity), out)
+    return out, betas
+
+
+def joint_affinities(indices: np.ndarray, distances: np.ndarray, perplexity: float) -> sp.csr_matrix:
+    """Symmetric joint affinities p_ij = (p_{j|i} + p_{i|j}) / 2n as a CSR matrix (float32 data, int32 indices,
+    sorted, summing to 1), from a kNN graph (``indices``, ``distances``: (n, k), self excluded)."""
+    n, k = indices.shape
+    cond, _ = conditional_affinities(distances, perplexity)
+    rows = np.repeat(np.arange(n, dtype=np.int64), k)
+    P = sp.csr_matrix((cond.ravel(), (rows, indices.ravel())), shape=(n, n))
+    P = P + P.T
+    P.sum_duplicates()
+    P.sort_indices()
+    P.data /= P.data.sum()
+    return sp.csr_matrix((P.data.astype(np.float32), P.indices.astype(np.int32), P.indptr.astype(np.int64)),
+                         shape=(n, n))

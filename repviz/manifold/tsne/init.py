@@ -1,0 +1,48 @@
+"""Initial t-SNE embeddings: plain functions returning float64 arrays (openTSNE's ``initialization.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mds import classical_mds, fix_signs
+
+INIT_STD = 1e-4
+
+
+def rescale(Y: np.ndarray, std: float = INIT_STD) -> np.ndarray:
+    """Centre Y and scale it so its first column has standard deviation ``std``.
+
+    A small initial scale (1e-4, as in Kobak & Berens 2019 and scikit-learn's issue #18018) keeps the first
+    iterations, where all points are close, in the regime that the early exaggeration phase expects; larger
+    initial spreads make points overshoot.
+    """
+    Y = np.array(Y, dtype=np.float64)
+    Y -= Y.mean(axis=0)
+    s = Y[:, 0].std()
+    return Y * (std / s) if s > 0 else Y
+
+
+def random(n_samples: int, n_components: int, random_state=None) -> np.ndarray:
+    """Isotropic Gaussian points with standard deviation 1e-4."""
+    return np.random.default_rng(random_state).standard_normal((n_samples, n_components)) * INIT_STD
+
+
+def pca(X: np.ndarray, n_components: int) -> np.ndarray:
+    """The first principal components of X (signs fixed by :func:`repviz.manifold.mds.fix_signs`), unscaled.
+
+    Uses the eigendecomposition of the d x d covariance (time O(n d² + d³)), so it suits d up to a few thousand.
+    """
+    Xc = np.asarray(X, dtype=np.float64)
+    Xc = Xc - Xc.mean(axis=0)
+    cov = Xc.T @ Xc
+    vals, vecs = np.linalg.eigh(cov)
+    top = vecs[:, ::-1][:, :n_components]
+    Y = Xc @ top
+    if Y.shape[1] < n_components:  # fewer features than components: pad with zeros
+        Y = np.hstack([Y, np.zeros((Y.shape[0], n_components - Y.shape[1]))])
+    return fix_signs(Y)
+
+
+def mds(D: np.ndarray, n_components: int) -> np.ndarray:
+    """Classical MDS of a distance matrix: PCA's counterpart when only distances are given. Time O(n³)."""
+    return classical_mds(D, n_components)[0]

@@ -1,0 +1,105 @@
+"""Objective functions and gradient descent of t-SNE / SNE.
+
+Every objective has one signature, ``objective(Y, exaggeration=..., compute_kl=...) -> (kl, grad)``, where
+``grad`` is the exact derivative of KL(P || Q) with respect to Y (the attractive part multiplied by
+``exaggeration``; P itself is never scaled) and ``kl`` is the divergence of the un-exaggerated P, or NaN when not
+requested. They differ only in how the repulsive sum over all pairs is computed: exactly (O(n²)), by Barnes-Hut
+or by FFT-accelerated interpolation (2-D), so each can be tested against the others.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _kernels
+from ._bh import BHRepulsion
+from ._fft import FFTRepulsion
+
+
+class ExactRepulsion:
+    """Repulsive sums over all pairs, O(n²) time, O(n) memory."""
+
+    def __init__(self, dof: float):
+        self.dof = float(dof)
+
+    def __call__(self, Y, rep, z_rows):
+        _kernels.exact_repulsive(Y, self.dof, rep, z_rows)
+
+
+def make_repulsion(method: str, n_samples: int, n_components: int, dof: float, *, theta: float = 0.5,
+                   n_interp: int = 3, min_boxes: int = 50, n_threads: int = 1):
+    """The repulsion callable ``(Y, rep, z_rows) -> None`` for ``method`` in {"exact", "barnes_hut", "fft"}."""
+    if method == "exact":
+        return ExactRepulsion(dof)
+    if method == "barnes_hut":
+        return BHRepulsion(n_samples, n_components, dof, theta)
+    return FFTRepulsion(n_samples, dof, n_interp=n_interp, min_boxes=min_boxes, workers=n_threads)
+
+
+class KLObjective:
+    """KL(P || Q) and its gradient for a fixed sparse P and a repulsion method; reuses its buffers."""
+
+    def __init__(self, P: sp.csr_matrix, repulsion: Callable, dof: float = 1.0):
+        self.indptr, self.indices, self.data = P.indptr, P.indices, P.data
+        self.repulsion, self.dof = repulsion, float(dof)
+        n = P.shape[0]
+        self._p_log_p = None
+        self._kl_rows = np.empty(n)
+        self._z_rows = np.empty(n)
+
+    def __call__(self, Y: np.ndarray, *, exaggeration: float = 1.0, compute_kl: bool = True):
+        n, dim = Y.shape
+        attr = np.empty((n, dim))
+        rep = np.empty((n, dim))
+        _kernels.attractive(self.indptr, self.indices, self.data, Y, float(exaggeration), self.dof, attr,
+                            self._kl_rows, bool(compute_kl))
+        self.repulsion(Y, rep, self._z_rows)
+        z = float(self._z_rows.sum())
+        grad = np.empty((n, dim))
+        _kernels.combine(attr, rep, 1.0 / z, grad)
+        kl = float(self._kl_rows.sum() + np.log(z)) if compute_kl else float("nan")
+        return kl, grad
+
+
+@dataclass
+class DescentState:
+    """What gradient descent carries between phases (and between calls, to continue a fit)."""
+    update: np.ndarray
+    gains: np.ndarray
+    n_iter: int = 0
+    kl: float = float("nan")
+    history: list = field(default_factory=list)
+
+
+def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learning_rate: float, momentum: float,
+                     exaggeration: float = 1.0, min_gain: float = 0.01, state: DescentState | None = None,
+                     kl_every: int = 50, progress: Callable | None = None) -> DescentState:
+    """Run ``n_iter`` steps on Y in place: momentum, adaptive gains, re-centring.
+
+    ``learning_rate`` follows the convention of bhtsne, FIt-SNE and openTSNE, whose gradient omits the factor 4
+    of the exact KL derivative: the step is ``learning_rate / 4 * gains * grad``. (scikit-learn's learning_rate
+    multiplies the exact gradient, so its value for the same step is 4x smaller.) The KL divergence is evaluated
+    every ``kl_every`` iterations and after the last; ``progress(state)`` is called at those points.
+    """
+    if state is None:
+        state = DescentState(np.zeros_like(Y), np.ones_like(Y))
+    step = learning_rate / 4.0
+    for it in range(n_iter):
+        last = it == n_iter - 1
+        want_kl = last or (it + 1) % kl_every == 0
+        kl, grad = objective(Y, exaggeration=exaggeration, compute_kl=want_kl and not last)
+        _kernels.descent_step(Y, grad, state.update, state.gains, step, momentum, min_gain)
+        state.n_iter += 1
+        if want_kl:
+            if last:  # the divergence of the embedding actually returned, not of the one before the step
+                kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
+            state.kl = kl
+            state.history.append((state.n_iter, kl, time.perf_counter()))
+            if progress is not None:
+                progress(state)
+    return state

@@ -1,0 +1,390 @@
+"""The TSNE and SNE estimators: validation, the phases of a fit (kNN, affinities, initialisation, early
+exaggeration, optimisation) with timings, threads and progress output."""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import numba
+import numpy as np
+
+from ...neighbors import knn
+from .._base import ARRAY_LIKE, BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, \
+    check_precomputed, rng_from
+from . import init as _init
+from .affinity import joint_affinities, n_neighbors_for
+from .optimize import KLObjective, gradient_descent, make_repulsion
+
+_EXACT_MAX_N = 1000  # method="auto": exact gradient up to this many points
+_MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
+
+
+class _Threads:
+    """Set numba's thread count for the duration of a fit and restore it afterwards (even on error)."""
+
+    def __init__(self, n_jobs):
+        limit = numba.config.NUMBA_NUM_THREADS
+        if n_jobs is None:
+            self.n = 1
+        elif n_jobs < 0:
+            self.n = max(1, limit + 1 + n_jobs)
+        else:
+            self.n = min(int(n_jobs), limit)
+
+    def __enter__(self):
+        self._old = numba.get_num_threads()
+        numba.set_num_threads(self.n)
+        return self.n
+
+    def __exit__(self, *exc):
+        numba.set_num_threads(self._old)
+        return False
+
+
+class _Log:
+    """Phase lines with timings (verbose >= 1) and an in-place progress line during the optimisation."""
+
+    def __init__(self, owner: str, verbose: int, total_iter: int):
+        self.owner, self.verbose, self.total = owner, verbose, total_iter
+        self.timings: dict[str, float] = {}
+        self._t0 = time.perf_counter()
+        self._tty = sys.stderr.isatty()
+
+    def phase(self, name: str, seconds: float, detail: str = "") -> None:
+        self.timings[name] = seconds
+        if self.verbose:
+            print(f"[{self.owner}] {name}: {seconds:.2f} s{(' (' + detail + ')') if detail else ''}", flush=True)
+
+    def progress(self, state) -> None:
+        if not self.verbose:
+            return
+        done = state.n_iter
+        bar = "#" * int(20 * done / self.total)
+        line = (f"[{self.owner}] [{bar:<20}] iteration {done}/{self.total}, KL {state.kl:.4f}, "
+                f"{time.perf_counter() - self._t0:.1f} s")
+        if self._tty:
+            print("\r" + line, end="\n" if done == self.total else "", file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+
+_COMMON_CONSTRAINTS = {
+    "n_components": [Interval(int, 1, None, closed="left")],
+    "perplexity": [Interval(float, 0, None, closed="neither")],
+    "early_exaggeration": [Interval(float, 0, None, closed="neither")],
+    "early_exaggeration_iter": [Interval(int, 0, None, closed="left")],
+    "learning_rate": [Options("auto"), Interval(float, 0, None, closed="neither")],
+    "max_iter": [Interval(int, 1, None, closed="left")],
+    "momentum": [Interval(float, 0, 1, closed="left")],
+    "metric": [Options("euclidean", "cosine", "precomputed")],
+    "init": [Options("pca", "random"), ARRAY_LIKE],
+    "rescale_init": [Options("auto"), BOOLEAN],
+    "neighbors": [Options("auto", "exact", "nndescent")],
+    "n_jobs": [NONE, Interval(int, None, None, closed="neither")],
+    "random_state": [RANDOM_STATE],
+    "verbose": [Interval(int, 0, None, closed="left")],
+}
+
+
+class _BaseSNE(Estimator):
+    """The fit shared by TSNE and SNE; subclasses define ``_kernel_dof`` (the embedding kernel),
+    ``_resolve_method`` (the gradient methods they allow) and ``_auto_learning_rate``."""
+
+    def _check_input(self, X) -> np.ndarray:
+        owner = type(self).__name__
+        X = check_array(X, owner, min_samples=2)
+        if self.metric == "precomputed":
+            check_precomputed(X, owner)
+            asym = float(np.abs(X - X.T).max())
+            if asym > 1e-5 * max(float(X.max()), 1e-30):
+                raise ValueError(f"With metric='precomputed', {owner} expects a symmetric distance matrix; "
+                                 f"max |X - X.T| = {asym:.3g} (max(X) = {float(X.max()):.3g}). Pass (X + X.T) / 2 "
+                                 f"if the asymmetry is numerical noise.")
+        return X
+
+    def _effective_perplexity(self, n: int) -> float:
+        perplexity = float(self.perplexity)
+        limit = (n - 1) / 3.0
+        if perplexity > limit:
+            warnings.warn(f"perplexity ({perplexity:g}) is too large for n_samples ({n}): calibrating it needs "
+                          f"3 * perplexity neighbours, at most n_samples - 1. Using perplexity {limit:g} instead; "
+                          f"pass a smaller perplexity to silence this warning.", UserWarning, stacklevel=3)
+            perplexity = limit
+        return perplexity
+
+    def _initial_embedding(self, X, n: int, identical: bool, rng: np.random.Generator):
+        k = self.n_components
+        if not isinstance(self.init, str):
+            Y0 = np.array(self.init, dtype=np.float64)
+            if Y0.shape != (n, k):
+                raise ValueError(f"init has shape {Y0.shape}; it must be (n_samples, n_components) = {(n, k)}")
+            if not np.isfinite(Y0).all():
+                raise ValueError("init contains NaN or infinity")
+            rescale = True if self.rescale_init == "auto" else bool(self.rescale_init)
+            return _init.rescale(Y0) if rescale else Y0 - Y0.mean(axis=0)
+        if self.init == "random" or identical:
+            return _init.random(n, k, rng)
+        if self.metric == "precomputed":
+            if n > _MDS_INIT_MAX_N:
+                warnings.warn(f"init='pca' with metric='precomputed' needs classical MDS, O(n³) time; with "
+                              f"n_samples = {n} > {_MDS_INIT_MAX_N} random initialisation is used instead.",
+                              UserWarning, stacklevel=3)
+                return _init.random(n, k, rng)
+            return _init.rescale(_init.mds(X, k))
+        return _init.rescale(_init.pca(X, k))
+
+    def fit(self, X, y=None):
+        """Compute the embedding of X (or of the distance matrix X with ``metric="precomputed"``); returns self."""
+        self._validate_params()
+        owner = type(self).__name__
+        X = self._check_input(X)
+        n = X.shape[0]
+        self.n_features_in_ = X.shape[1]
+        method = self._resolve_method(n)
+        perplexity = self._effective_perplexity(n)
+        identical = bool(np.all(X == X[0])) if self.metric != "precomputed" else bool(np.all(X == 0))
+        if identical:
+            warnings.warn(f"All {n} points of X are identical: every affinity is equal and the embedding is random "
+                          f"noise with no structure.", UserWarning, stacklevel=2)
+        ee_iter = min(self.early_exaggeration_iter, self.max_iter)
+        rng = rng_from(self.random_state)
+        knn_seed = int(rng.integers(2**31 - 1))
+        log = _Log(owner, self.verbose, self.max_iter)
+        dof = self._kernel_dof()
+        with _Threads(self.n_jobs) as n_threads:
+            t = time.perf_counter()
+            k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
+            knn_method = "exact" if method == "exact" else self.neighbors
+            idx, dist = knn(X, k, metric=self.metric, method=knn_method, random_state=knn_seed)
+            log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}")
+            t = time.perf_counter()
+            P = joint_affinities(idx, dist, perplexity)
+            log.phase("affinities", time.perf_counter() - t, f"perplexity {perplexity:g}, {P.nnz} non-zeros")
+            t = time.perf_counter()
+            Y = np.ascontiguousarray(self._initial_embedding(X, n, identical, rng))
+            log.phase("initialisation", time.perf_counter() - t)
+            lr = self._auto_learning_rate(n) if self.learning_rate == "auto" else float(self.learning_rate)
+            repulsion = make_repulsion(method, n, self.n_components, dof, theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
+            objective = KLObjective(P, repulsion, dof)
+            t = time.perf_counter()
+            state = gradient_descent(Y, objective, ee_iter, learning_rate=lr, momentum=self.momentum,
+                                     exaggeration=self.early_exaggeration, progress=log.progress) if ee_iter else None
+            log.phase("early exaggeration", time.perf_counter() - t, f"{ee_iter} iterations")
+            t = time.perf_counter()
+            state = gradient_descent(Y, objective, self.max_iter - ee_iter, learning_rate=lr,
+                                     momentum=self.momentum, state=state,
+                                     progress=log.progress) if self.max_iter > ee_iter else state
+            log.phase("optimisation", time.perf_counter() - t, f"{self.max_iter - ee_iter} iterations, "
+                      f"KL {state.kl:.4f}")
+        if not np.isfinite(Y).all():
+            raise FloatingPointError(f"{owner} diverged (non-finite coordinates); lower learning_rate "
+                                     f"({lr:g}) or early_exaggeration ({self.early_exaggeration:g})")
+        self.embedding_ = Y.astype(np.float32)
+        self.kl_divergence_ = state.kl
+        self.n_iter_ = state.n_iter
+        self.learning_rate_ = lr
+        self.perplexity_ = perplexity
+        self.method_ = method
+        self.affinities_ = P
+        self.timings_ = log.timings
+        return self
+
+    def fit_transform(self, X, y=None) -> np.ndarray:
+        """Fit and return ``embedding_`` (float32, (n_samples, n_components))."""
+        return self.fit(X).embedding_
+
+
+_SHARED_DOC = """
+    Parameters
+    ----------
+    n_components : int, default=2
+        Dimension of the embedding.
+    perplexity : float, default=30
+        Effective number of neighbours each point's Gaussian covers (typical 5-50); each point's affinities use
+        its 3 * perplexity nearest neighbours. If 3 * perplexity > n_samples - 1 it is lowered to
+        (n_samples - 1) / 3 with a warning.
+    early_exaggeration : float, default=12
+        Factor on the attractive forces during the first ``early_exaggeration_iter`` iterations (clusters form
+        first, then spread). P itself is never modified.
+    early_exaggeration_iter : int, default=250
+        Iterations of the exaggerated phase, counted within ``max_iter``. Set 0 to continue from an earlier
+        embedding passed as ``init`` (with ``rescale_init=False``).
+    learning_rate : float or "auto", default="auto"
+        Step size in the convention of bhtsne, FIt-SNE and openTSNE (their gradient omits the factor 4 of the
+        exact derivative; scikit-learn's learning_rate for the same step is 4x smaller). "auto" uses
+        n_samples / 12 (Belkina et al. 2019; Kobak & Berens 2019), at least 200 for TSNE (as FIt-SNE), resolved
+        in ``learning_rate_``.
+    max_iter : int, default=750
+        Total iterations, early exaggeration included.
+    momentum : float, default=0.8
+        Momentum of the gradient descent in both phases (as openTSNE).
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+        Input distances. "precomputed": X is a square, symmetric, non-negative distance matrix. Distances are
+        squared inside the Gaussian whatever the metric.
+    init : {"pca", "random"} or array of shape (n_samples, n_components), default="pca"
+        "pca": the first principal components (classical MDS of the distances when precomputed), scaled to
+        standard deviation 1e-4. An array: an earlier embedding (e.g. of the previous epoch, to keep the views
+        aligned), rescaled the same way unless ``rescale_init=False``.
+    rescale_init : "auto" or bool, default="auto"
+        Whether an array ``init`` is rescaled to standard deviation 1e-4 ("auto": yes).
+    neighbors : {"auto", "exact", "nndescent"}, default="auto"
+        kNN method of :func:`repviz.neighbors.knn` (the exact gradient always uses all points).
+    n_jobs : int or None, default=None
+        numba threads (None: 1, -1: all). Results do not depend on it.
+    random_state : int or None, default=None
+        Seed of random initialisation and of approximate nearest neighbours. Fits are deterministic for a given
+        random_state whatever ``n_jobs``.
+    verbose : int, default=0
+        1 prints each phase with its time, and a progress line during the optimisation (on stderr).
+"""
+
+
+class TSNE(_BaseSNE):
+    __doc__ = """t-distributed Stochastic Neighbor Embedding (van der Maaten & Hinton 2008).
+
+    Affinities come from a kNN graph (k = 3 * perplexity); the repulsive forces are computed exactly (O(n²) per
+    iteration), by Barnes-Hut (O(n log n), 1-3 components) or by FFT-accelerated interpolation (O(n), 2
+    components; Linderman et al. 2019). Memory is O(n * perplexity).
+    """ + _SHARED_DOC + """    method : {"auto", "exact", "barnes_hut", "fft"}, default="auto"
+        Gradient method. "auto": exact up to 1,000 points, then "fft" for 2 components and "barnes_hut" for
+        1 or 3. "exact" also uses all n - 1 neighbours for the affinities (as scikit-learn's exact method).
+    angle : float, default=0.5
+        Barnes-Hut's opening angle theta (cell width / distance): smaller is more accurate and slower.
+    dof : float, default=1
+        Degrees of freedom alpha of the Student-t kernel (1 + d²/alpha)^-alpha; alpha < 1 gives heavier tails
+        and finer clusters (Kobak et al. 2019).
+
+    Attributes
+    ----------
+    embedding_ : float32 array (n_samples, n_components)
+    kl_divergence_ : float
+        KL(P || Q) after the last iteration (with approximate methods, Q's normalisation is the approximate one).
+    n_iter_ : int
+    learning_rate_, perplexity_, method_ : the resolved values used.
+    affinities_ : scipy.sparse.csr_matrix, the joint P.
+    timings_ : dict of seconds per phase ("kNN", "affinities", "initialisation", "early exaggeration",
+        "optimisation").
+
+    See Also
+    --------
+    SNE : the symmetric SNE with a Gaussian kernel in the embedding.
+
+    References
+    ----------
+    Kobak & Berens (2019), "The art of using t-SNE for single-cell transcriptomics".
+    Belkina et al. (2019), "Automated optimized parameters for t-SNE".
+    Linderman et al. (2019), "Fast interpolation-based t-SNE for improved visualization of single-cell RNA-seq".
+    Kobak, Linderman et al. (2019), "Heavy-tailed kernels reveal a finer cluster structure in t-SNE".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from repviz.manifold import TSNE
+    >>> X = np.random.default_rng(0).normal(size=(200, 10))
+    >>> TSNE(perplexity=10, random_state=0).fit_transform(X).shape
+    (200, 2)
+    """
+
+    _parameter_constraints = {**_COMMON_CONSTRAINTS,
+                              "method": [Options("auto", "exact", "barnes_hut", "fft")],
+                              "angle": [Interval(float, 0, 1, closed="right")],
+                              "dof": [Interval(float, 0, None, closed="neither")]}
+
+    def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
+                 early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
+                 momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
+                 n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
+        self.n_components = n_components
+        self.perplexity = perplexity
+        self.early_exaggeration = early_exaggeration
+        self.early_exaggeration_iter = early_exaggeration_iter
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.momentum = momentum
+        self.metric = metric
+        self.init = init
+        self.rescale_init = rescale_init
+        self.method = method
+        self.angle = angle
+        self.dof = dof
+        self.neighbors = neighbors
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _kernel_dof(self) -> float:
+        return float(self.dof)
+
+    def _auto_learning_rate(self, n: int) -> float:
+        return max(n / 12.0, 200.0)
+
+    def _resolve_method(self, n: int) -> str:
+        method = self.method
+        if method == "auto":
+            if n <= _EXACT_MAX_N:
+                return "exact"
+            return "fft" if self.n_components == 2 else "barnes_hut" if self.n_components <= 3 else "exact"
+        if method == "fft" and self.n_components != 2:
+            raise ValueError(f"method='fft' supports n_components=2 only; got n_components={self.n_components}. "
+                             f"Use method='barnes_hut' (1-3 components) or 'exact'.")
+        if method == "barnes_hut" and self.n_components > 3:
+            raise ValueError(f"method='barnes_hut' supports n_components <= 3; got {self.n_components}. "
+                             f"Use method='exact'.")
+        return method
+
+
+class SNE(_BaseSNE):
+    __doc__ = """Symmetric Stochastic Neighbor Embedding (Gaussian kernel in the embedding; van der Maaten &
+    Hinton 2008, section 3.1): t-SNE's predecessor, kept for teaching and comparison (it shows the crowding
+    problem the Student-t kernel solves). Same affinities and optimiser as :class:`TSNE`; the gradient is exact,
+    O(n²) time per iteration, so it suits a few thousand points at most.
+    """ + _SHARED_DOC + """
+    Attributes
+    ----------
+    embedding_, kl_divergence_, n_iter_, learning_rate_, perplexity_, method_, affinities_, timings_ :
+        as in :class:`TSNE`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from repviz.manifold import SNE
+    >>> X = np.random.default_rng(0).normal(size=(100, 5))
+    >>> SNE(perplexity=10, random_state=0).fit_transform(X).shape
+    (100, 2)
+    """
+
+    _parameter_constraints = _COMMON_CONSTRAINTS
+
+    def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
+                 early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
+                 momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
+                 verbose: int = 0):
+        self.n_components = n_components
+        self.perplexity = perplexity
+        self.early_exaggeration = early_exaggeration
+        self.early_exaggeration_iter = early_exaggeration_iter
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.momentum = momentum
+        self.metric = metric
+        self.init = init
+        self.rescale_init = rescale_init
+        self.neighbors = neighbors
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _kernel_dof(self) -> float:
+        return 0.0  # the Gaussian kernel (see _kernels._weight)
+
+    def _auto_learning_rate(self, n: int) -> float:
+        # no floor: the Gaussian kernel's attraction grows linearly with distance, so steps above
+        # ~ n / early_exaggeration diverge
+        return n / 12.0
+
+    def _resolve_method(self, n: int) -> str:
+        return "exact"

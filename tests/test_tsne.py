@@ -1,0 +1,286 @@
+"""t-SNE / SNE: gradients against finite differences and against each other, perplexity calibration, quality
+against scikit-learn's exact t-SNE, determinism, bad input and parameter flow."""
+
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+from repviz.manifold import SNE, TSNE
+from repviz.manifold.tsne import tsne as tsne_module
+from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
+from repviz.manifold.tsne.optimize import ExactRepulsion, KLObjective, make_repulsion
+from repviz.metrics import knn_accuracy
+from repviz.neighbors import knn
+
+
+def _blobs(n_per, centers, dim=10, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    C = rng.normal(size=(centers, dim)) * 10
+    X = np.concatenate([c + scale * rng.normal(size=(n_per, dim)) for c in C]).astype(np.float32)
+    return X, np.repeat(np.arange(centers), n_per)
+
+
+def _affinities(X, perplexity, k=None):
+    k = k or X.shape[0] - 1
+    idx, dist = knn(X, k)
+    return joint_affinities(idx, dist, perplexity)
+
+
+@pytest.mark.parametrize("dof", [1.0, 0.5, 2.0, 0.0])
+def test_exact_gradient_matches_finite_differences(dof):
+    X, _ = _blobs(10, 3, dim=5)
+    P = _affinities(X, 5.0)
+    obj = KLObjective(P, ExactRepulsion(dof), dof)
+    Y0 = np.random.default_rng(1).normal(size=(30, 2))
+    f = lambda y: obj(y.reshape(30, 2))[0]  # noqa: E731
+    g = lambda y: obj(y.reshape(30, 2))[1].ravel()  # noqa: E731
+    err = check_grad(f, g, Y0.ravel(), epsilon=1e-6)
+    assert err < 1e-4 * np.linalg.norm(g(Y0.ravel())), err
+
+
+def test_exaggeration_scales_only_the_attraction():
+    X, _ = _blobs(10, 3, dim=5)
+    P = _affinities(X, 5.0)
+    obj = KLObjective(P, ExactRepulsion(1.0))
+    Y = np.random.default_rng(2).normal(size=(30, 2))
+    kl1, g1 = obj(Y, exaggeration=1.0)
+    kl4, g4 = obj(Y, exaggeration=4.0)
+    _, g0 = obj(Y, exaggeration=0.0)
+    np.testing.assert_allclose(g4 - g0, 4 * (g1 - g0), rtol=1e-10, atol=1e-14)
+    assert kl1 == pytest.approx(kl4)  # the reported KL is that of the un-exaggerated P
+    np.testing.assert_array_equal(P.data, _affinities(X, 5.0).data)  # P untouched
+
+
+def test_calibrated_perplexities_match_target():
+    rng = np.random.default_rng(0)
+    dist = np.sort(rng.gamma(2.0, 1.0, size=(200, 90)), axis=1) * rng.uniform(0.01, 100, size=(200, 1))
+    for perplexity in (5.0, 30.0, 80.0):
+        P, _ = conditional_affinities(dist, perplexity)
+        entropy = -np.sum(np.where(P > 0, P * np.log(np.where(P > 0, P, 1)), 0), axis=1)
+        np.testing.assert_allclose(np.exp(entropy), perplexity, atol=1e-3)
+        np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_joint_affinities_symmetric_and_normalised():
+    X, _ = _blobs(20, 3)
+    P = _affinities(X, 10.0, k=30)
+    assert abs(P - P.T).max() < 1e-9
+    assert P.data.sum() == pytest.approx(1.0, rel=1e-6)
+    assert P.diagonal().max() == 0
+
+
+@pytest.mark.parametrize("method,dim,rtol", [("barnes_hut", 2, 0.02), ("barnes_hut", 3, 0.02),
+                                             ("barnes_hut", 1, 0.02), ("fft", 2, 0.02)])
+def test_approximate_gradients_close_to_exact(method, dim, rtol):
+    X, _ = _blobs(100, 3)
+    P = _affinities(X, 30.0, k=90)
+    Y = np.random.default_rng(3).normal(size=(300, dim)) * 5
+    for dof in (1.0, 0.6):
+        kl_ex, g_ex = KLObjective(P, ExactRepulsion(dof), dof)(Y)
+        rep = make_repulsion(method, 300, dim, dof, theta=0.3)
+        kl, g = KLObjective(P, rep, dof)(Y)
+        assert np.linalg.norm(g - g_ex) < rtol * np.linalg.norm(g_ex)
+        assert kl == pytest.approx(kl_ex, rel=rtol)
+
+
+def test_fft_interpolation_converges():
+    """More Lagrange nodes and smaller boxes make the FFT repulsion exact (the error is interpolation only)."""
+    Y = np.random.default_rng(3).normal(size=(300, 2)) * 5
+    exact_rep, exact_z = np.empty_like(Y), np.empty(300)
+    ExactRepulsion(1.0)(Y, exact_rep, exact_z)
+    errors = []
+    for n_interp in (3, 5):
+        rep, z = np.empty_like(Y), np.empty(300)
+        make_repulsion("fft", 300, 2, 1.0, n_interp=n_interp, min_boxes=100)(Y, rep, z)
+        errors.append(np.linalg.norm(rep - exact_rep) / np.linalg.norm(exact_rep))
+        np.testing.assert_allclose(z, exact_z, rtol=10 * errors[-1])
+    assert errors[1] < 1e-4 < errors[0] < 1e-2
+
+
+@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+def test_separated_blobs_stay_separated(method):
+    X, labels = _blobs(150, 4)
+    Y = TSNE(method=method, perplexity=20, random_state=0, max_iter=400).fit_transform(X)
+    assert np.isfinite(Y).all()
+    assert knn_accuracy(Y, labels, 10) == 1.0
+    centroids = np.array([Y[labels == c].mean(axis=0) for c in range(4)])
+    nearest = np.argmin(((Y[:, None, :] - centroids[None]) ** 2).sum(-1), axis=1)
+    assert (nearest == labels).all()
+
+
+def test_kl_no_worse_than_sklearn_exact():
+    """Both embeddings are scored by the same exact KL against the same (dense) P, after the same iterations."""
+    sklearn_manifold = pytest.importorskip("sklearn.manifold")
+    X = pytest.importorskip("sklearn.datasets").load_digits().data[:300].astype(np.float32)
+    ours = TSNE(method="exact", perplexity=30, random_state=0, max_iter=1000).fit(X)
+    ref = sklearn_manifold.TSNE(method="exact", perplexity=30, init="pca", random_state=0, max_iter=1000,
+                                learning_rate="auto").fit(X)
+    obj = KLObjective(ours.affinities_, ExactRepulsion(1.0))
+    kl_ours = obj(ours.embedding_.astype(np.float64))[0]
+    kl_ref = obj(ref.embedding_.astype(np.float64))[0]
+    print(f"KL repviz {kl_ours:.4f}, scikit-learn {kl_ref:.4f} (sklearn's own {ref.kl_divergence_:.4f})")
+    assert kl_ours <= kl_ref * 1.005
+    assert ours.kl_divergence_ == pytest.approx(kl_ours, rel=1e-4)
+
+
+@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+def test_deterministic_across_runs_and_threads(method):
+    X, _ = _blobs(100, 3)
+    a = TSNE(method=method, random_state=0, max_iter=100, n_jobs=1).fit_transform(X)
+    b = TSNE(method=method, random_state=0, max_iter=100, n_jobs=1).fit_transform(X)
+    c = TSNE(method=method, random_state=0, max_iter=100, n_jobs=2).fit_transform(X)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+
+
+def test_precomputed_equals_euclidean():
+    X, _ = _blobs(50, 3)
+    D = np.sqrt(((X[:, None].astype(np.float64) - X[None]) ** 2).sum(-1))
+    init = np.random.default_rng(0).normal(size=(150, 2))
+    a = TSNE(init=init, random_state=0, max_iter=20).fit(X)
+    b = TSNE(init=init, metric="precomputed", random_state=0, max_iter=20).fit(D)
+    np.testing.assert_allclose(a.affinities_.toarray(), b.affinities_.toarray(), rtol=1e-4, atol=1e-9)
+    assert a.kl_divergence_ == pytest.approx(b.kl_divergence_, rel=0.05)  # iterations amplify float noise
+
+
+def test_cosine_metric_and_pca_init_on_precomputed():
+    X, labels = _blobs(50, 3)
+    Y = TSNE(metric="cosine", random_state=0, max_iter=300).fit_transform(X)
+    assert knn_accuracy(Y, labels, 5) > 0.95
+    D = np.sqrt(((X[:, None].astype(np.float64) - X[None]) ** 2).sum(-1))
+    Y = TSNE(metric="precomputed", random_state=0, max_iter=300).fit_transform(D)
+    assert knn_accuracy(Y, labels, 5) > 0.95
+
+
+def test_init_array_rescaled_unless_told_otherwise():
+    X, _ = _blobs(50, 3)
+    prev = TSNE(random_state=0).fit_transform(X)
+    est = TSNE(init=prev, max_iter=1, early_exaggeration_iter=0, learning_rate=1e-12)
+    np.testing.assert_allclose(est.fit_transform(X)[:, 0].std(), 1e-4, rtol=1e-3)
+    cont = TSNE(init=prev, rescale_init=False, early_exaggeration_iter=0, max_iter=50).fit_transform(X)
+    # continues from the earlier layout (pairwise distances barely change) instead of restarting
+    d_prev = np.linalg.norm(prev[:, None] - prev[None], axis=-1).ravel()
+    d_cont = np.linalg.norm(cont[:, None] - cont[None], axis=-1).ravel()
+    assert np.corrcoef(d_prev, d_cont)[0, 1] > 0.95
+
+
+def test_three_components_and_sne():
+    X, labels = _blobs(400, 3)
+    tsne = TSNE(n_components=3, random_state=0, max_iter=300).fit(X)
+    assert tsne.method_ == "barnes_hut" and tsne.embedding_.shape == (1200, 3)
+    assert knn_accuracy(tsne.embedding_, labels, 10) == 1.0
+    X, labels = _blobs(40, 3)
+    sne = SNE(perplexity=10, random_state=0, max_iter=300).fit(X)
+    assert np.isfinite(sne.embedding_).all() and np.isfinite(sne.kl_divergence_)
+    assert knn_accuracy(sne.embedding_, labels, 5) > 0.9
+
+
+def test_auto_method_and_resolved_attributes():
+    X, _ = _blobs(400, 3)
+    est = TSNE(max_iter=10, random_state=0).fit(X)
+    assert est.method_ == "fft" and est.learning_rate_ == pytest.approx(200.0)
+    assert est.n_iter_ == 10 and est.embedding_.dtype == np.float32
+    assert set(est.timings_) == {"kNN", "affinities", "initialisation", "early exaggeration", "optimisation"}
+    assert TSNE(max_iter=10).fit(X[:500]).method_ == "exact"
+
+
+def test_parameters_reach_the_kernels(monkeypatch):
+    seen = {"gd": [], "rep": []}
+    real_gd, real_rep = tsne_module.gradient_descent, tsne_module.make_repulsion
+
+    def spy_gd(Y, objective, n_iter, **kw):
+        seen["gd"].append((n_iter, kw["learning_rate"], kw["momentum"], kw.get("exaggeration", 1.0)))
+        return real_gd(Y, objective, n_iter, **kw)
+
+    def spy_rep(method, n, dim, dof, **kw):
+        seen["rep"].append((method, dim, dof, kw["theta"]))
+        return real_rep(method, n, dim, dof, **kw)
+
+    monkeypatch.setattr(tsne_module, "gradient_descent", spy_gd)
+    monkeypatch.setattr(tsne_module, "make_repulsion", spy_rep)
+    X, _ = _blobs(20, 3)
+    TSNE(method="barnes_hut", angle=0.3, dof=0.7, learning_rate=77.0, momentum=0.6, early_exaggeration=5.0,
+         early_exaggeration_iter=7, max_iter=20, perplexity=5).fit(X)
+    assert seen["gd"] == [(7, 77.0, 0.6, 5.0), (13, 77.0, 0.6, 1.0)]
+    assert seen["rep"] == [("barnes_hut", 2, 0.7, 0.3)]
+
+
+def test_params_follow_sklearn_contract():
+    base = pytest.importorskip("sklearn.base")
+    est = TSNE(perplexity=12, method="fft")
+    clone = base.clone(est)
+    assert clone.get_params() == est.get_params() and clone is not est
+    assert "perplexity=12" in repr(est)
+    assert est.set_params(perplexity=5) is est and est.perplexity == 5
+
+
+# --- bad input -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("params,match", [
+    ({"perplexity": -3}, r"The 'perplexity' parameter of TSNE must be a float in the range \(0, inf\)\. Got -3"),
+    ({"method": "bh"}, r"The 'method' parameter of TSNE must be a str among"),
+    ({"metric": "manhattan"}, r"The 'metric' parameter of TSNE"),
+    ({"init": "spectral"}, r"The 'init' parameter of TSNE"),
+    ({"angle": 0.0}, r"The 'angle' parameter"),
+    ({"dof": 0}, r"The 'dof' parameter"),
+    ({"max_iter": 0}, r"The 'max_iter' parameter"),
+    ({"method": "fft", "n_components": 3}, r"method='fft' supports n_components=2 only"),
+    ({"method": "barnes_hut", "n_components": 4}, r"supports n_components <= 3"),
+])
+def test_invalid_parameters(params, match):
+    X, _ = _blobs(20, 3)
+    with pytest.raises(ValueError, match=match):
+        TSNE(**params).fit(X)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_rows_rejected(bad):
+    X, _ = _blobs(20, 3)
+    X[3, 2] = bad
+    with pytest.raises(ValueError, match="contains NaN or infinity"):
+        TSNE().fit(X)
+
+
+def test_precomputed_matrix_checks():
+    with pytest.raises(ValueError, match=r"square distance matrix \(n, n\); got shape \(5, 4\)"):
+        TSNE(metric="precomputed").fit(np.ones((5, 4)))
+    D = np.abs(np.random.default_rng(0).normal(size=(10, 10)))
+    with pytest.raises(ValueError, match="symmetric distance matrix"):
+        TSNE(metric="precomputed").fit(D)
+    with pytest.raises(ValueError, match="non-negative distances"):
+        TSNE(metric="precomputed").fit(-(D + D.T))
+
+
+def test_small_n_lowers_perplexity_with_warning():
+    X, _ = _blobs(10, 2)
+    with pytest.warns(UserWarning, match=r"perplexity \(30\) is too large for n_samples \(20\).*Using perplexity"):
+        est = TSNE(random_state=0, max_iter=100).fit(X)
+    assert est.perplexity_ == pytest.approx(19 / 3)
+    assert np.isfinite(est.embedding_).all()
+    with pytest.raises(ValueError, match="minimum of 2 is required by TSNE"):
+        TSNE().fit(X[:1])
+
+
+@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+def test_identical_points_warn_and_stay_finite(method):
+    X = np.ones((60, 5), dtype=np.float32)
+    with pytest.warns(UserWarning, match="All 60 points of X are identical"):
+        est = TSNE(method=method, perplexity=5, random_state=0, max_iter=60).fit(X)
+    assert np.isfinite(est.embedding_).all() and np.isfinite(est.kl_divergence_)
+
+
+@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+def test_duplicate_points_are_fine(method):
+    X, labels = _blobs(50, 3)
+    X = np.concatenate([X, X[:40], X[:10]])
+    Y = TSNE(method=method, perplexity=10, random_state=0, max_iter=300).fit_transform(X)
+    assert np.isfinite(Y).all()
+    assert knn_accuracy(Y[:150], labels, 5) > 0.95
+
+
+def test_init_array_checks():
+    X, _ = _blobs(20, 3)
+    with pytest.raises(ValueError, match=r"init has shape \(60, 3\); it must be \(n_samples, n_components\)"):
+        TSNE(init=np.zeros((60, 3)), perplexity=5).fit(X)
+    with pytest.raises(ValueError, match="init contains NaN"):
+        TSNE(init=np.full((60, 2), np.nan), perplexity=5).fit(X)
