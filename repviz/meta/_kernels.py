@@ -1,8 +1,9 @@
 """Numba kernels that turn a probe Gram matrix (or sampled probe pairs) into condensed pair vectors.
 
 The condensed order is scipy's ``squareform``: pair (i, j), i < j, sits at ``i*n - i*(i+1)/2 + j - i - 1``.
-Row i of the upper triangle holds n - 1 - i pairs, so rows are handed out in pairs (t, n - 2 - t): every
-``prange`` iteration then does the same work and the two threads finish together.
+The condensed kernels are serial on purpose: they stream memory at a few ms per 2 million pairs, less than
+waking a thread team costs on a busy machine (measured: 20 ms per parallel region with 2 threads under load).
+The sampled-pair kernels do O(width) arithmetic per pair and run in parallel.
 """
 
 from __future__ import annotations
@@ -36,17 +37,14 @@ def _dist_row(G, half_power, i, out):
         out[k0 + j] = _power(d if d > 0.0 else 0.0, half_power)
 
 
-@njit(cache=True, fastmath=True, parallel=True)
+@njit(cache=True, fastmath=True)
 def condensed_dists(G, half_power, out):
     """(d²)^half_power of the upper triangle (half_power 1, 0.5 or 0.25) from the Gram matrix of centred rows.
 
     d² = G_ii + G_jj - 2 G_ij is clipped at 0 (rounding can make it slightly negative).
     """
-    n = G.shape[0]
-    for t in prange(n // 2):
-        _dist_row(G, half_power, t, out)
-        if n - 2 - t > t:
-            _dist_row(G, half_power, n - 2 - t, out)
+    for i in range(G.shape[0] - 1):
+        _dist_row(G, half_power, i, out)
 
 
 @njit(cache=True, fastmath=True)
@@ -57,17 +55,14 @@ def _centred_row(K, r, grand, scale, i, out):
         out[k0 + j] = scale * (K[i, j] - r[i] - r[j] + grand)
 
 
-@njit(cache=True, fastmath=True, parallel=True)
+@njit(cache=True, fastmath=True)
 def condensed_centred(K, r, grand, scale, out):
     """``scale * (K_ij - r_i - r_j + grand)`` for i < j: the upper triangle of H K H given K's row means ``r``.
 
     With ``r = 0`` and ``grand = 0`` it copies the scaled upper triangle of K.
     """
-    n = K.shape[0]
-    for t in prange(n // 2):
-        _centred_row(K, r, grand, scale, t, out)
-        if n - 2 - t > t:
-            _centred_row(K, r, grand, scale, n - 2 - t, out)
+    for i in range(K.shape[0] - 1):
+        _centred_row(K, r, grand, scale, i, out)
 
 
 @njit(cache=True, fastmath=True, parallel=True)
@@ -93,11 +88,11 @@ def pair_dots(X, I, J, out):
         out[p] = s
 
 
-@njit(cache=True, fastmath=True, parallel=True)
+@njit(cache=True, fastmath=True)
 def sum_squares(v):
     """Σ v², accumulated in float64."""
     s = 0.0
-    for k in prange(v.shape[0]):
+    for k in range(v.shape[0]):
         x = np.float64(v[k])
         s += x * x
     return s

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -45,20 +45,19 @@ def vector_id(rep: Representation, transform: str) -> str:
     return hashlib.sha1(blob).hexdigest()[:24]
 
 
-def sq_chord_matrices(reps: list[Representation], transforms: Sequence[str], bank_for: Callable[[str, int], VectorBank],
-                      pairs: PairSample | None, progress: Progress | None = None, skip_invalid: bool = False
-                      ) -> tuple[list[Representation], dict[str, np.ndarray], list[tuple[Representation, str]]]:
-    """Squared chord distances between ``reps`` for each transform, computing only vectors not yet banked.
+def add_vectors(reps: list[Representation], banks: Mapping[str, VectorBank], pairs: PairSample | None,
+                progress: Progress | None = None, skip_invalid: bool = False
+                ) -> tuple[list[Representation], list[tuple[Representation, str]]]:
+    """Bank the vector of every representation for every transform (``banks[transform]``), building only the
+    ones not banked yet (one pass over each representation's data for all transforms).
 
-    ``bank_for(transform, length)`` returns the bank of a transform. With ``skip_invalid``, representations
-    whose vectors cannot be built (non-finite values, all probes coinciding) are left out and listed in the
-    third return value; otherwise they raise ``ValueError``.
+    With ``skip_invalid``, representations whose vectors cannot be built (non-finite values, all probes
+    coinciding) are left out and returned with the reason; otherwise they raise ``ValueError``.
+    Returns (the representations kept, the ones left out).
     """
-    n = len(reps[0].load()) if reps else 0
-    banks = {t: bank_for(t, vector_length(n, t, pairs)) for t in transforms}
     kept, skipped = [], []
     for i, rep in enumerate(reps):
-        todo = [t for t in transforms if vector_id(rep, t) not in banks[t]]
+        todo = [t for t, bank in banks.items() if vector_id(rep, t) not in bank]
         if todo:
             try:
                 vectors = representation_vectors(rep.load(), todo, pairs, name=rep.label)
@@ -72,8 +71,7 @@ def sq_chord_matrices(reps: list[Representation], transforms: Sequence[str], ban
         kept.append(rep)
         if progress is not None:
             progress("vectors", i + 1, len(reps))
-    chords = {t: banks[t].sq_chords([vector_id(r, t) for r in kept], progress) for t in transforms}
-    return kept, chords, skipped
+    return kept, skipped
 
 
 def from_sq_chords(chord2: np.ndarray, metric: str) -> np.ndarray:
@@ -125,6 +123,7 @@ def representation_distances(representations: Sequence[np.ndarray] | Mapping, *,
     reps = from_arrays(representations)
     pairs = pair_sample(len(reps[0].load()), max_probes, n_pairs, random_state)
     with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
-        _, chords, _ = sq_chord_matrices(
-            reps, [transform], lambda t, m: VectorBank(Artifacts(tmp), m), pairs)
-    return from_sq_chords(chords[transform], metric)
+        bank = VectorBank(Artifacts(tmp), vector_length(len(reps[0].load()), transform, pairs))
+        add_vectors(reps, {transform: bank}, pairs)
+        chord2 = bank.sq_chords([vector_id(r, transform) for r in reps])
+    return from_sq_chords(chord2, metric)

@@ -18,17 +18,17 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 from ..store import Artifacts, LogDir, checksum, open_logdir
 from .bank import Progress, VectorBank
-from .distances import (DEFAULT_MAX_PROBES, METRICS, check_option, from_sq_chords, pair_sample, rank_correlation,
-                        sq_chord_matrices)
+from .distances import (DEFAULT_MAX_PROBES, METRICS, add_vectors, check_option, from_sq_chords, pair_sample,
+                        rank_correlation, vector_id)
 from .embedding import EMBEDDINGS, embed
 from .sources import Key, from_arrays, from_logdir, input_representation, warn_skipped
-from .vectors import TRANSFORMS
+from .vectors import TRANSFORMS, vector_length
 
 
 class Trajectory(NamedTuple):
@@ -224,26 +224,29 @@ class MetaSNE:
             reps.append(input_representation(inputs, n))
         transforms = list(dict.fromkeys([self.transform] + (["dist", "cka"] if self.robustness else [])))
         pairs = pair_sample(n, self.max_probes, self.n_pairs, self.random_state)
+        seconds = {}
         with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
-            def bank_for(transform: str, length: int) -> VectorBank:
+            banks = {}
+            for t in transforms:
                 if logdir is not None and self.cache:
                     sample = "" if pairs is None else f"-p{len(pairs)}s{pairs.random_state}"
-                    art = logdir.artifacts(f"vectors-{transform}-{probe_id}{sample}")
+                    art = logdir.artifacts(f"vectors-{t}-{probe_id}{sample}")
                 else:
-                    art = Artifacts(os.path.join(tmp, transform))
-                return VectorBank(art, length, block_bytes=self.block_bytes)
-
-            kept, chords, skipped = sq_chord_matrices(reps, transforms, bank_for, pairs, self.progress,
-                                                      skip_invalid=logdir is not None)
+                    art = Artifacts(os.path.join(tmp, t))
+                banks[t] = VectorBank(art, vector_length(n, t, pairs), block_bytes=self.block_bytes)
+            kept, skipped = add_vectors(reps, banks, pairs, self.progress, skip_invalid=logdir is not None)
+            seconds["vectors"] = time.perf_counter() - t0
+            chords = {t: bank.sq_chords([vector_id(r, t) for r in kept], self.progress) for t, bank in banks.items()}
         warn_skipped(skipped)
         D = from_sq_chords(chords[self.transform], self.metric)
-        t_dist = time.perf_counter() - t0
+        seconds["distances"] = time.perf_counter() - t0 - seconds["vectors"]
         coords, info = embed(D, self.embedding, self.n_components, self.perplexity, self.random_state)
         robustness = rank_correlation(chords["dist"], chords["cka"]) if self.robustness else None
+        seconds["embedding"] = time.perf_counter() - t0 - seconds["vectors"] - seconds["distances"]
+        seconds["total"] = time.perf_counter() - t0
         params = {k: v for k, v in vars(self).items() if k != "progress"}
         return MetaResult(
             keys=[r.key for r in kept], coords=coords.astype(np.float32), distances=D, params=params,
             explained_variance=info.pop("explained_variance"), robustness=robustness,
             info={**info, "n_probe": n, "n_pairs": None if pairs is None else len(pairs),
-                  "left_out": [{"key": list(r.key), "reason": why} for r, why in skipped],
-                  "seconds": {"distances": t_dist, "total": time.perf_counter() - t0}})
+                  "left_out": [{"key": list(r.key), "reason": why} for r, why in skipped], "seconds": seconds})

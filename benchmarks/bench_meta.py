@@ -1,0 +1,153 @@
+"""meta-SNE at scale: R = 300 representations of n = 2,000 probes, and 10 more added to the cached result.
+
+Writes a synthetic log directory shaped like real training logs (5 runs x 6 layers x 10 snapshots, widths 64-512,
+ReLU features of 10 classes that sharpen over training), then times `MetaSNE().fit(logdir)` (building the
+vectors, the R x R distances, the classical-MDS map), adding 10 snapshots to the cached result, and a
+straightforward numpy implementation (all vectors in RAM as float64, one V @ V.T) on R = 120, where it fits in
+memory (1.9 GB). Every configuration runs in its own process with 2 threads; peak RSS is that process's.
+
+    python benchmarks/bench_meta.py [--probes 2000] [--threads 2] [--numpy-runs 2] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+RUNS, LAYERS, SNAPSHOTS = 5, (512, 384, 256, 192, 128, 64), 10
+
+
+def write_logdir(path: Path, n: int, runs=RUNS, snapshots=SNAPSHOTS, layers=LAYERS, prefix="run", seed=0) -> int:
+    """Synthetic runs: layer l of run r at snapshot s = ReLU([t * class structure, (1 - t) * noise] @ W_l)."""
+    from repviz.store import RunWriter
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=n)
+    latent = np.eye(10)[labels] * 3 + rng.normal(size=(n, 10))
+    count = 0
+    for r in range(runs):
+        writer = RunWriter(path / f"{prefix}{r}")
+        writer.begin({"fingerprint": {"model": f"{prefix}{r}", "probe": "synthetic"},
+                      "layers": {f"dense_{i}": {"stored_shape": [n, w]} for i, w in enumerate(layers)}})
+        writer.write_probe(np.arange(n), labels)
+        noise = {i: np.random.default_rng(100 * r + i).normal(size=(n, 32)) for i in range(len(layers))}
+        for s in range(snapshots):
+            t = s / max(1, snapshots - 1)
+            for i, w in enumerate(layers):
+                W = np.random.default_rng(1000 * r + i).normal(size=(42, w)) / np.sqrt(42)
+                Z = np.hstack([t * latent, (1 - t + 0.1) * noise[i] + 0.02 * s * rng.normal(size=(n, 32))])
+                writer.write_activation(f"dense_{i}", s, np.maximum(Z @ W, 0).astype(np.float32), epoch=s)
+                count += 1
+    return count
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker_repviz(logdir: str) -> dict:
+    from repviz.meta import MetaSNE
+
+    t = time.perf_counter()
+    result = MetaSNE().fit(logdir)
+    wall = time.perf_counter() - t
+    np.save(Path(logdir) / "D_repviz.npy", result.distances)
+    return {"R": len(result), **{k: v for k, v in result.info["seconds"].items() if k != "total"},
+            "total": wall, "rss": peak_rss_mb(), "explained": result.explained_variance}
+
+
+def worker_numpy(logdir: str) -> dict:
+    """The straightforward way: float64 distances per representation, every vector in RAM, one V @ V.T."""
+    from repviz import open_logdir
+
+    t0 = time.perf_counter()
+    logdir_ = open_logdir(logdir)
+    # the order MetaSNE uses: runs, then layers in model order, then steps
+    keys = [(run, layer, s) for run, r in logdir_.runs.items() for layer in r.layers for s in r.steps(layer)]
+    V = None
+    for k, (run, layer, s) in enumerate(keys):
+        X = np.asarray(logdir_.run(run).activations(layer, s), dtype=np.float64)
+        X = X - X.mean(0)
+        sq = np.einsum("ij,ij->i", X, X)
+        D = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0))
+        v = D[np.triu_indices(len(X), 1)]
+        if V is None:
+            V = np.empty((len(keys), len(v)))
+        V[k] = v / np.linalg.norm(v)
+    t1 = time.perf_counter()
+    G = V @ V.T
+    chord = np.sqrt(np.maximum(2 - 2 * G, 0))
+    np.fill_diagonal(chord, 0)
+    t2 = time.perf_counter()
+    np.save(Path(logdir) / "D_numpy.npy", chord)
+    return {"R": len(keys), "vectors": t1 - t0, "distances": t2 - t1, "embedding": 0.0, "total": t2 - t0,
+            "rss": peak_rss_mb()}
+
+
+def spawn(args: list[str], threads: int) -> dict:
+    env = {**os.environ, **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                                       "NUMBA_NUM_THREADS")}}
+    out = subprocess.run([sys.executable, __file__, "--worker", *args], env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"worker {args} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--probes", type=int, default=2000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--numpy-runs", type=int, default=2,
+                    help="runs (60 representations each) of the comparison with plain numpy (default 2)")
+    ap.add_argument("--keep", help="build the log directories here and keep them (default: a temporary dir)")
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        kind, logdir = args.worker
+        res = worker_repviz(logdir) if kind == "repviz" else worker_numpy(logdir)
+        print(json.dumps(res))
+        return
+
+    root = Path(args.keep or tempfile.mkdtemp(prefix="bench-meta-"))
+    try:
+        for d in ("big", "sub", "warm"):
+            shutil.rmtree(root / d, ignore_errors=True)
+        n_big = write_logdir(root / "big", args.probes)
+        n_sub = write_logdir(root / "sub", args.probes, runs=args.numpy_runs)
+        write_logdir(root / "warm", 100, runs=1, snapshots=2)
+        spawn(["repviz", str(root / "warm")], args.threads)  # numba compiles into its on-disk cache once
+        rows = [("repviz, from scratch", spawn(["repviz", str(root / "big")], args.threads))]
+        n_new = write_logdir(root / "big", args.probes, runs=1, snapshots=2, layers=LAYERS[:5], prefix="late", seed=1)
+        rows.append((f"repviz, +{n_new} to the cached R={n_big}", spawn(["repviz", str(root / "big")], args.threads)))
+        rows.append(("repviz, from scratch", spawn(["repviz", str(root / "sub")], args.threads)))
+        rows.append(("numpy float64, all vectors in RAM", spawn(["numpy", str(root / "sub")], args.threads)))
+        D1, D2 = np.load(root / "sub" / "D_repviz.npy"), np.load(root / "sub" / "D_numpy.npy")
+        print(f"meta-SNE benchmark: n = {args.probes} probes ({args.probes * (args.probes - 1) // 2:,} pairs per "
+              f"vector), widths {min(LAYERS)}-{max(LAYERS)}, {args.threads} threads, classical MDS, "
+              f"transform dist, metric chord")
+        print(f"{'configuration':<38} {'R':>4} {'vectors s':>10} {'distances s':>12} {'embedding s':>12} "
+              f"{'total s':>8} {'peak RSS MB':>12}")
+        for name, r in rows:
+            print(f"{name:<38} {r['R']:>4} {r['vectors']:>10.2f} {r['distances']:>12.2f} {r['embedding']:>12.2f} "
+                  f"{r['total']:>8.2f} {r['rss']:>12.0f}")
+        ratio = rows[3][1]["total"] / rows[2][1]["total"]
+        print(f"numpy / repviz wall time at R={n_sub}: {ratio:.2f}x (peak RSS {rows[3][1]['rss'] / rows[2][1]['rss']:.1f}x);"
+              f" max |D_repviz - D_numpy| = {np.abs(D1 - D2).max():.1e}")
+        print(f"targets: R={n_big} in <= 20 s and <= 1500 MB; adding {n_new} in <= 2 s")
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
