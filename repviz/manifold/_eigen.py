@@ -42,7 +42,7 @@ def check_connected(graph, owner: str) -> None:
     if n_comp > 1:
         raise ValueError(f"The neighbourhood graph of {owner} has {n_comp} connected components, so the "
                          f"embedding is not defined (one zero eigenvalue per component). Increase "
-                         f"n_neighbors, or let {owner} connect the components (connect=True).")
+                         f"n_neighbors until the neighbourhoods overlap.")
 
 
 def _pick(solver: str, A, n: int, k: int) -> str:

@@ -1,0 +1,313 @@
+"""Locally linear embedding and its variants: standard (Roweis & Saul 2000), modified (Zhang & Wang 2006),
+Hessian (Donoho & Grimes 2003) and local tangent space alignment (Zhang & Zha 2004).
+
+Every variant builds a sparse, symmetric positive semi-definite alignment matrix M from one small dense
+problem per point (numba, parallel over points), then embeds with the bottom eigenvectors of M after the
+constant one. Each point contributes a dense block over its neighbourhood; the blocks are summed into a CSR
+matrix, so memory is O(n k²) and nothing is n×n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+from ._base import NONE, RANDOM_STATE, Estimator, Interval, Options, check_array
+from ._eigen import SOLVERS, check_connected, eigsolve
+from ._graph import symmetrize
+from ..neighbors import check_n_neighbors, knn
+
+
+@njit(cache=True, parallel=True)
+def _standard_blocks(X, ind, reg, blocks):  # pragma: no cover - compiled
+    """Barycentric weights w_i (regularised Gram solve) and blocks (e_i - w_i)(e_i - w_i)ᵀ over [i, nbrs]."""
+    n, k = ind.shape
+    d = X.shape[1]
+    for i in prange(n):
+        Z = np.empty((k, d))
+        for a in range(k):
+            for c in range(d):
+                Z[a, c] = X[ind[i, a], c] - X[i, c]
+        C = Z @ Z.T
+        tr = np.trace(C)
+        r = reg * tr if tr > 0 else reg  # a singular local Gram (k > d, duplicates) is made invertible
+        for a in range(k):
+            C[a, a] += r
+        w = np.linalg.solve(C, np.ones(k))
+        w /= w.sum()
+        v = np.empty(k + 1)
+        v[0] = 1.0
+        v[1:] = -w
+        for a in range(k + 1):
+            for b in range(k + 1):
+                blocks[i, a, b] = v[a] * v[b]
+
+
+@njit(cache=True, parallel=True)
+def _local_spectra(X, ind, evals, evecs):  # pragma: no cover - compiled
+    """Eigen-decomposition (decreasing) of each neighbourhood's Gram matrix G Gᵀ, G = X[nbrs] - X[i]."""
+    n, k = ind.shape
+    d = X.shape[1]
+    for i in prange(n):
+        Z = np.empty((k, d))
+        for a in range(k):
+            for c in range(d):
+                Z[a, c] = X[ind[i, a], c] - X[i, c]
+        w, V = np.linalg.eigh(Z @ Z.T)
+        for a in range(k):
+            evals[i, a] = max(w[k - 1 - a], 0.0)
+            for b in range(k):
+                evecs[i, b, a] = V[b, k - 1 - a]
+
+
+@njit(cache=True, parallel=True)
+def _modified_blocks(ind, evals, evecs, n_components, eta, modified_tol, blocks):  # pragma: no cover
+    """MLLE blocks Ŵ Ŵᵀ over [i, nbrs], Ŵ = [-1ᵀ; W_i], W_i from the s_i-dimensional almost-null space."""
+    n, k = ind.shape
+    for i in prange(n):
+        ev = evals[i]
+        V = evecs[i]
+        reg = 1e-3 * ev.sum()
+        # regularised barycentric weights from the local spectrum: w = V diag(1/(ev+reg)) Vᵀ 1, normalised
+        t = V.T @ np.ones(k)
+        for a in range(k):
+            t[a] /= ev[a] + reg
+        w_reg = V @ t
+        w_reg /= w_reg.sum()
+        # s_i: the largest tail of eigenvalues whose sum, relative to the rest, stays below eta
+        total = ev.sum()
+        s = 0
+        tail = 0.0
+        for m in range(k - 1, 0, -1):
+            tail += ev[m]
+            head = total - tail
+            if head > 0 and tail / head < eta:
+                s = k - m
+            else:
+                break
+        s = max(s, 1)
+        Vi = np.ascontiguousarray(V[:, k - s:])
+        ones_proj = Vi.T @ np.ones(k)
+        alpha = np.sqrt((ones_proj ** 2).sum()) / np.sqrt(s)
+        h = alpha - ones_proj
+        norm_h = np.sqrt((h ** 2).sum())
+        if norm_h < modified_tol:
+            h[:] = 0.0
+        else:
+            h /= norm_h
+        Wi = Vi - 2.0 * np.outer(Vi @ h, h) + (1.0 - alpha) * np.outer(w_reg, np.ones(s))
+        What = np.empty((k + 1, s))
+        What[0, :] = -1.0
+        What[1:, :] = Wi
+        blocks[i] = What @ What.T
+
+
+@njit(cache=True, parallel=True)
+def _hessian_blocks(X, ind, n_components, hessian_tol, blocks):  # pragma: no cover - compiled
+    """HLLE blocks w wᵀ over nbrs, w spanning the local Hessian estimator (orthogonal to 1, tangents, products)."""
+    n, k = ind.shape
+    d = X.shape[1]
+    nc = n_components
+    dp = nc * (nc + 1) // 2
+    for i in prange(n):
+        G = np.empty((k, d))
+        for a in range(k):
+            for c in range(d):
+                G[a, c] = X[ind[i, a], c]
+        mu = np.zeros(d)
+        for a in range(k):
+            mu += G[a]
+        mu /= k
+        for a in range(k):
+            G[a] -= mu
+        _, V = np.linalg.eigh(G @ G.T)
+        U = V[:, ::-1][:, :nc]
+        Y = np.empty((k, 1 + nc + dp))
+        Y[:, 0] = 1.0
+        Y[:, 1:1 + nc] = U
+        j = 1 + nc
+        for p in range(nc):
+            for q in range(p, nc):
+                Y[:, j] = U[:, p] * U[:, q]
+                j += 1
+        Q, _ = np.linalg.qr(Y)
+        w = Q[:, nc + 1:].copy()
+        for c in range(w.shape[1]):
+            S = w[:, c].sum()
+            if abs(S) >= hessian_tol:
+                w[:, c] /= S
+        blocks[i] = w @ w.T
+
+
+@njit(cache=True, parallel=True)
+def _ltsa_blocks(X, ind, n_components, blocks):  # pragma: no cover - compiled
+    """LTSA blocks I - G Gᵀ over nbrs, G = [1/sqrt(k), top local tangent coordinates]."""
+    n, k = ind.shape
+    d = X.shape[1]
+    for i in prange(n):
+        Z = np.empty((k, d))
+        for a in range(k):
+            for c in range(d):
+                Z[a, c] = X[ind[i, a], c]
+        mu = np.zeros(d)
+        for a in range(k):
+            mu += Z[a]
+        mu /= k
+        for a in range(k):
+            Z[a] -= mu
+        _, V = np.linalg.eigh(Z @ Z.T)
+        G = np.empty((k, n_components + 1))
+        G[:, 0] = 1.0 / np.sqrt(k)
+        for c in range(n_components):
+            G[:, 1 + c] = V[:, k - 1 - c]
+        B = -(G @ G.T)
+        for a in range(k):
+            B[a, a] += 1.0
+        blocks[i] = B
+
+
+def _assemble(blocks: np.ndarray, idx: np.ndarray, n: int) -> sp.csr_matrix:
+    """Sum the per-point dense blocks over their index sets into a symmetric CSR matrix."""
+    b = idx.shape[1]
+    rows = np.repeat(idx, b, axis=1).ravel()
+    cols = np.tile(idx, (1, b)).ravel()
+    M = sp.coo_matrix((blocks.ravel(), (rows, cols)), shape=(n, n)).tocsr()
+    M.sum_duplicates()
+    return M
+
+
+def _min_neighbors(method: str, n_components: int) -> int:
+    if method == "hessian":
+        return n_components * (n_components + 3) // 2 + 1
+    if method == "modified":
+        return n_components
+    return 1
+
+
+class LocallyLinearEmbedding(Estimator):
+    """Locally linear embedding, standard or one of its variants.
+
+    Each point is described by its ``n_neighbors`` nearest neighbours; the variants differ in the local model
+    (barycentric weights, several weight vectors, a Hessian estimator, a tangent space) but all sum local
+    blocks into a sparse alignment matrix M whose bottom eigenvectors (after the constant one) are the
+    embedding. Cost: kNN as in :func:`repviz.neighbors.knn`; local problems O(n k² (k + d)) time; M has
+    O(n k²) non-zeros; the eigensolve is ARPACK in shift-invert mode around 0 (a sparse LU of M) or dense
+    ``eigh`` for n <= 1,000 (O(n²) memory).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        Must exceed n_components (and n_components (n_components + 3) / 2 for "hessian"), and be < n_samples.
+    n_components : int, default=2
+    method : {"standard", "modified", "hessian", "ltsa"}, default="standard"
+    reg : float, default=1e-3
+        Regularisation of each local Gram matrix, relative to its trace (needed whenever n_neighbors >
+        n_features, or points are duplicated, since the Gram matrix is then singular).
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg"}, default="auto"
+    tol : float, default=1e-6
+        Tolerance of the iterative eigensolver.
+    max_iter : int or None, default=None
+    hessian_tol, modified_tol : float
+        Thresholds of the Hessian and modified variants (as in scikit-learn).
+    metric : {"euclidean", "cosine"}, default="euclidean"
+        Metric used to choose neighbours (the local models are Euclidean).
+    neighbors_method : str, default="exact"
+        Passed to :func:`repviz.neighbors.knn` as ``method``.
+    random_state : int, Generator or None, default=None
+        Seeds the eigensolver's start vector.
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+        Columns signed so their largest-magnitude entry is positive.
+    reconstruction_error_ : float
+        Sum of the eigenvalues of M kept (the alignment cost of the embedding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from repviz.manifold import LocallyLinearEmbedding
+    >>> t = np.linspace(0, 3, 200)
+    >>> LocallyLinearEmbedding(n_neighbors=8).fit_transform(np.c_[np.cos(t), np.sin(t), t]).shape
+    (200, 2)
+    """
+
+    _parameter_constraints = {
+        "n_neighbors": [Interval(int, 1, None, "left")],
+        "n_components": [Interval(int, 1, None, "left")],
+        "method": [Options("standard", "modified", "hessian", "ltsa")],
+        "reg": [Interval(float, 0, None, "left")],
+        "eigen_solver": [Options(*SOLVERS)],
+        "tol": [Interval(float, 0, None, "left")],
+        "max_iter": [Interval(int, 1, None, "left"), NONE],
+        "hessian_tol": [Interval(float, 0, None, "left")],
+        "modified_tol": [Interval(float, 0, None, "left")],
+        "metric": [Options("euclidean", "cosine")],
+        "neighbors_method": [Options("exact", "nndescent", "auto")],
+        "random_state": [RANDOM_STATE],
+    }
+
+    def __init__(self, *, n_neighbors=5, n_components=2, method="standard", reg=1e-3, eigen_solver="auto",
+                 tol=1e-6, max_iter=None, hessian_tol=1e-4, modified_tol=1e-12, metric="euclidean",
+                 neighbors_method="exact", random_state=None):
+        self.n_neighbors = n_neighbors
+        self.n_components = n_components
+        self.method = method
+        self.reg = reg
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.hessian_tol = hessian_tol
+        self.modified_tol = modified_tol
+        self.metric = metric
+        self.neighbors_method = neighbors_method
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Compute the embedding of ``X`` (n_samples, n_features)."""
+        self._validate_params()
+        X = check_array(X, "LocallyLinearEmbedding", min_samples=2)
+        n = X.shape[0]
+        k, nc = check_n_neighbors(self.n_neighbors, n, "LocallyLinearEmbedding"), self.n_components
+        if nc >= n:
+            raise ValueError(f"n_components ({nc}) must be less than n_samples ({n}) in LocallyLinearEmbedding.")
+        need = _min_neighbors(self.method, nc)
+        if k < need:
+            raise ValueError(f"method={self.method!r} with n_components={nc} needs n_neighbors >= {need}; "
+                             f"got n_neighbors={k}.")
+        ind, dist = knn(X, k, metric=self.metric, method=self.neighbors_method, random_state=self.random_state)
+        graph = symmetrize(ind, dist, n)
+        # checked before the local solves, so that the error comes early and names the fix
+        check_connected(graph, "LocallyLinearEmbedding")
+        M = self._alignment_matrix(X.astype(np.float64), ind)
+        w, V = eigsolve(M, nc + 1, largest=False, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
+                        random_state=self.random_state, owner="LocallyLinearEmbedding")
+        self.embedding_ = V[:, 1:].astype(np.float32)
+        self.reconstruction_error_ = float(w[1:].sum())
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _alignment_matrix(self, X: np.ndarray, ind: np.ndarray) -> sp.csr_matrix:
+        n, k = ind.shape
+        nc = self.n_components
+        with_self = np.concatenate([np.arange(n)[:, None], ind], axis=1)
+        if self.method == "standard":
+            blocks = np.empty((n, k + 1, k + 1))
+            _standard_blocks(X, ind, self.reg, blocks)
+            return _assemble(blocks, with_self, n)
+        if self.method == "modified":
+            if k <= nc:
+                raise ValueError(f"method='modified' needs n_neighbors > n_components; got {k} <= {nc}.")
+            evals, evecs = np.empty((n, k)), np.empty((n, k, k))
+            _local_spectra(X, ind, evals, evecs)
+            rho = evals[:, nc:].sum(axis=1) / np.maximum(evals[:, :nc].sum(axis=1), 1e-300)
+            blocks = np.empty((n, k + 1, k + 1))
+            _modified_blocks(ind, evals, evecs, nc, float(np.median(rho)), self.modified_tol, blocks)
+            return _assemble(blocks, with_self, n)
+        blocks = np.empty((n, k, k))
+        if self.method == "hessian":
+            _hessian_blocks(X, ind, nc, self.hessian_tol, blocks)
+        else:
+            _ltsa_blocks(X, ind, nc, blocks)
+        return _assemble(blocks, ind, n)

@@ -1,0 +1,246 @@
+"""Laplacian eigenmaps (Belkin & Niyogi 2003) and diffusion maps (Coifman & Lafon 2006) on a sparse kNN graph.
+
+Both build a symmetric affinity W on the kNN graph (memory O(n k)), join disconnected components by the rule
+in :mod:`repviz.manifold._graph`, and take the bottom eigenvectors of a normalised Laplacian with the shared
+eigensolver (ARPACK shift-invert just below 0 for n > 1,000: a sparse LU of the Laplacian, then a handful of
+iterations; dense ``eigh`` below).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ._base import (BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_precomputed)
+from ._eigen import SOLVERS, eigsolve, fix_signs
+from ._graph import connect_components, symmetrize
+from ..neighbors import check_n_neighbors, knn
+
+_COMMON_DOC = """n_neighbors : int, default=10
+        Neighbours per point (self excluded) of the kNN graph; an edge exists if either end lists the other.
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+        "precomputed" takes an (n, n) distance matrix as ``X``.
+    eigen_solver : {"auto", "dense", "arpack", "lobpcg"}, default="auto"
+    tol : float, default=0
+        Eigensolver tolerance (0: machine precision).
+    max_iter : int or None, default=None
+    neighbors_method : str, default="exact"
+        Passed to :func:`repviz.neighbors.knn` as ``method``.
+    connect : bool, default=True
+        Join a disconnected graph by its shortest bridging edges (with a warning); False raises instead.
+    random_state : int, Generator or None, default=None
+        Seeds the eigensolver's start vector."""
+
+_COMMON_CONSTRAINTS = {
+    "n_neighbors": [Interval(int, 1, None, "left")],
+    "n_components": [Interval(int, 1, None, "left")],
+    "metric": [Options("euclidean", "cosine", "precomputed")],
+    "eigen_solver": [Options(*SOLVERS)],
+    "tol": [Interval(float, 0, None, "left")],
+    "max_iter": [Interval(int, 1, None, "left"), NONE],
+    "neighbors_method": [Options("exact", "nndescent", "auto")],
+    "connect": [BOOLEAN],
+    "random_state": [RANDOM_STATE],
+}
+
+
+def _neighbour_graph(est, X) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, sp.csr_matrix]:
+    """Validated input, kNN lists, their symmetric distance graph with components joined, and the bridges.
+    Sets ``est.n_connected_components_`` (components before joining)."""
+    owner = type(est).__name__
+    X = check_array(X, owner, min_samples=2)
+    n = X.shape[0]
+    if est.metric == "precomputed":
+        check_precomputed(X, owner)
+    k = check_n_neighbors(est.n_neighbors, n, owner)
+    if est.n_components >= n:
+        raise ValueError(f"n_components ({est.n_components}) must be less than n_samples ({n}) in {owner}.")
+    ind, dist = knn(X, k, metric=est.metric, method=est.neighbors_method, random_state=est.random_state)
+    G = symmetrize(ind, dist, n)
+    est.n_connected_components_ = int(connected_components(G, directed=False)[0])
+    joined = connect_components(G, X, est.metric, connect=est.connect, owner=owner)
+    bridges = (joined - G).tocsr()
+    bridges.eliminate_zeros()
+    return X, ind, joined, bridges
+
+
+def _heat(G: sp.csr_matrix, gamma) -> sp.csr_matrix:
+    """exp(-gamma d²) on the edges of the distance graph G; gamma None: 1 / median squared edge length."""
+    d2 = G.data.astype(np.float64) ** 2
+    g = 1.0 / max(float(np.median(d2)), 1e-300) if gamma is None else gamma
+    W = G.copy().astype(np.float64)
+    W.data = np.exp(-g * d2)
+    return W
+
+
+def _degree_scaled(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """S = D^-1/2 W D^-1/2 and sqrt(D)."""
+    deg = np.asarray(W.sum(axis=1)).ravel()
+    s = np.sqrt(deg)
+    Dm = sp.diags(1.0 / s)
+    return (Dm @ W @ Dm).tocsr(), s
+
+
+class SpectralEmbedding(Estimator):
+    """Laplacian eigenmaps: bottom eigenvectors of a graph Laplacian of the kNN graph.
+
+    Cost: kNN as in :func:`repviz.neighbors.knn`; affinity O(n k) memory; the eigensolve factorises the sparse
+    Laplacian (shift-invert), typically O(n k) to O(n^1.5) fill-in, or dense O(n²) memory for n <= 1,000.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    affinity : {"binary", "heat"}, default="binary"
+        "binary": W = (A + Aᵀ) / 2 with A the 0/1 kNN adjacency (scikit-learn's "nearest_neighbors" with its
+        n_neighbors one larger, since it counts the point itself); "heat": exp(-gamma d²) on the graph's edges.
+    gamma : float or None, default=None
+        Heat-kernel width; None uses 1 / median squared kNN distance.
+    laplacian : {"random_walk", "normalized", "unnormalized"}, default="random_walk"
+        "random_walk": generalised eigenvectors L v = lambda D v (Belkin & Niyogi; scikit-learn's choice);
+        "normalized": eigenvectors of I - D^-1/2 W D^-1/2; "unnormalized": eigenvectors of L = D - W.
+    {common}
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+        Columns signed so their largest-magnitude entry is positive.
+    eigenvalues_ : ndarray (n_components,)
+        Laplacian eigenvalues of the kept eigenvectors (the first, trivial one dropped).
+    affinity_matrix_ : sparse (n_samples, n_samples)
+    n_connected_components_ : int
+        Components of the kNN graph before joining.
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "affinity": [Options("binary", "heat")],
+        "gamma": [Interval(float, 0, None, "neither"), NONE],
+        "laplacian": [Options("random_walk", "normalized", "unnormalized")],
+    }
+
+    def __init__(self, n_components=2, *, affinity="binary", gamma=None, laplacian="random_walk", n_neighbors=10,
+                 metric="euclidean", eigen_solver="auto", tol=0.0, max_iter=None, neighbors_method="exact",
+                 connect=True, random_state=None):
+        self.n_components = n_components
+        self.affinity = affinity
+        self.gamma = gamma
+        self.laplacian = laplacian
+        self.n_neighbors = n_neighbors
+        self.metric = metric
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.neighbors_method = neighbors_method
+        self.connect = connect
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Compute the embedding of ``X`` (or of a precomputed distance matrix)."""
+        self._validate_params()
+        X, ind, G, bridges = _neighbour_graph(self, X)
+        n, k = ind.shape
+        if self.affinity == "binary":
+            A = sp.csr_matrix((np.ones(n * k), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
+            W = (0.5 * (A + A.T) + (bridges > 0)).tocsr().astype(np.float64)
+        else:
+            W = _heat(G, self.gamma)
+        nc = self.n_components
+        solve = dict(largest=False, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
+                     random_state=self.random_state, owner="SpectralEmbedding", graph=W)
+        if self.laplacian == "unnormalized":
+            deg = np.asarray(W.sum(axis=1)).ravel()
+            w, V = eigsolve((sp.diags(deg) - W).tocsr(), nc + 1, **solve)
+        else:
+            S, sqrt_deg = _degree_scaled(W)
+            w, V = eigsolve((sp.identity(n, format="csr") - S).tocsr(), nc + 1, **solve)
+            if self.laplacian == "random_walk":
+                V = V / sqrt_deg[:, None]
+        self.embedding_ = fix_signs(V[:, 1:]).astype(np.float32)
+        self.eigenvalues_ = w[1:]
+        self.affinity_matrix_ = W
+        self.n_features_in_ = X.shape[1]
+        return self
+
+
+class DiffusionMap(Estimator):
+    """Diffusion maps: the leading non-trivial eigenvectors of a diffusion operator, scaled by lambda^t.
+
+    The Gaussian kernel K = exp(-d² / epsilon) on the kNN graph (plus each point's self-affinity 1) is
+    renormalised by the density, K_alpha = Q^-alpha K Q^-alpha with Q the row sums (alpha=0: graph Laplacian,
+    0.5: Fokker-Planck, 1: Laplace-Beltrami, independent of the sampling density), then row-normalised into a
+    Markov matrix P. The embedding is lambda_j^t psi_j, psi_j the right eigenvectors of P (psi_0 = 1 dropped);
+    Euclidean distance in it approximates the diffusion distance at time t. Cost as
+    :class:`SpectralEmbedding`.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    epsilon : float or "auto", default="auto"
+        Kernel width; "auto" uses the median squared kNN distance.
+    alpha : float in [0, 1], default=1.0
+    t : float, default=1
+        Diffusion time: larger t damps the faster-decaying (smaller-eigenvalue) directions.
+    {common}
+
+    Attributes
+    ----------
+    embedding_ : float32 ndarray (n_samples, n_components)
+    eigenvalues_ : ndarray (n_components,)
+        Eigenvalues of P for the kept eigenvectors (in (-1, 1)).
+    epsilon_ : float
+    n_connected_components_ : int
+        Components of the kNN graph before joining.
+    """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "epsilon": [Interval(float, 0, None, "neither"), Options("auto")],
+        "alpha": [Interval(float, 0, 1, "both")],
+        "t": [Interval(float, 0, None, "left")],
+    }
+
+    def __init__(self, n_components=2, *, epsilon="auto", alpha=1.0, t=1.0, n_neighbors=10, metric="euclidean",
+                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors_method="exact", connect=True,
+                 random_state=None):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.alpha = alpha
+        self.t = t
+        self.n_neighbors = n_neighbors
+        self.metric = metric
+        self.eigen_solver = eigen_solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.neighbors_method = neighbors_method
+        self.connect = connect
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
+        self._validate_params()
+        X, ind, G, _ = _neighbour_graph(self, X)
+        n = G.shape[0]
+        d2 = G.data.astype(np.float64) ** 2
+        self.epsilon_ = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon)
+        K = G.copy().astype(np.float64)
+        K.data = np.exp(-d2 / max(self.epsilon_, 1e-300))
+        K = (K + sp.identity(n)).tocsr()
+        q = np.asarray(K.sum(axis=1)).ravel() ** -self.alpha
+        K_alpha = (sp.diags(q) @ K @ sp.diags(q)).tocsr()
+        S, sqrt_deg = _degree_scaled(K_alpha)
+        # the top of S (eigenvalues near 1) is the bottom of I - S, where shift-invert converges fastest
+        mu, V = eigsolve((sp.identity(n, format="csr") - S).tocsr(), self.n_components + 1, largest=False,
+                         solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
+                         random_state=self.random_state, owner="DiffusionMap", graph=K_alpha)
+        lam = 1.0 - mu
+        psi = V / sqrt_deg[:, None]
+        psi = psi / np.abs(psi[:, :1]).mean()  # psi_0 is constant: scale so that it equals 1
+        self.embedding_ = fix_signs(psi[:, 1:] * np.sign(lam[1:]) * np.abs(lam[1:]) ** self.t).astype(np.float32)
+        self.eigenvalues_ = lam[1:]
+        self.n_features_in_ = X.shape[1]
+        return self
+
+
+SpectralEmbedding.__doc__ = SpectralEmbedding.__doc__.replace("{common}", _COMMON_DOC)
+DiffusionMap.__doc__ = DiffusionMap.__doc__.replace("{common}", _COMMON_DOC)
