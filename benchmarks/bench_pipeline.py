@@ -1,0 +1,163 @@
+"""Cost of `repviz embed`: every layer of every run at every snapshot, cold and with a warm cache.
+
+    python benchmarks/bench_pipeline.py [--mnist PATH] [--runs 3] [--layers 4] [--snapshots 11] [--probe 2000]
+                                        [--jobs 2] [--peer-runs 1]
+
+A log directory of ``runs x layers x snapshots`` representations of ``probe`` MNIST test digits is written with
+``RunWriter``: layer l of run r at snapshot s is ReLU(P x) for a fixed random projection P of the pixels (widths
+256, 128, 64, 10) plus class structure that grows with s (a network learning), so chains have something to follow.
+Then, each in its own process:
+
+- ``repviz embed`` cold: t-SNE and PCA of every representation, aligned over snapshots, with quality scores,
+  ``--jobs`` worker processes;
+- the same command again (warm cache: nothing to compute; target < 2 s);
+- the peer: a plain loop of openTSNE (``n_jobs`` = all cores) and scikit-learn PCA over the representations of
+  ``--peer-runs`` run(s), independently, with no alignment, scores or cache (what one writes by hand).
+
+Reported: wall time of the call and of the whole process (interpreter, imports), representations computed and
+cached, and peak RSS (the process and its workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDTHS = (256, 128, 64, 10)
+
+
+def _peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + children) / 1024
+
+
+def write_logdir(path: Path, args) -> None:
+    import numpy as np
+
+    from repviz.store import RunWriter
+
+    rng = np.random.default_rng(0)
+    if Path(args.mnist).exists():
+        with np.load(args.mnist, allow_pickle=False) as f:
+            x, y = f["x_test"][: args.probe].reshape(args.probe, -1) / 255.0, f["y_test"][: args.probe]
+    else:  # no MNIST at hand: Gaussian "pixels" with random labels
+        print(f"{args.mnist} not found: using Gaussian inputs", file=sys.stderr)
+        x, y = rng.random((args.probe, 784)), rng.integers(0, 10, args.probe)
+    for r in range(args.runs):
+        writer = RunWriter(path / f"run{r}")
+        names = [f"dense_{i}" for i in range(args.layers)]
+        widths = [WIDTHS[i % len(WIDTHS)] for i in range(args.layers)]
+        writer.begin({"fingerprint": {"model": f"bench{r}", "probe": "mnist"},
+                      "layers": {n: {"stored_shape": [args.probe, w]} for n, w in zip(names, widths)}})
+        writer.write_probe(np.arange(args.probe), y)
+        for name, width in zip(names, widths):
+            base = np.maximum(x @ rng.normal(size=(x.shape[1], width)) / np.sqrt(x.shape[1]), 0)
+            centers = rng.normal(size=(10, width)) * base.std()
+            for s in range(args.snapshots):
+                grown = s / max(1, args.snapshots - 1)
+                drift = 0.1 * base.std() * rng.normal(size=base.shape)
+                writer.write_activation(name, s, (base + 2 * grown * centers[y] + drift).astype(np.float32), epoch=s)
+
+
+def worker_embed(args) -> None:
+    start = time.perf_counter()
+    from repviz.pipeline import embed_logdir
+
+    result = embed_logdir(args.logdir, ["tsne", "pca"], jobs=args.jobs, progress=False)
+    call = result.seconds
+    print(json.dumps({"call_s": call, "process_s": time.perf_counter() - start, "computed": result.computed,
+                      "cached": result.cached, "failed": len(result.failed), "peak_mb": _peak_mb(),
+                      "table": result.table()}))
+
+
+def worker_peer(args) -> None:
+    start = time.perf_counter()
+    import numpy as np
+    from openTSNE import TSNE
+    from sklearn.decomposition import PCA
+
+    from repviz.store import open_logdir
+
+    log = open_logdir(args.logdir)
+    count, t0 = 0, time.perf_counter()
+    for name in list(log.runs)[: args.peer_runs]:
+        run = log.run(name)
+        for layer in run.layers:
+            for step in run.steps(layer):
+                X = np.asarray(run.activations(layer, step), dtype=np.float32)
+                TSNE(n_jobs=os.cpu_count(), random_state=0).fit(X)
+                PCA(2, random_state=0).fit_transform(X)
+                count += 2
+    print(json.dumps({"call_s": time.perf_counter() - t0, "process_s": time.perf_counter() - start,
+                      "computed": count, "cached": 0, "failed": 0, "peak_mb": _peak_mb()}))
+
+
+def spawn(mode: str, args, threads: int) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
+           "MKL_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, __file__, "--worker", mode, "--logdir", str(args.logdir), "--jobs", str(args.jobs),
+           "--peer-runs", str(args.peer_runs)]
+    start = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode:
+        sys.exit(f"worker {mode} failed:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": time.perf_counter() - start}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--snapshots", type=int, default=11)
+    p.add_argument("--probe", type=int, default=2000)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--peer-runs", type=int, default=1, help="runs the peer loop covers (0: no peer)")
+    p.add_argument("--worker", choices=["embed", "peer"], help=argparse.SUPPRESS)
+    p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one)")
+    args = p.parse_args()
+    if args.worker == "embed":
+        return worker_embed(args)
+    if args.worker == "peer":
+        return worker_peer(args)
+
+    cores = os.cpu_count() or 1
+    temporary = args.logdir is None
+    args.logdir = args.logdir or Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
+    try:
+        write_logdir(args.logdir, args)
+        n = args.runs * args.layers * args.snapshots
+        print(f"{args.runs} runs x {args.layers} layers x {args.snapshots} snapshots x {args.probe} probes "
+              f"= {n} representations; t-SNE + PCA = {2 * n} embeddings; {cores} cores, jobs={args.jobs}")
+        rows = [("repviz embed, cold", spawn("embed", args, cores)),
+                ("repviz embed, warm cache", spawn("embed", args, cores))]
+        table = rows[0][1].pop("table")
+        rows[1][1].pop("table")
+        if args.peer_runs:
+            per = args.layers * args.snapshots * 2 * min(args.peer_runs, args.runs)
+            rows.append((f"openTSNE + sklearn PCA loop ({per} fits)", spawn("peer", args, cores)))
+        head = f"{'configuration':<38} {'call (s)':>9} {'process (s)':>11} {'ms/embedding':>12} " \
+               f"{'computed':>8} {'cached':>6} {'peak RSS (MB)':>13}"
+        print(head)
+        for name, r in rows:
+            per_ms = 1000 * r["call_s"] / max(1, r["computed"]) if r["computed"] else float("nan")
+            print(f"{name:<38} {r['call_s']:>9.2f} {r['wall_s']:>11.2f} {per_ms:>12.0f} {r['computed']:>8} "
+                  f"{r['cached']:>6} {r['peak_mb']:>13.0f}")
+        print("\nquality of the last snapshot (from the cold run):\n" + table)
+    finally:
+        if temporary:
+            shutil.rmtree(args.logdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
