@@ -44,7 +44,7 @@ import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import cached_property
 from queue import Empty
 from typing import Any, Callable, Iterable, Sequence
 
@@ -53,7 +53,7 @@ import numpy as np
 from .align import align_to
 from .metrics import quality_scores
 from .progress import Progress
-from .store import NotFoundError, Run, open_logdir
+from .store import NotFoundError, Run, load_array, open_logdir
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
 PIPELINE_VERSION = 1
@@ -163,7 +163,7 @@ class Resolved:
     align: str
     default: bool  # pipeline defaults (no user parameters, align="snapshots"): what `run.embedding(...)` prefers
 
-    @property
+    @cached_property
     def key(self) -> str:
         """``<method>-<hash>``: the hash covers what changes the result (see the module docstring)."""
         return f"{self.method.name}-{params_hash({k: v for k, v in self.describe().items() if k != 'default'})}"
@@ -232,12 +232,24 @@ class RepresentationError(ValueError):
     """A representation that cannot be embedded (dead layer, non-finite values)."""
 
 
-def _representation(run: Run, layer: str, step: int) -> np.ndarray:
+def _nonfinite(record: dict) -> RepresentationError | None:
+    """The error of a snapshot whose record counts non-finite values (known without reading the array)."""
+    if not record.get("nonfinite"):
+        return None
+    return RepresentationError(f"{record['nonfinite']} non-finite value(s) (NaN or infinity) in the activations")
+
+
+def _failure(run: str, layer: str, step: int, method: str, error: Exception) -> dict:
+    return {"run": run, "layer": layer, "step": step, "method": method, "status": "failed",
+            "error": f"{type(error).__name__}: {error}"}
+
+
+def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
+    """The activations as a float32 matrix and the checksum of the file they came from."""
     record = run.record(layer, step)
-    if record.get("nonfinite"):
-        raise RepresentationError(f"{record['nonfinite']} non-finite value(s) (NaN or infinity) in the "
-                                  f"activations: the network diverged at this snapshot")
-    X = np.asarray(run.activations(layer, step), dtype=np.float32)
+    if error := _nonfinite(record):
+        raise error
+    X = np.asarray(load_array(run.root / record["file"]), dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
@@ -246,7 +258,7 @@ def _representation(run: Run, layer: str, step: int) -> np.ndarray:
     if not np.ptp(X, axis=0).any():
         raise RepresentationError("all probe points have the same activations (a dead layer, e.g. every ReLU "
                                   "unit off); there is nothing to embed")
-    return X
+    return X, record["crc32"]
 
 
 def _labels(run: Run) -> np.ndarray | None:
@@ -294,18 +306,17 @@ def _run_chain(chain: _Chain, report: Callable[[int], None]) -> list[dict]:
     for layer, step in chain.items:
         start = time.perf_counter()
         try:
-            X = _representation(run, layer, step)
+            X, crc32 = _representation(run, layer, step)
             Y, diagnostics = _fit(resolved, X, previous, chain.n_jobs)
             scores = _scores(X, Y, labels, chain.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
-            results.append({"run": chain.run_name, "layer": layer, "step": step, "method": resolved.method.name,
-                            "status": "failed", "error": f"{type(e).__name__}: {e}"})
+            results.append(_failure(chain.run_name, layer, step, resolved.method.name, e))
             report(1)
             continue
         seconds = time.perf_counter() - start
         info = {"method": resolved.method.name, "key": resolved.key, "params": resolved.describe()["params"],
                 "align": resolved.align, "init_from": previous_ref,
-                "source": {"layer": layer, "step": step, "crc32": run.record(layer, step)["crc32"]},
+                "source": {"layer": layer, "step": step, "crc32": crc32},
                 "scores": scores, "seconds": round(seconds, 3), **diagnostics}
         run.write_embedding(resolved.key, layer, step, Y, info)
         previous, previous_ref = Y, [layer, step]
@@ -365,10 +376,8 @@ def _plan_chain(run: Run, resolved: Resolved, items: list[tuple[str, int]]) -> t
                 previous = (layer, step)
                 cached += 1
                 continue
-        if record.get("nonfinite"):  # fails the same way every time; not a reason to recompute the rest
-            known_failures.append({"run": run.name, "layer": layer, "step": step, "method": resolved.method.name,
-                                   "status": "failed", "error": f"RepresentationError: {record['nonfinite']} "
-                                   f"non-finite value(s) (NaN or infinity) in the activations"})
+        if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
+            known_failures.append(_failure(run.name, layer, step, resolved.method.name, error))
             continue
         return i, known_failures, cached, previous
     return len(items), known_failures, cached, previous
