@@ -96,3 +96,20 @@ def sum_squares(v):
         x = np.float64(v[k])
         s += x * x
     return s
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def cross_dots(A, B, out):
+    """out (k, R) += A Bᵀ for float32 A (k, c) and B (R, c), each product and sum in float64.
+
+    The incremental path of the Gram matrix: a few new vectors against every stored one. Products of float32
+    numbers are exact in float64, so this equals converting B to float64 and calling dgemm, without writing
+    the float64 copy of B (which costs more than the arithmetic when k is small).
+    """
+    k, c = A.shape
+    for r in prange(B.shape[0]):
+        for i in range(k):
+            s = 0.0
+            for t in range(c):
+                s += np.float64(A[i, t]) * np.float64(B[r, t])
+            out[i, r] += s

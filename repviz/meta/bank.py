@@ -22,6 +22,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..store import Artifacts, NotFoundError
+from . import _kernels
 
 Progress = Callable[[str, int, int], None]
 
@@ -163,18 +164,19 @@ class VectorBank:
         R, k = len(vids), len(vids) - first_new
         blocks = self._blocks(R)
         buf32 = np.empty(R * min(blocks.step, self.length), dtype=np.float32)
-        buf64 = np.empty(buf32.size, dtype=np.float64)
+        # Accumulate in float64: nearly identical late snapshots cancel to 0 in float32.
+        buf64 = np.empty(buf32.size if first_new == 0 else 0, dtype=np.float64)
         G = np.zeros((R, R), order="F") if first_new == 0 else np.zeros((k, R))
         for b, start in enumerate(blocks):
             width = min(blocks.step, self.length - start)
             B32 = buf32[:R * width].reshape(R, width)
-            B = buf64[:R * width].reshape(R, width)
             self._read_block(vids, start, B32)
-            B[...] = B32  # float64 accumulation: nearly identical late snapshots cancel to 0 in float32
             if first_new == 0:
+                B = buf64[:R * width].reshape(R, width)
+                B[...] = B32
                 G = dsyrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)  # upper triangle of B Bᵀ
             else:
-                G += B[first_new:] @ B.T
+                _kernels.cross_dots(B32[first_new:], B32, G)
             if progress is not None:
                 progress("distances", b + 1, len(blocks))
         if first_new == 0:
