@@ -132,7 +132,8 @@ class VectorBank:
         if missing:
             raise NotFoundError(f"{len(missing)} vector(s) are not in {str(self.artifacts.root)!r}, e.g. "
                                 f"{missing[0]!r}; add them first")
-        new = [v for v in dict.fromkeys(vids) if v not in set(self.rows)]
+        cached = set(self.rows)
+        new = [v for v in dict.fromkeys(vids) if v not in cached]
         if new:
             self._extend(new, progress)
         pos = {v: i for i, v in enumerate(self.rows)}

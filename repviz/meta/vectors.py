@@ -53,20 +53,17 @@ class PairSample:
 def probe_pairs(n: int, n_pairs: int, random_state: int = 0) -> PairSample:
     """A seeded uniform sample of ``n_pairs`` distinct probe pairs, sorted by (i, j).
 
-    Time O(n_pairs log n_pairs), memory O(n_pairs); depends only on (n, n_pairs, random_state).
+    Time O(n_pairs log n_pairs), memory O(n_pairs + n); depends only on (n, n_pairs, random_state).
     """
     total = n * (n - 1) // 2
     if not 1 <= n_pairs <= total:
         raise ValueError(f"n_pairs ({n_pairs}) must be in [1, n(n-1)/2 ({total})] for {n} probes")
-    rng = np.random.default_rng(random_state)
-    codes = np.empty(0, dtype=np.int64)
-    while len(codes) < n_pairs:
-        i, j = rng.integers(0, n, size=(2, int((n_pairs - len(codes)) * 1.1) + 16), dtype=np.int64)
-        keep = i != j
-        lo, hi = np.minimum(i[keep], j[keep]), np.maximum(i[keep], j[keep])
-        codes = np.union1d(codes, lo * n + hi)
-    codes = np.sort(rng.choice(codes, n_pairs, replace=False)) if len(codes) > n_pairs else codes
-    return PairSample(n, (codes // n).astype(np.int64), (codes % n).astype(np.int64), int(random_state))
+    codes = np.sort(np.random.default_rng(random_state).choice(total, n_pairs, replace=False, shuffle=False))
+    # condensed index k -> (i, j): row i starts at i*n - i(i+1)/2
+    starts = np.arange(n, dtype=np.int64)
+    starts = starts * n - starts * (starts + 1) // 2
+    I = np.searchsorted(starts, codes, side="right") - 1
+    return PairSample(n, I, codes - starts[I] + I + 1, int(random_state))
 
 
 def vector_length(n: int, transform: str, pairs: PairSample | None = None) -> int:
