@@ -46,7 +46,9 @@ def _run_info(args) -> int:
         for key in run.embedding_keys():
             print(f"  embeddings: {key}")
     for name in logdir.artifact_names():
-        print(f"cross-run result {name!r}: {', '.join(logdir.artifacts(name).names())}")
+        files = logdir.artifacts(name).names()  # a meta-SNE vector cache holds one file per representation
+        more = f", ... ({len(files)} files)" if len(files) > 6 else ""
+        print(f"cross-run result {name!r}: {', '.join(files[:6])}{more}")
     return 0
 
 

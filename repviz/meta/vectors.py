@@ -109,7 +109,8 @@ def representation_vectors(X, transforms, pairs: PairSample | None = None,
     transforms = sorted(dict.fromkeys(transforms), key=lambda t: t == "rbf_cka")
     for t in transforms:
         if t not in TRANSFORMS:
-            raise ValueError(f"The 'transform' parameter must be a str among {set(TRANSFORMS)}. Got {t!r} instead.")
+            raise ValueError(f"The 'transform' parameter of representation_vectors must be a str among "
+                             f"{set(TRANSFORMS)}. Got {t!r} instead.")
     X = _centred(X, name)
     n = X.shape[0]
     if pairs is not None and pairs.n != n:
