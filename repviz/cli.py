@@ -213,7 +213,7 @@ def _run_meta(args) -> int:
         print(f"repviz meta: left out {tuple(item['key'])}: {item['reason']}", file=sys.stderr)
     runs_used = sorted({k[0] for k in result.keys})
     print(f"{len(result)} representations of {result.info['n_probe']} probes from run(s) {', '.join(runs_used)}; "
-          f"{args.embedding} map explains {100 * result.explained_variance:.1f}% of the variance (classical MDS)")
+          f"{args.embedding} map; classical MDS in 2-D shows {100 * result.explained_variance:.1f}% of the variance")
     if result.robustness is not None:
         print(f"robustness: rank correlation of dist and cka distances = {result.robustness:.3f}")
     print(f"wrote {logdir.artifacts(name).root} in {result.info['seconds']['total']:.1f} s")

@@ -189,6 +189,16 @@ class MetaSNE:
             raise ValueError(f"The 'perplexity' parameter of MetaSNE must be a float in the range (0, inf) or "
                              f"'auto'. Got {self.perplexity!r} instead.")
 
+    def _bank(self, transform: str, n: int, pairs, logdir: LogDir | None, probe_id: str, tmp: str) -> VectorBank:
+        """The vector bank of one transform: cached in the log directory (one per probe set and pair sample),
+        else in the temporary directory ``tmp``."""
+        if logdir is None:
+            art = Artifacts(os.path.join(tmp, transform))
+        else:
+            sample = "" if pairs is None else f"-p{len(pairs)}s{pairs.random_state}"
+            art = logdir.artifacts(f"vectors-{transform}-{probe_id}{sample}")
+        return VectorBank(art, vector_length(n, transform, pairs), block_bytes=self.block_bytes)
+
     def fit(self, source, *, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
             inputs=None) -> MetaResult:
         """Compute the distances between all representations of ``source`` and embed them jointly.
@@ -218,7 +228,7 @@ class MetaSNE:
             if runs is not None or layers is not None:
                 raise ValueError("runs= and layers= select from a log directory; with arrays, pass only the ones "
                                  "to compare")
-            logdir, reps = None, from_arrays(source)
+            logdir, probe_id, reps = None, "", from_arrays(source)
         n = len(reps[0].load()) if reps else 0
         if inputs is not None:
             reps.append(input_representation(inputs, n))
@@ -226,14 +236,7 @@ class MetaSNE:
         pairs = pair_sample(n, self.max_probes, self.n_pairs, self.random_state)
         seconds = {}
         with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
-            banks = {}
-            for t in transforms:
-                if logdir is not None and self.cache:
-                    sample = "" if pairs is None else f"-p{len(pairs)}s{pairs.random_state}"
-                    art = logdir.artifacts(f"vectors-{t}-{probe_id}{sample}")
-                else:
-                    art = Artifacts(os.path.join(tmp, t))
-                banks[t] = VectorBank(art, vector_length(n, t, pairs), block_bytes=self.block_bytes)
+            banks = {t: self._bank(t, n, pairs, logdir if self.cache else None, probe_id, tmp) for t in transforms}
             kept, skipped = add_vectors(reps, banks, pairs, self.progress, skip_invalid=logdir is not None)
             seconds["vectors"] = time.perf_counter() - t0
             chords = {t: bank.sq_chords([vector_id(r, t) for r in kept], self.progress) for t, bank in banks.items()}
