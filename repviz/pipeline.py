@@ -4,12 +4,14 @@ One call, :func:`embed_logdir`, serves the CLI (``repviz embed``), Python and th
 
 Alignment (``align=``)
     ``"snapshots"`` (default): the snapshots of one layer form a chain, so that consecutive pictures differ only
-    by what the network changed. Methods that accept an initial layout (t-SNE) start snapshot k from the stored
-    embedding of snapshot k−1 and continue the optimisation with the method's *continuation* parameters (for
-    t-SNE: no early-exaggeration phase, since the clusters are already formed, and fewer iterations; see
-    ``METHODS``); snapshot 0 gets the method's own initialisation (PCA for t-SNE). Eigenvector methods (PCA,
-    Isomap, LLE, spectral, MDS) are computed independently, then rotated/reflected onto snapshot k−1 by orthogonal
-    Procrustes (:func:`repviz.align.align_to`; distances are untouched).
+    by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon) start
+    snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the method's
+    *continuation* parameters. For t-SNE: the previous layout at its own scale (``rescale_init=False``, not shrunk
+    to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), 300 iterations at the
+    usual learning rate n/12. Snapshot 0 gets the method's own initialisation (PCA for t-SNE). The other methods
+    (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA, force-directed, LDA) are computed
+    independently, then rotated/reflected onto snapshot k−1 by orthogonal Procrustes
+    (:func:`repviz.align.align_to`; distances are untouched).
     ``"layers"``: the same, along the layers of one snapshot (layer l continues from layer l−1).
     ``"none"``: every representation on its own.
 
@@ -81,6 +83,8 @@ class Method:
         Pipeline defaults that override the estimator's (e.g. ``random_state=0`` so runs are reproducible).
     continuation : dict
         Parameters used instead of the defaults when continuing from an earlier embedding ("init" only).
+    supervised : bool
+        The estimator is fitted with the probe labels as ``y`` (e.g. LDA).
     """
 
     name: str
@@ -88,6 +92,7 @@ class Method:
     align: str
     defaults: dict = field(default_factory=dict)
     continuation: dict = field(default_factory=dict)
+    supervised: bool = False
 
     def estimator_class(self) -> type:
         module, _, attr = self.target.partition(":")
@@ -102,7 +107,7 @@ METHODS: dict[str, Method] = {}
 
 
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
-                    continuation: dict | None = None) -> Method:
+                    continuation: dict | None = None, supervised: bool = False) -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
@@ -113,22 +118,25 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
                          f"Got {align!r} instead.")
     if continuation and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
-    method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}))
+    method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised)
     METHODS[name] = method
     return method
 
 
-# t-SNE continuing from the previous snapshot: the picture is already organised, so it is used at its own scale
-# (not shrunk to std 1e-4 like a PCA start), the early-exaggeration phase (which forms clusters from a compact
-# start) is skipped, and 300 plain iterations at the usual learning rate (n/12) refine it.
+# t-SNE continuing from the previous snapshot (the scheme in the module docstring). On a converged MLP this moves
+# points ~10x less than independent fits; a lower learning rate would move them even less but follow real changes
+# of the representation more slowly.
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300})
-register_method("pca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
-register_method("isomap", "repviz.manifold:Isomap", align="procrustes")
-register_method("lle", "repviz.manifold:LocallyLinearEmbedding", align="procrustes", defaults={"random_state": 0})
-register_method("spectral", "repviz.manifold:SpectralEmbedding", align="procrustes", defaults={"random_state": 0})
-register_method("cmds", "repviz.manifold:ClassicalMDS", align="procrustes")
-register_method("mds", "repviz.manifold:MDS", align="procrustes", defaults={"random_state": 0})
+# Iterative stress minimisers continue from the previous layout as it is.
+register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
+register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
+for _name, _target in (("pca", "PCA"), ("cmds", "ClassicalMDS"), ("isomap", "Isomap"),
+                       ("lle", "LocallyLinearEmbedding"), ("spectral", "SpectralEmbedding"),
+                       ("diffusion", "DiffusionMap"), ("kpca", "KernelPCA"), ("force", "ForceDirectedLayout")):
+    register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0})
+register_method("lda", "repviz.manifold:LinearDiscriminantAnalysis", align="procrustes",
+                defaults={"n_components": 2}, supervised=True)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -269,14 +277,17 @@ def _labels(run: Run) -> np.ndarray | None:
     return labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
 
 
-def _fit(resolved: Resolved, X: np.ndarray, previous: np.ndarray | None, n_jobs: int) -> tuple[np.ndarray, dict]:
+def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous: np.ndarray | None,
+         n_jobs: int) -> tuple[np.ndarray, dict]:
+    if resolved.method.supervised and labels is None:
+        raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
     params = dict(resolved.params)
     if resolved.chain_align == "init" and previous is not None:
         params.update(resolved.method.continuation, init=np.array(previous, dtype=np.float32))
     if "n_jobs" in params and params["n_jobs"] is None:
         params["n_jobs"] = n_jobs
     estimator = resolved.method.estimator_class()(**params)
-    Y = np.asarray(estimator.fit_transform(X), dtype=np.float32)
+    Y = np.asarray(estimator.fit_transform(X, labels if resolved.method.supervised else None), dtype=np.float32)
     if not np.isfinite(Y).all():
         raise RepresentationError(f"{resolved.method.name} returned non-finite coordinates")
     if resolved.chain_align == "procrustes" and previous is not None:
@@ -307,7 +318,7 @@ def _run_chain(chain: _Chain, report: Callable[[int], None]) -> list[dict]:
         start = time.perf_counter()
         try:
             X, crc32 = _representation(run, layer, step)
-            Y, diagnostics = _fit(resolved, X, previous, chain.n_jobs)
+            Y, diagnostics = _fit(resolved, X, labels, previous, chain.n_jobs)
             scores = _scores(X, Y, labels, chain.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
             results.append(_failure(chain.run_name, layer, step, resolved.method.name, e))
@@ -499,7 +510,8 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     logdir : path or LogDir
         A log directory written by ``repviz.ActivationLogger``.
     methods : sequence of str, default=("tsne",)
-        Names in :data:`METHODS` ("tsne", "pca", "isomap", "lle", "spectral", "cmds", "mds").
+        Names in :data:`METHODS`: "tsne", "pca", "cmds" (classical MDS), "mds" (SMACOF), "sammon", "isomap",
+        "lle", "spectral", "diffusion", "kpca" (kernel PCA), "force" (force-directed), "lda" (uses the labels).
     params : dict of dict, optional
         Per-method estimator parameters, e.g. ``{"tsne": {"perplexity": 50}}``. Each combination is cached under
         its own key.

@@ -17,7 +17,7 @@ import pytest
 from repviz import manifold, open_logdir
 from repviz.align import align_to, mean_displacement, procrustes_rotation
 from repviz.cli import main
-from repviz.pipeline import embed_logdir, params_hash, register_method, resolve
+from repviz.pipeline import METHODS, embed_logdir, params_hash, register_method, resolve
 from repviz.progress import Progress
 from repviz.store import NotFoundError, RunWriter
 
@@ -79,6 +79,20 @@ def test_params_hash_is_stable():
 def test_bad_methods_and_parameters(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_registered_method_runs_through_the_pipeline(tmp_path, name):
+    attr = METHODS[name].target.partition(":")[2]
+    if not hasattr(manifold, attr):
+        pytest.skip(f"repviz.manifold.{attr} has not landed")
+    make_run(tmp_path / "r1", layers=("a",), steps=range(2), n=60)
+    # neighbourhoods must span the 4 clusters of 15 points for the graph methods
+    params = {"tsne": {"perplexity": 10, "max_iter": 300, "n_jobs": 1}, "lle": {"n_neighbors": 20}}.get(name)
+    result = embed_logdir(tmp_path, [name], {name: params} if params else None)
+    assert (result.computed, result.failed) == (2, [])
+    Y = open_logdir(tmp_path).run("r1").embedding("a", 1, result.keys[name])
+    assert Y.shape == (60, 2) and np.isfinite(Y).all()
 
 
 # ---------------------------------------------------------------------------------------------------------------
