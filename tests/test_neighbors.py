@@ -1,0 +1,88 @@
+"""kNN graphs: exact against scikit-learn's brute force, NN-descent recall against exact, determinism, errors."""
+
+import numpy as np
+import pytest
+
+from repviz.neighbors import knn
+
+
+def _data(n=600, d=12, seed=0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(6, d)) * 4
+    return (centers[rng.integers(0, 6, n)] + rng.normal(size=(n, d))).astype(np.float32)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "sqeuclidean", "cosine"])
+def test_exact_matches_sklearn(metric):
+    neighbors = pytest.importorskip("sklearn.neighbors")
+    X = _data()
+    idx, dist = knn(X, 15, metric=metric, block_bytes=1 << 16)  # many small blocks
+    ref_metric = "euclidean" if metric == "sqeuclidean" else metric
+    ref_d, ref_i = neighbors.NearestNeighbors(n_neighbors=16, metric=ref_metric, algorithm="brute").fit(
+        X.astype(np.float64)).kneighbors()
+    ref_d = ref_d[:, :15] ** 2 if metric == "sqeuclidean" else ref_d[:, :15]
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-3, atol=1e-3)
+    assert np.mean(idx == ref_i[:, :15]) > 0.999  # rare float ties may swap
+    assert idx.dtype == np.int64 and dist.dtype == np.float32
+    assert (np.diff(dist, axis=1) >= 0).all()
+    assert not (idx == np.arange(len(X))[:, None]).any()
+
+
+def test_exact_precomputed_and_duplicates():
+    X = _data(200)
+    X[1] = X[0]
+    D = np.sqrt(((X[:, None].astype(np.float64) - X[None]) ** 2).sum(-1))
+    idx, dist = knn(D, 5, metric="precomputed")
+    ref_i, ref_d = knn(X, 5)
+    np.testing.assert_allclose(dist, ref_d, atol=1e-3)
+    assert idx[0, 0] == 1 and idx[1, 0] == 0 and dist[0, 0] == 0  # a duplicate is a neighbour, never itself
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_nndescent_recall(metric):
+    X = _data(3000, 20)
+    exact, dist_exact = knn(X, 30, metric=metric)
+    approx, dist = knn(X, 30, metric=metric, method="nndescent", random_state=0)
+    recall = np.mean([np.intersect1d(a, b).size for a, b in zip(exact, approx)]) / 30
+    print(f"NN-descent recall at k=30 ({metric}): {recall:.4f}")
+    assert recall >= 0.98
+    assert (np.diff(dist, axis=1) >= 0).all() and not (approx == np.arange(3000)[:, None]).any()
+    assert np.all(dist[:, -1] >= dist_exact[:, -1] * (1 - 1e-4))  # never closer than the true k-th neighbour
+
+
+def test_nndescent_deterministic_and_tiny_inputs():
+    X = _data(1500)
+    a = knn(X, 10, method="nndescent", random_state=3)
+    b = knn(X, 10, method="nndescent", random_state=3)
+    np.testing.assert_array_equal(a[0], b[0])
+    small = _data(20)
+    idx, dist = knn(small, 19, method="nndescent", random_state=0)
+    np.testing.assert_array_equal(np.sort(idx, axis=1), [np.delete(np.arange(20), i) for i in range(20)])
+    same = np.ones((50, 3), dtype=np.float32)
+    idx, dist = knn(same, 5, method="nndescent", random_state=0)
+    assert (dist == 0).all() and not (idx == np.arange(50)[:, None]).any()
+
+
+def test_auto_picks_exact_for_small_and_precomputed():
+    X = _data(300)
+    np.testing.assert_array_equal(knn(X, 7, method="auto")[0], knn(X, 7)[0])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"metric": "manhattan"}, "The 'metric' parameter of knn must be a str among"),
+    ({"method": "annoy"}, "The 'method' parameter of knn must be a str among"),
+])
+def test_invalid_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        knn(_data(50), 5, **kwargs)
+
+
+def test_invalid_inputs():
+    with pytest.raises(ValueError, match=r"n_neighbors \(50\) must be less than n_samples \(50\)"):
+        knn(_data(50), 50)
+    with pytest.raises(ValueError, match="needs feature vectors, not a precomputed distance matrix"):
+        knn(np.zeros((10, 10)), 3, metric="precomputed", method="nndescent")
+    X = _data(50)
+    X[4, 0] = np.nan
+    with pytest.raises(ValueError, match=r"contains NaN or infinity in 1 row\(s\)"):
+        knn(X, 3)
