@@ -1,9 +1,9 @@
 """Laplacian eigenmaps (Belkin & Niyogi 2003) and diffusion maps (Coifman & Lafon 2006) on a sparse kNN graph.
 
 Both build a symmetric affinity W on the kNN graph (memory O(n k)), join disconnected components by the rule
-in :mod:`repviz.manifold._graph`, and take the bottom eigenvectors of a normalised Laplacian with the shared
-eigensolver (ARPACK shift-invert just below 0 for n > 1,000: a sparse LU of the Laplacian, then a handful of
-iterations; dense ``eigh`` below).
+in :mod:`repviz.manifold._graph`, and take the bottom eigenvectors of a Laplacian as the top eigenvectors of
+the shifted operator (D^-1/2 W D^-1/2, or 2 max(D) I - L) with the shared eigensolver: Lanczos with sparse
+matrix-vector products for n > 1,000 (O(n k) per iteration, no factorisation), dense ``eigh`` below.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def _degree_scaled(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
 class SpectralEmbedding(Estimator):
     """Laplacian eigenmaps: bottom eigenvectors of a graph Laplacian of the kNN graph.
 
-    Cost: kNN as in :func:`repviz.neighbors.knn`; affinity O(n k) memory; the eigensolve factorises the sparse
-    Laplacian (shift-invert), typically O(n k) to O(n^1.5) fill-in, or dense O(n²) memory for n <= 1,000.
+    Cost: kNN as in :func:`repviz.neighbors.knn`; affinity O(n k) memory; Lanczos iterations of O(n k) each
+    (dense ``eigh``, O(n²) memory, for n <= 1,000).
 
     Parameters
     ----------
@@ -146,14 +146,18 @@ class SpectralEmbedding(Estimator):
         else:
             W = _heat(G, self.gamma)
         nc = self.n_components
-        solve = dict(largest=False, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
+        solve = dict(largest=True, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                      random_state=self.random_state, owner="SpectralEmbedding", graph=W)
+        # bottom of a Laplacian = top of a shifted operator: plain Lanczos, no factorisation (see _eigen)
         if self.laplacian == "unnormalized":
             deg = np.asarray(W.sum(axis=1)).ravel()
-            w, V = eigsolve((sp.diags(deg) - W).tocsr(), nc + 1, **solve)
+            c = 2.0 * float(deg.max())  # Gershgorin: the spectrum of D - W lies in [0, 2 max deg]
+            lam, V = eigsolve((sp.diags(c - deg) + W).tocsr(), nc + 1, **solve)
+            w = c - lam
         else:
             S, sqrt_deg = _degree_scaled(W)
-            w, V = eigsolve((sp.identity(n, format="csr") - S).tocsr(), nc + 1, **solve)
+            lam, V = eigsolve(S, nc + 1, **solve)
+            w = 1.0 - lam
             if self.laplacian == "random_walk":
                 V = V / sqrt_deg[:, None]
         self.embedding_ = fix_signs(V[:, 1:]).astype(np.float32)
@@ -229,11 +233,9 @@ class DiffusionMap(Estimator):
         q = np.asarray(K.sum(axis=1)).ravel() ** -self.alpha
         K_alpha = (sp.diags(q) @ K @ sp.diags(q)).tocsr()
         S, sqrt_deg = _degree_scaled(K_alpha)
-        # the top of S (eigenvalues near 1) is the bottom of I - S, where shift-invert converges fastest
-        mu, V = eigsolve((sp.identity(n, format="csr") - S).tocsr(), self.n_components + 1, largest=False,
-                         solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
-                         random_state=self.random_state, owner="DiffusionMap", graph=K_alpha)
-        lam = 1.0 - mu
+        lam, V = eigsolve(S, self.n_components + 1, largest=True, solver=self.eigen_solver, tol=self.tol,
+                          max_iter=self.max_iter, random_state=self.random_state, owner="DiffusionMap",
+                          graph=K_alpha)
         psi = V / sqrt_deg[:, None]
         psi = psi / np.abs(psi[:, :1]).mean()  # psi_0 is constant: scale so that it equals 1
         self.embedding_ = fix_signs(psi[:, 1:] * np.sign(lam[1:]) * np.abs(lam[1:]) ** self.t).astype(np.float32)
