@@ -241,8 +241,8 @@ class ProbabilisticPCA(Estimator):
         n, d = X.shape
         k = self.n_components
         if k >= d:
-            raise ValueError(f"n_components ({k}) must be less than n_features ({d}) in ProbabilisticPCA, "
-                             f"so that the discarded directions define the noise variance.")
+            raise ValueError(f"ProbabilisticPCA needs n_features > n_components, so that the discarded directions "
+                             f"define the noise variance; got n_features = {d} and n_components = {k}.")
         if k > n:
             raise ValueError(f"n_components ({k}) must be at most n_samples ({n}) in ProbabilisticPCA.")
         mean, w, V, total, _ = _principal_axes(X, k, self.svd_solver, 10, "auto", self.random_state)
