@@ -1,0 +1,109 @@
+"""Classical MDS, SMACOF MDS and Sammon's mapping: exact recovery cases, scikit-learn (test-only), bad input."""
+
+import numpy as np
+import pytest
+from scipy.spatial import procrustes
+from scipy.spatial.distance import cdist
+from sklearn.datasets import load_digits
+from sklearn.manifold import ClassicalMDS as SkClassicalMDS
+from sklearn.manifold import MDS as SkMDS
+
+from repviz.manifold import MDS, PCA, ClassicalMDS, Sammon, classical_mds
+from repviz.manifold.mds import _sammon_error
+
+
+@pytest.fixture(scope="module")
+def points():
+    return np.random.default_rng(0).standard_normal((120, 2)) * [3.0, 1.0]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits().data[:300].astype(np.float64)
+
+
+def test_classical_mds_recovers_points_up_to_rotation(points):
+    D = cdist(points, points)
+    Y, eigenvalues = classical_mds(D, 2)
+    assert eigenvalues.shape == (len(points),)  # the full spectrum, as meta-SNE expects
+    np.testing.assert_allclose(cdist(Y, Y), D, atol=1e-9)
+    assert procrustes(points, Y)[2] < 1e-12
+    est = ClassicalMDS(metric="precomputed").fit(D)
+    np.testing.assert_allclose(cdist(est.embedding_, est.embedding_), D, atol=1e-4)
+    np.testing.assert_allclose(est.explained_variance_ratio_.sum(), 1.0, rtol=1e-6)  # float32 input
+
+
+def test_classical_mds_of_data_is_pca_and_matches_sklearn(digits):
+    ours = ClassicalMDS().fit(digits)
+    pre = ClassicalMDS(metric="precomputed").fit(cdist(digits, digits))
+    ref = SkClassicalMDS(n_components=2).fit(digits)
+    assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-10
+    np.testing.assert_allclose(np.abs(ours.embedding_), np.abs(pre.embedding_), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    np.testing.assert_allclose(ours.explained_variance_ratio_, PCA(2).fit(digits).explained_variance_ratio_,
+                               rtol=1e-8)
+
+
+def test_classical_mds_iterative_solver_matches_dense():
+    X = load_digits().data[:1200]
+    D = cdist(X, X)
+    dense = ClassicalMDS(metric="precomputed", eigen_solver="dense").fit(D)
+    arpack = ClassicalMDS(metric="precomputed", eigen_solver="arpack", random_state=0).fit(D)
+    np.testing.assert_allclose(dense.eigenvalues_, arpack.eigenvalues_, rtol=1e-8)
+    assert procrustes(dense.embedding_, arpack.embedding_)[2] < 1e-8
+
+
+def test_smacof_exact_for_euclidean_points_and_close_to_sklearn(points, digits):
+    mds = MDS(random_state=0).fit(points)
+    assert mds.normalized_stress_ < 1e-4
+    ours = MDS(max_iter=300, eps=1e-6).fit(digits)
+    ref = SkMDS(n_components=2, n_init=1, init="classical_mds", max_iter=300, eps=1e-6, metric_mds=True,
+                normalized_stress=False).fit(digits)
+    D = cdist(digits, digits)
+    stress = lambda Y: 0.5 * ((cdist(Y, Y) - D) ** 2).sum()  # noqa: E731
+    classical = ClassicalMDS().fit(digits).embedding_
+    assert stress(ours.embedding_) < stress(classical)
+    assert stress(ours.embedding_) <= 1.01 * stress(ref.embedding_)
+    assert ours.stress_ == pytest.approx(stress(ours.embedding_.astype(np.float64)), rel=1e-3)
+    assert procrustes(ours.embedding_, ref.embedding_)[2] < 0.02
+
+
+def test_sammon_decreases_error_and_recovers_planar_points(points, digits):
+    sam = Sammon().fit(points)
+    assert sam.stress_ < 1e-6
+    assert procrustes(points, sam.embedding_)[2] < 1e-6
+    X = np.vstack([digits, digits[:5]])  # duplicates: zero dissimilarities carry no weight
+    fit = Sammon(max_iter=50).fit(X)
+    assert np.isfinite(fit.embedding_).all()
+    delta = cdist(X, X).astype(np.float32)
+    start = ClassicalMDS().fit(X).embedding_.astype(np.float64)
+    scale = 0.5 * delta.sum(dtype=np.float64)
+    assert fit.stress_ < 0.5 * _sammon_error(delta, start) / scale
+
+
+def test_deterministic(digits):
+    a, b = MDS(max_iter=20).fit_transform(digits), MDS(max_iter=20).fit_transform(digits)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("est, X, match, exc", [
+    (ClassicalMDS(metric="precomputed"), np.ones((3, 4)), r"square distance matrix \(n, n\); got shape \(3, 4\)",
+     ValueError),
+    (MDS(metric="precomputed"), -np.ones((3, 3)), "non-negative distances", ValueError),
+    (MDS(n_components=5), np.random.default_rng(0).random((5, 3)), r"n_components \(5\) must be less than n_samples",
+     ValueError),
+    (MDS(init=np.zeros((3, 2))), np.random.default_rng(0).random((6, 3)), "init must have shape", ValueError),
+    (Sammon(metric="precomputed"), np.zeros((4, 4)), "at least two distinct points", ValueError),
+    (MDS(metric="manhattan"), np.ones((3, 3)), "The 'metric' parameter of MDS must be a str among", ValueError),
+    (Sammon(max_iter=0), np.ones((3, 3)), r"The 'max_iter' parameter of Sammon must be an int in the range \[1, inf\)",
+     ValueError),
+])
+def test_bad_inputs(est, X, match, exc):
+    with pytest.raises(exc, match=match):
+        est.fit(X)
+
+
+def test_refuses_huge_dense_allocation(monkeypatch):
+    monkeypatch.setenv("REPVIZ_MAX_DENSE_BYTES", str(10_000))
+    with pytest.raises(MemoryError, match=r"MDS would need .* GiB for a dense 100×100 distance matrix"):
+        MDS().fit(np.random.default_rng(0).random((100, 3)))
