@@ -22,7 +22,9 @@ Cache
     computed from and the representation it was aligned to. A stored embedding is reused only if both still
     match; the first one that does not (source rewritten, chain changed) is recomputed with everything after it in
     its chain. Every file is written atomically as soon as it is computed, so a run killed by Ctrl-C or SIGKILL
-    resumes from the last stored snapshot, and running the same command twice computes nothing.
+    resumes from the last stored snapshot, and running the same command twice computes nothing. Each key's
+    ``method.json`` also lists the requests (method, user parameters, alignment, repviz version) that resolved to
+    it, so a repeated request finds its key without importing the numerical code.
 
 Parallelism
     Chains are sequential (k needs k−1); ``jobs`` worker processes (spawned, not forked, so no numba/BLAS thread
@@ -55,6 +57,7 @@ import numpy as np
 from .align import align_to
 from .metrics import quality_scores
 from .progress import Progress
+from . import __version__
 from .store import NotFoundError, Run, load_array, open_logdir
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
@@ -188,17 +191,21 @@ class Resolved:
                 "pipeline_version": PIPELINE_VERSION}
 
 
+def _check_method(name: str, align: str) -> None:
+    if align not in ALIGN_MODES:
+        raise ValueError(f"The 'align' parameter of embed_logdir must be a str among "
+                         f"{{{', '.join(map(repr, ALIGN_MODES))}}}. Got {align!r} instead.")
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
+
+
 def resolve(name: str, params: dict | None = None, align: str = "snapshots") -> Resolved:
     """Check a method name and user parameters, merge in the defaults, and compute the cache key.
 
     Raises ``ValueError`` with one clear line for an unknown method, an unknown parameter, an invalid value, or a
     parameter the alignment sets itself.
     """
-    if align not in ALIGN_MODES:
-        raise ValueError(f"The 'align' parameter of embed_logdir must be a str among "
-                         f"{{{', '.join(map(repr, ALIGN_MODES))}}}. Got {align!r} instead.")
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
+    _check_method(name, align)
     method = METHODS[name]
     cls = method.estimator_class()
     accepted = cls().get_params()
@@ -373,10 +380,10 @@ def _chains_of(run: Run, layers: list[str], steps: Sequence[int] | None, align: 
     return [[(layer, s)] for layer in layers for s in per_layer[layer]]
 
 
-def _plan_chain(run: Run, resolved: Resolved, items: list[tuple[str, int]]) -> tuple[int, list[dict], int, tuple | None]:
+def _plan_chain(run: Run, key: str, method: str, items: list[tuple[str, int]]) -> tuple[int, list[dict], int, tuple | None]:
     """Walk a chain through the cache. Returns (first index to compute, failures known without computing,
     number cached, the stored representation preceding the first to compute)."""
-    key, previous = resolved.key, None
+    previous = None
     known_failures, cached = [], 0
     for i, (layer, step) in enumerate(items):
         record = run.record(layer, step)
@@ -388,10 +395,40 @@ def _plan_chain(run: Run, resolved: Resolved, items: list[tuple[str, int]]) -> t
                 cached += 1
                 continue
         if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
-            known_failures.append(_failure(run.name, layer, step, resolved.method.name, error))
+            known_failures.append(_failure(run.name, layer, step, method, error))
             continue
         return i, known_failures, cached, previous
     return len(items), known_failures, cached, previous
+
+
+def _plan(runs: list[Run], run_chains: dict[str, list], key: str, method: str) -> tuple[int, list[dict], list]:
+    """Plan every chain of one method: (number cached, known failures, [(run, items to compute, previous)])."""
+    cached, failed, todo = 0, [], []
+    for run in runs:
+        for items in run_chains[run.name]:
+            first, known, n_cached, previous = _plan_chain(run, key, method, items)
+            cached += n_cached
+            failed += known
+            if first < len(items):
+                todo.append((run, items[first:], previous))
+    return cached, failed, todo
+
+
+def _request_id(name: str, params: dict | None, align: str) -> str:
+    """A hash of what the user asked for (not of what it resolves to), valid for this version of repviz."""
+    return params_hash({"method": name, "params": dict(params or {}), "align": align,
+                        "repviz_version": __version__, "pipeline_version": PIPELINE_VERSION})
+
+
+def _known_key(runs: list[Run], request: str) -> str | None:
+    """The key every run recorded for ``request`` (None if any run has not seen it)."""
+    keys = set()
+    for run in runs:
+        found = [k for k in run.embedding_keys() if request in run.embedding_method(k).get("requests", [])]
+        if len(found) != 1:
+            return None
+        keys.add(found[0])
+    return keys.pop() if len(keys) == 1 else None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -550,7 +587,8 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     if not isinstance(jobs, int) or isinstance(jobs, bool) or not (jobs >= 1 or jobs == -1):
         raise ValueError(f"The 'jobs' parameter of embed_logdir must be an int in the range [1, inf) or -1. "
                          f"Got {jobs!r} instead.")
-    resolved = [resolve(m, params.get(m), align) for m in dict.fromkeys(methods)]
+    for name in methods:
+        _check_method(name, align)
     log = open_logdir(logdir) if not hasattr(logdir, "runs") else logdir
     if not log.runs:
         raise NotFoundError(f"{str(log.path)!r} holds no repviz runs (no */plugins/repviz/manifest.json)")
@@ -559,6 +597,9 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     if layers is not None:
         _select(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
                 f"run(s) {', '.join(map(repr, run_names))}")
+    run_chains = {run.name: _chains_of(run, run.layers if layers is None else
+                                       [lay for lay in layers if lay in run.layers], steps, align)
+                  for run in selected_runs}
     cores = _cores()
     jobs = cores if jobs == -1 else jobs
     n_jobs = max(1, cores // jobs)
@@ -566,20 +607,28 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     chains: list[_Chain] = []
     failed: list[dict] = []
     cached = 0
-    chain_ends: dict[tuple[str, str, str], tuple[Run, Resolved]] = {}
-    for run in selected_runs:
-        run_layers = run.layers if layers is None else [lay for lay in layers if lay in run.layers]
-        for res in resolved:
-            for items in _chains_of(run, run_layers, steps, align):
-                first, known, n_cached, previous = _plan_chain(run, res, items)
-                failed += known
-                cached += n_cached
-                if first < len(items):
-                    chains.append(_Chain(str(run.root), run.name, res, items[first:], previous, score_sample, n_jobs))
-            for lay in run_layers:
-                chain_ends[(run.name, lay, res.method.name)] = (run, res)
-            if any(c.run_name == run.name and c.resolved.key == res.key for c in chains):
-                run.write_embedding_method(res.key, res.describe())
+    keys: dict[str, str] = {}
+    for name in dict.fromkeys(methods):
+        request = _request_id(name, params.get(name), align)
+        # A request seen before names its key in method.json: a fully cached job never imports the numerical
+        # code (about a second). Anything to compute goes through resolve(), which validates and hashes.
+        key = _known_key(selected_runs, request)
+        plan = None if key is None else _plan(selected_runs, run_chains, key, name)
+        if plan is None or plan[2]:
+            resolved = resolve(name, params.get(name), align)
+            if resolved.key != key:
+                key, plan = resolved.key, _plan(selected_runs, run_chains, resolved.key, name)
+            for run in selected_runs:
+                todo = [(items, previous) for r, items, previous in plan[2] if r is run]
+                info = run.embedding_method(key)
+                if todo or request not in info.get("requests", []):
+                    requests = sorted({*info.get("requests", []), request})
+                    run.write_embedding_method(key, {**resolved.describe(), "requests": requests})
+                chains += [_Chain(str(run.root), run.name, resolved, items, previous, score_sample, n_jobs)
+                           for items, previous in todo]
+        keys[name] = key
+        cached += plan[0]
+        failed += plan[1]
 
     # longest and slowest chains first, so the last worker is not left alone with a long t-SNE chain
     chains.sort(key=lambda c: (c.resolved.chain_align == "init", len(c.items)), reverse=True)
@@ -592,12 +641,13 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     computed = sum(r["status"] == "computed" for r in results)
 
     rows = []
-    for (run_name, layer, method), (run, res) in chain_ends.items():
-        stored = [s for s in run.embedding_steps(res.key, layer)
-                  if steps is None or s in steps] if layer in run.layers else []
-        last = stored[-1] if stored else None
-        scores = run.embedding_info(res.key, layer, last).get("scores", {}) if last is not None else {}
-        rows.append({"run": run_name, "layer": layer, "method": method, "key": res.key,
-                     "n_embedded": len(stored), "last_step": last, "scores": scores})
+    for run in selected_runs:
+        for layer in dict.fromkeys(lay for chain in run_chains[run.name] for lay, _ in chain):
+            for name, key in keys.items():
+                stored = [s for s in run.embedding_steps(key, layer) if steps is None or s in steps]
+                last = stored[-1] if stored else None
+                scores = {} if last is None else run.embedding_info(key, layer, last).get("scores", {})
+                rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
+                             "n_embedded": len(stored), "last_step": last, "scores": scores})
     return EmbedResult(computed, cached, sorted(failed, key=lambda f: (f["run"], f["layer"], f["step"])),
-                       {r.method.name: r.key for r in resolved}, rows, time.perf_counter() - start)
+                       keys, rows, time.perf_counter() - start)

@@ -109,6 +109,11 @@ def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path
     second = embed_logdir(tmp_path, ["pca"])
     assert (second.computed, second.cached) == (0, 16)
     assert _mtimes(tmp_path) == before
+    # a repeated request finds its key in the store: the numerical code is not even imported
+    code = (f"import sys; from repviz.pipeline import embed_logdir; r = embed_logdir({str(tmp_path)!r}, ['pca']); "
+            f"print(r.computed, r.cached, 'repviz.manifold' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "16", "False"]
 
     # the activations of r1/a at step 2 are rewritten: steps 2 and 3 of that chain are recomputed, nothing else
     writer.write_activation("a", 2, np.random.default_rng(5).normal(size=(120, 12)).astype(np.float32))
