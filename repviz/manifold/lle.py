@@ -201,6 +201,9 @@ class LocallyLinearEmbedding(Estimator):
         Must exceed n_components (and n_components (n_components + 3) / 2 for "hessian"), and be < n_samples.
     n_components : int, default=2
     method : {"standard", "modified", "hessian", "ltsa"}, default="standard"
+        "hessian" follows Donoho & Grimes: the local Hessian estimator is the last n_components (n_components
+        + 1) / 2 columns of the orthonormalised [1, tangent coordinates, their products]; scikit-learn also adds
+        the rest of the orthogonal complement (full QR), so its embeddings differ slightly.
     reg : float, default=1e-3
         Regularisation of each local Gram matrix, relative to its trace (needed whenever n_neighbors >
         n_features, or points are duplicated, since the Gram matrix is then singular).
