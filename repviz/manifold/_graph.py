@@ -6,6 +6,8 @@ Borůvka's rule: each round, every component gains the single shortest edge (in 
 its points to a point of another component, until one component remains. These are exactly the merges
 single-linkage clustering would make, so the added edges are the shortest possible bridges. It warns with the
 number of components found and suggests a larger ``n_neighbors``; with ``connect=False`` it raises instead.
+Methods that turn distances into affinities give each bridge at least the smallest affinity of the data's own
+edges (a heat kernel of a long bridge would underflow to zero).
 Cost: O(n² d) time per round (at most log2(components) rounds), O(block) memory.
 """
 

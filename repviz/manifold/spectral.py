@@ -74,6 +74,16 @@ def _heat(G: sp.csr_matrix, gamma) -> sp.csr_matrix:
     return W
 
 
+def _floor_bridges(W: sp.csr_matrix, bridges: sp.csr_matrix) -> sp.csr_matrix:
+    """Give each bridging edge at least the smallest affinity of the data's own edges: a heat kernel of a long
+    bridge underflows to 0, which would leave the graph disconnected in all but name."""
+    if bridges.nnz == 0:
+        return W
+    own = W.multiply(bridges == 0)
+    floor = float(own.data[own.data > 0].min())
+    return W.maximum((bridges > 0).astype(np.float64) * floor).tocsr()
+
+
 def _degree_scaled(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """S = D^-1/2 W D^-1/2 and sqrt(D)."""
     deg = np.asarray(W.sum(axis=1)).ravel()
@@ -144,7 +154,7 @@ class SpectralEmbedding(Estimator):
             A = sp.csr_matrix((np.ones(n * k), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
             W = (0.5 * (A + A.T) + (bridges > 0)).tocsr().astype(np.float64)
         else:
-            W = _heat(G, self.gamma)
+            W = _floor_bridges(_heat(G, self.gamma), bridges)
         nc = self.n_components
         solve = dict(largest=True, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                      random_state=self.random_state, owner="SpectralEmbedding", graph=W)
@@ -223,13 +233,13 @@ class DiffusionMap(Estimator):
     def fit(self, X, y=None):
         """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, ind, G, _ = _neighbour_graph(self, X)
+        X, ind, G, bridges = _neighbour_graph(self, X)
         n = G.shape[0]
         d2 = G.data.astype(np.float64) ** 2
         self.epsilon_ = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon)
         K = G.copy().astype(np.float64)
         K.data = np.exp(-d2 / max(self.epsilon_, 1e-300))
-        K = (K + sp.identity(n)).tocsr()
+        K = (_floor_bridges(K, bridges) + sp.identity(n)).tocsr()
         q = np.asarray(K.sum(axis=1)).ravel() ** -self.alpha
         K_alpha = (sp.diags(q) @ K @ sp.diags(q)).tocsr()
         S, sqrt_deg = _degree_scaled(K_alpha)

@@ -1,0 +1,105 @@
+"""Laplacian eigenmaps and diffusion maps: scikit-learn (test-only), dense references, disconnected graphs."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.linalg import eigh
+from scipy.spatial import procrustes
+from scipy.spatial.distance import cdist
+from sklearn.datasets import load_digits, make_swiss_roll
+from sklearn.manifold import SpectralEmbedding as SkSpectral
+
+from repviz.manifold import DiffusionMap, SpectralEmbedding
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits().data[:1200].astype(np.float64)
+
+
+@pytest.mark.parametrize("n", [600, 1200])  # dense path and Lanczos path
+def test_matches_sklearn(digits, n):
+    X = digits[:n]
+    ours = SpectralEmbedding(n_neighbors=10, random_state=0).fit(X)
+    # scikit-learn counts the point itself among its neighbours
+    ref = SkSpectral(n_neighbors=11, affinity="nearest_neighbors", eigen_solver="arpack", random_state=0).fit(X)
+    assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-4
+
+
+def test_laplacians_against_dense_reference():
+    X = make_swiss_roll(500, random_state=0)[0]
+    est = SpectralEmbedding(affinity="heat", laplacian="normalized").fit(X)
+    W = est.affinity_matrix_.toarray()
+    deg = W.sum(1)
+    L_sym = np.eye(len(X)) - W / np.sqrt(np.outer(deg, deg))
+    w, V = eigh(L_sym, subset_by_index=(0, 2))
+    np.testing.assert_allclose(est.eigenvalues_, w[1:], rtol=1e-6, atol=1e-10)
+    assert procrustes(est.embedding_, V[:, 1:])[2] < 1e-8
+    rw = SpectralEmbedding(affinity="heat", laplacian="random_walk").fit(X)
+    w_gen, V_gen = eigh(np.diag(deg) - W, np.diag(deg), subset_by_index=(0, 2))  # L v = lambda D v
+    np.testing.assert_allclose(rw.eigenvalues_, w_gen[1:], rtol=1e-6, atol=1e-10)
+    assert procrustes(rw.embedding_, V_gen[:, 1:])[2] < 1e-8
+    un = SpectralEmbedding(affinity="heat", laplacian="unnormalized").fit(X)
+    w_un, V_un = eigh(np.diag(deg) - W, subset_by_index=(0, 2))
+    np.testing.assert_allclose(un.eigenvalues_, w_un[1:], rtol=1e-6, atol=1e-10)
+    assert procrustes(un.embedding_, V_un[:, 1:])[2] < 1e-8
+
+
+def test_precomputed_equals_euclidean(digits):
+    X = digits[:400]
+    a = SpectralEmbedding(affinity="heat").fit_transform(X)
+    b = SpectralEmbedding(affinity="heat", metric="precomputed").fit_transform(cdist(X, X))
+    assert procrustes(a, b)[2] < 1e-6
+
+
+def test_diffusion_map_against_dense_markov_matrix():
+    X = make_swiss_roll(400, random_state=1)[0]
+    dm = DiffusionMap(n_components=2, alpha=0.5, t=1.0).fit(X)
+    # the same kernel densely: exp(-d²/eps) on the symmetric kNN graph, self-affinity 1
+    from repviz.manifold._graph import knn_graph
+
+    G = knn_graph(X.astype(np.float32), 10, "euclidean")[0].toarray()
+    K = np.where(G > 0, np.exp(-G ** 2 / dm.epsilon_), 0.0) + np.eye(len(X))
+    q = K.sum(1) ** -0.5
+    K_alpha = q[:, None] * K * q[None, :]
+    P = K_alpha / K_alpha.sum(1, keepdims=True)
+    lam = np.sort(np.linalg.eigvals(P).real)[::-1]
+    np.testing.assert_allclose(dm.eigenvalues_, lam[1:3], rtol=1e-5)
+    # the embedding columns are right eigenvectors of P scaled by lambda^t
+    Y = dm.embedding_.astype(np.float64)
+    np.testing.assert_allclose(P @ Y, Y * dm.eigenvalues_, rtol=1e-3, atol=1e-4 * np.abs(Y).max())
+    dm2 = DiffusionMap(n_components=2, alpha=0.5, t=3.0).fit(X)
+    np.testing.assert_allclose(dm2.embedding_, dm.embedding_ * dm.eigenvalues_ ** 2, rtol=1e-3,
+                               atol=1e-4 * np.abs(Y).max())
+
+
+@pytest.mark.parametrize("Est", [SpectralEmbedding, DiffusionMap])
+def test_disconnected_graph_is_joined_or_refused(digits, Est):
+    X = np.vstack([digits[:300], digits[:300] + 1000.0])
+    with pytest.warns(UserWarning, match="has 2 connected components; joining them"):
+        est = Est(n_neighbors=15).fit(X)
+    assert est.n_connected_components_ == 2
+    assert np.isfinite(est.embedding_).all()
+    with pytest.raises(ValueError, match="has 2 connected components. Increase n_neighbors"):
+        Est(n_neighbors=15, connect=False).fit(X)
+
+
+def test_joined_components_connect_the_affinity(digits):
+    X = np.vstack([digits[:200], digits[:200] + 1000.0])
+    with pytest.warns(UserWarning):
+        W = SpectralEmbedding(n_neighbors=5).fit(X).affinity_matrix_
+    assert sp.csgraph.connected_components(W)[0] == 1
+
+
+@pytest.mark.parametrize("Est, kwargs, match", [
+    (SpectralEmbedding, dict(n_neighbors=400), r"n_neighbors \(400\) must be less than n_samples \(400\)"),
+    (SpectralEmbedding, dict(laplacian="sym"), "The 'laplacian' parameter of SpectralEmbedding must be a str among"),
+    (SpectralEmbedding, dict(gamma=0.0), r"The 'gamma' parameter of SpectralEmbedding must be a float in the range "
+                                         r"\(0, inf\) or None"),
+    (DiffusionMap, dict(alpha=2.0), r"The 'alpha' parameter of DiffusionMap must be a float in the range \[0, 1\]"),
+    (DiffusionMap, dict(epsilon="median"), "The 'epsilon' parameter of DiffusionMap must be"),
+    (DiffusionMap, dict(n_components=400), r"n_components \(400\) must be less than n_samples \(400\)"),
+])
+def test_bad_parameters(digits, Est, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Est(**kwargs).fit(digits[:400])
