@@ -59,7 +59,8 @@ class _Capture:
     output: int
     sample_shape: tuple[int, ...]
     pooling: str | None
-    projection: Any  # backend tensor (in_width, dim) or None
+    flat_width: int  # columns after pooling, before projection
+    projection: Any  # backend tensor (flat_width, dim) or None
     reduction: dict
     width: int  # stored columns
 
@@ -178,6 +179,7 @@ class ActivationLogger(keras.callbacks.Callback):
         self._pred_shape = pred_shape
         self._writer.begin(self._manifest(self.model))
         self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        self._run_fn = None  # compiled on the first snapshot
         self._first = True
         self._epoch = 0
         self._batches = 0
@@ -208,7 +210,8 @@ class ActivationLogger(keras.callbacks.Callback):
         paths = dict(_walk(model))
         chosen, explicit = _select(paths, self.layers_spec)
         _check_input_shapes(model, self._x)
-        head = keras.tree.map_structure(lambda a: a[: min(2, self.n_probe)], self._x)
+        n_head = min(2, self.n_probe)
+        head = keras.tree.map_structure(lambda a: a[:n_head], self._x)
         try:
             # Twice: a model's first eager call may run its layers more than once while it builds itself.
             for _ in range(2):
@@ -224,10 +227,11 @@ class ActivationLogger(keras.callbacks.Callback):
                 raise ValueError(f"layer {path!r} is not called when model {model.name!r} runs on the probe, so "
                                  f"it has no activations to record; choose another layer.")
             for c, result in enumerate(results):
-                flat = [t for t in keras.tree.flatten(result) if _is_batched(t, len(keras.tree.flatten(head)[0]))]
-                for o, tensor in enumerate(flat):
-                    name = path + (f"#{c}" if len(results) > 1 else "") + (f":{o}" if len(flat) > 1 else "")
-                    captures.append(self._capture(name, path, layer, c, o, tuple(tensor.shape[1:])))
+                flat = keras.tree.flatten(result)
+                batched = [i for i, t in enumerate(flat) if _is_batched(t, n_head)]
+                for o, i in enumerate(batched):
+                    name = path + (f"#{c}" if len(results) > 1 else "") + (f":{o}" if len(batched) > 1 else "")
+                    captures.append(self._capture(name, path, layer, c, i, tuple(flat[i].shape[1:])))
         if not captures:
             raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "
                              f"on the probe; available layers: {store._choices(paths)}")
@@ -248,7 +252,8 @@ class ActivationLogger(keras.callbacks.Callback):
             reduction = {"kind": "random_projection", "dim": self.projection_dim, "seed": [self.seed, stream],
                          "in_width": width, "before": reduction["kind"]}
             width = self.projection_dim
-        return _Capture(name, path, layer, call, output, shape, pooling, projection, reduction, width)
+        return _Capture(name, path, layer, call, output, shape, pooling, reduction.get("in_width", width),
+                        projection, reduction, width)
 
     def _manifest(self, model) -> dict:
         arch = [(path, type(layer).__name__, [list(w.shape) for w in layer.weights]) for path, layer in _walk(model)]
@@ -294,9 +299,27 @@ class ActivationLogger(keras.callbacks.Callback):
             outputs = model(x, training=False)
         return calls, outputs
 
+    def _capture_fn(self, model) -> Callable:
+        """``x -> (reduced outputs, predictions)`` for one probe batch; compiled with ``tf.function`` on the
+        TensorFlow backend (the wrappers then run once, while tracing, and each snapshot runs one graph)."""
+        captures = self._captures
+        layers = list({id(c.layer): c.layer for c in captures}.values())
+
+        def run(x):
+            calls, outputs = self._forward(model, x, layers)
+            reduced = [_reduce(keras.tree.flatten(calls[id(c.layer)][c.call])[c.output], c) for c in captures]
+            return reduced, keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")
+
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            return tf.function(run, reduce_retracing=True)
+        return run
+
     def _snapshot(self, step: int, **info: Any) -> None:
-        model, n = self.model, self.n_probe
-        layers = list({id(c.layer): c.layer for c in self._captures}.values())
+        n = self.n_probe
+        if self._run_fn is None:
+            self._run_fn = self._capture_fn(self.model)
         with contextlib.ExitStack() as stack:
             streams = [stack.enter_context(self._writer.stream_activation(
                 c.name, step, (n, c.width), self.dtype, **info)) for c in self._captures]
@@ -304,13 +327,10 @@ class ActivationLogger(keras.callbacks.Callback):
                 step, (n, *self._pred_shape), np.float32, **info))
             for start in range(0, n, self.batch_size):
                 xb = keras.tree.map_structure(lambda a: a[start:start + self.batch_size], self._x)
-                calls, outputs = self._forward(model, xb, layers)
-                for c, s in zip(self._captures, streams):
-                    tensor = [t for t in keras.tree.flatten(calls[id(c.layer)][c.call])
-                              if _is_batched(t, len(keras.tree.flatten(xb)[0]))][c.output]
-                    s.write(_reduce(tensor, c))
-                pred_stream.write(keras.ops.convert_to_numpy(
-                    keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")))
+                reduced, pred = self._run_fn(xb)
+                for r, s in zip(reduced, streams):
+                    s.write(keras.ops.convert_to_numpy(r))
+                pred_stream.write(keras.ops.convert_to_numpy(pred))
             records = [s.commit() for s in streams]
             pred_stream.commit()
         self._report(records, step)
@@ -359,17 +379,17 @@ def _recording(layer, sink: list):
         del layer.__dict__["call"]
 
 
-def _reduce(tensor, c: _Capture) -> np.ndarray:
+def _reduce(tensor, c: _Capture):
     """Flatten one batch of a captured output to (batch, width) float32, reducing on the backend side."""
     ops = keras.ops
     x = ops.cast(tensor, "float32")
     if c.pooling:
         axes = tuple(range(1, len(x.shape) - 1))
         x = ops.mean(x, axis=axes) if c.pooling == "avg" else ops.max(x, axis=axes)
-    x = ops.reshape(x, (x.shape[0], -1))
+    x = ops.reshape(x, (-1, c.flat_width))
     if c.projection is not None:
         x = ops.matmul(x, c.projection)
-    return keras.ops.convert_to_numpy(x)
+    return x
 
 
 def _is_batched(t, n: int) -> bool:
