@@ -67,7 +67,7 @@ def test_whiten_inverse_and_fraction(digits):
 
 def test_auto_picks_randomized_for_large_inputs():
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((1500, 1200)).astype(np.float32) + 3 * rng.standard_normal((1500, 1)) * rng.standard_normal(1200)
+    X = rng.standard_normal((1100, 1050)).astype(np.float32) + 3 * rng.standard_normal((1100, 1)) * rng.standard_normal(1050)
     pca = PCA(n_components=3, random_state=0).fit(X)
     assert pca.svd_solver_ == "randomized"
     exact = PCA(n_components=3, svd_solver="full").fit(X)
@@ -136,3 +136,35 @@ def _expected_failures(estimator):
                          expected_failed_checks=_expected_failures)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
+def test_kernel_pca_matches_sklearn_and_projects_new_points(digits, kernel):
+    from scipy.spatial import procrustes
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+
+    from repviz.manifold import KernelPCA
+
+    X = digits / 16.0
+    train, new = X[:400], X[400:]
+    ours = KernelPCA(n_components=3, kernel=kernel).fit(train)
+    ref = SkKernelPCA(n_components=3, kernel=kernel).fit(train)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    assert procrustes(ours.embedding_, ref.transform(train))[2] < 1e-10
+    assert procrustes(ours.transform(new), ref.transform(new))[2] < 1e-10
+    if kernel == "linear":  # linear kernel PCA is PCA
+        assert procrustes(ours.embedding_, PCA(3).fit_transform(train))[2] < 1e-8
+
+
+def test_kernel_pca_iterative_solver_and_bad_input(digits, monkeypatch):
+    from repviz.manifold import KernelPCA
+
+    X = digits / 16.0
+    dense = KernelPCA(eigen_solver="dense").fit(X)
+    arpack = KernelPCA(eigen_solver="arpack", random_state=0).fit(X)
+    np.testing.assert_allclose(dense.eigenvalues_, arpack.eigenvalues_, rtol=1e-8)
+    with pytest.raises(ValueError, match="The 'kernel' parameter of KernelPCA must be a str among"):
+        KernelPCA(kernel="sigmoid").fit(X)
+    monkeypatch.setenv("REPVIZ_MAX_DENSE_BYTES", "1000")
+    with pytest.raises(MemoryError, match="KernelPCA would need .* for the 500×500 Gram matrix"):
+        KernelPCA().fit(X)

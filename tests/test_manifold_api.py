@@ -1,0 +1,60 @@
+"""Every manifold estimator follows scikit-learn's conventions: __init__ only stores keyword-only arguments,
+get_params/set_params/clone work, fit validates and returns self, fit_transform returns embedding_."""
+
+import inspect
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+
+import repviz.manifold as manifold
+
+ESTIMATORS = [manifold.PCA, manifold.ProbabilisticPCA, manifold.KernelPCA, manifold.ClassicalMDS, manifold.MDS,
+              manifold.Sammon, manifold.Isomap, manifold.LocallyLinearEmbedding, manifold.SpectralEmbedding,
+              manifold.DiffusionMap, manifold.ForceDirectedLayout, manifold.LinearDiscriminantAnalysis]
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = load_digits(return_X_y=True)
+    return X[:150].astype(np.float32), y[:150]
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda e: e.__name__)
+def test_conventions(Est, data):
+    params = list(inspect.signature(Est.__init__).parameters.values())[1:]
+    positional = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    assert positional in ([], ["n_components"])
+    est = Est()
+    assert not [k for k in vars(est) if k.endswith("_")]
+    cloned = clone(est)
+    assert cloned.get_params() == est.get_params()
+    X, y = data
+    kwargs = {"max_iter": 5} if Est in (manifold.MDS, manifold.Sammon) else {}
+    if Est is manifold.ForceDirectedLayout:
+        kwargs = {"n_iter": 5, "random_state": 0}
+    if Est in (manifold.LocallyLinearEmbedding, manifold.Isomap):
+        kwargs = {"n_neighbors": 12}
+    est = Est(**kwargs)
+    assert est.fit(X, y) is est
+    assert est.embedding_.shape[0] == len(X) and est.embedding_.dtype == np.float32
+    assert np.isfinite(est.embedding_).all()
+    np.testing.assert_array_equal(Est(**kwargs).fit_transform(X, y), est.embedding_)
+    with pytest.raises(ValueError, match=f"Invalid parameter 'bogus' for estimator {Est.__name__}"):
+        est.set_params(bogus=1)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda e: e.__name__)
+def test_invalid_n_components_is_reported_at_fit(Est, data):
+    est = Est(n_components=-1)  # accepted by __init__ (it only stores)
+    with pytest.raises(ValueError, match=f"The 'n_components' parameter of {Est.__name__} must be an int"):
+        est.fit(*data)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda e: e.__name__)
+def test_non_finite_input(Est, data):
+    X = data[0].copy()
+    X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        Est().fit(X, data[1])
