@@ -1,7 +1,7 @@
 """Isomap (Tenenbaum, de Silva & Langford 2000): classical MDS of geodesic distances on a neighbourhood graph.
 
 Geodesics come from a numba Dijkstra (binary heap) that reuses the rows already computed as exact shortcuts
-(see ``_all_geodesics``), writing float32 distances straight into the matrix
+(see ``_geodesic_batch``), writing float32 distances straight into the matrix
 that is then squared and double-centred in place, so the full method holds one n×n float32 array. The top eigenvectors come from the shared partial eigensolver. With
 ``n_landmarks`` it runs landmark Isomap (de Silva & Tenenbaum 2003): geodesics from m landmarks only, classical
 MDS of the landmarks, then distance-based triangulation of every point; memory O(m n).
@@ -22,126 +22,121 @@ from .mds import double_centre, torgerson
 from ..neighbors import check_n_neighbors
 
 
-_MAX_HUBS = 32  # measured on MNIST kNN graphs: 16-64 hubs per source halve the CPU time of plain Dijkstra
+_MAX_HUBS = 16  # measured on MNIST kNN graphs: 16-64 hubs per source halve the CPU time of plain Dijkstra
+_BATCH = 256    # sources per parallel batch; rows of earlier batches serve as hubs
 
 
 @njit(cache=True, fastmath=True)
-def _heap_push(keys, vals, size, key, val):  # pragma: no cover - compiled
+def _heap_push(heap, size, key):  # pragma: no cover - compiled
+    """4-ary min-heap of packed uint64 keys."""
     i = size
-    keys[i] = key
-    vals[i] = val
     while i > 0:
-        parent = (i - 1) >> 1
-        if keys[parent] <= keys[i]:
+        parent = (i - 1) >> 2
+        if heap[parent] <= key:
             break
-        keys[i], keys[parent] = keys[parent], keys[i]
-        vals[i], vals[parent] = vals[parent], vals[i]
+        heap[i] = heap[parent]
         i = parent
+    heap[i] = key
     return size + 1
 
 
 @njit(cache=True, fastmath=True)
-def _heap_pop(keys, vals, size):  # pragma: no cover - compiled
-    """Remove the root; the caller reads keys[0], vals[0] before calling."""
+def _heap_pop(heap, size):  # pragma: no cover - compiled
+    """Remove the root (the caller reads heap[0] first)."""
     size -= 1
-    keys[0] = keys[size]
-    vals[0] = vals[size]
+    key = heap[size]
     i = 0
     while True:
-        left = 2 * i + 1
-        if left >= size:
+        child = 4 * i + 1
+        if child >= size:
             break
-        child = left
-        if left + 1 < size and keys[left + 1] < keys[left]:
-            child = left + 1
-        if keys[i] <= keys[child]:
+        best = child
+        for j in range(child + 1, min(child + 4, size)):
+            if heap[j] < heap[best]:
+                best = j
+        if key <= heap[best]:
             break
-        keys[i], keys[child] = keys[child], keys[i]
-        vals[i], vals[child] = vals[child], vals[i]
-        i = child
+        heap[i] = heap[best]
+        i = best
+    heap[i] = key
     return size
 
 
-@njit(cache=True, fastmath=True)
-def _dijkstra(indptr, indices, weights, src, dist, keys, vals):  # pragma: no cover - compiled
-    """Dijkstra from ``src`` with lazy deletion. ``dist`` holds upper bounds on entry (inf, or bounds that obey
-    the triangle inequality along edges); a node is pushed only when a path beats its bound, so nodes whose
-    bound is already exact cost nothing."""
-    dist[src] = 0.0
-    size = _heap_push(keys, vals, 0, 0.0, src)
-    while size > 0:
-        d = keys[0]
-        u = vals[0]
-        size = _heap_pop(keys, vals, size)
-        if d > dist[u]:
-            continue
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            nd = d + weights[e]
-            if nd < dist[v]:
-                dist[v] = nd
-                size = _heap_push(keys, vals, size, nd, v)
-
-
 @njit(cache=True, parallel=True, fastmath=True)
-def _all_geodesics(indptr, indices, weights, order, n_chunks, max_hubs, out):  # pragma: no cover - compiled
-    """out[s] = geodesic distances from s, for every s, reusing the rows already finished ("hubs").
+def _geodesic_batch(indptr, indices, weights, sources, rows, done, max_hubs, dist, heaps, fbuf, out):  # pragma: no cover
+    """out[rows[r]] = geodesic distances from sources[r], by Dijkstra reusing finished rows ("hubs").
 
-    Sources are taken in ``order`` (a fixed random permutation, so finished rows are spread over the whole
-    graph), split into ``n_chunks`` contiguous runs, one per thread; a thread only reads rows it wrote. In the
-    Dijkstra from s, a settled hub h has its exact distance d_h, and d_h + D[h, v] bounds every v; the bound is
-    exact for each v whose shortest path passes through h, and also covers everything beyond such v, so nodes
-    reached through a hub are never expanded. Only nodes whose shortest path avoids every hub are explored, a
-    region that shrinks quickly as rows are finished. The bounds obey the triangle inequality along edges,
-    which keeps the pruning exact. Each hub costs a pass over a row (memory-bound), so at most ``max_hubs`` are
-    used per source; further finished nodes are expanded like any other.
+    The heap holds one uint64 per entry: the float32 bit pattern of the tentative distance (non-negative
+    floats order like their bit patterns) above the node index, so one integer comparison orders entries and
+    the heap is half the size of (float64, int64) pairs. Distances themselves stay float64 in ``dist``; an
+    entry whose float32 key is above its node's current distance is stale and skipped.
+
+    Hubs: in the Dijkstra from s, a settled node h whose row is finished (``done``; only rows of earlier
+    batches, so none is being written) has its exact distance d_h, and d_h + D[h, v] bounds every v. The bound
+    is exact for each v whose shortest path passes through h and also covers everything beyond such v, so
+    nodes reached through a hub are never expanded; only nodes whose shortest path avoids every hub are
+    explored, a region that shrinks quickly as rows are finished. The bounds obey the triangle inequality along
+    edges, which keeps the pruning exact. A hub costs a pass over a row (memory-bound), so at most
+    ``max_hubs`` are used per source. Thread t owns dist[t], heaps[t], fbuf[t].
     """
     n = indptr.shape[0] - 1
-    cap = indices.shape[0] + n + 1
-    for c in prange(n_chunks):
-        done = np.zeros(n, dtype=np.bool_)
-        dist = np.empty(n)
-        keys = np.empty(cap)
-        vals = np.empty(cap, dtype=np.int64)
-        for p in range(c * n // n_chunks, (c + 1) * n // n_chunks):
-            s = order[p]
-            dist[:] = np.inf
-            dist[s] = 0.0
-            size = _heap_push(keys, vals, 0, 0.0, s)
+    n_threads = dist.shape[0]
+    for t in prange(n_threads):
+        dt, heap, f = dist[t], heaps[t], fbuf[t]
+        bits = f.view(np.uint32)
+        for r in range(t, sources.shape[0], n_threads):
+            s = sources[r]
+            dt[:] = np.inf
+            dt[s] = 0.0
+            size = _heap_push(heap, 0, np.uint64(s))
             hubs = 0
             while size > 0:
-                d = keys[0]
-                u = vals[0]
-                size = _heap_pop(keys, vals, size)
-                if d > dist[u]:
+                key = heap[0]
+                size = _heap_pop(heap, size)
+                u = np.int64(key & np.uint64(0xFFFFFFFF))
+                d = dt[u]
+                f[0] = np.float32(d)
+                if np.uint64(bits[0]) < (key >> np.uint64(32)):
                     continue  # stale entry, or lowered by a hub (whose row covers everything beyond u)
                 if done[u] and u != s and hubs < max_hubs:
                     hubs += 1
                     row = out[u]  # geodesics are symmetric: D[u, v] = D[v, u]
                     for v in range(n):
-                        dist[v] = min(dist[v], d + row[v])
+                        dt[v] = min(dt[v], d + row[v])
                     continue
                 for e in range(indptr[u], indptr[u + 1]):
                     v = indices[e]
                     nd = d + weights[e]
-                    if nd < dist[v]:
-                        dist[v] = nd
-                        size = _heap_push(keys, vals, size, nd, v)
+                    if nd < dt[v]:
+                        dt[v] = nd
+                        f[0] = np.float32(nd)
+                        size = _heap_push(heap, size, (np.uint64(bits[0]) << np.uint64(32)) | np.uint64(v))
+            row_out = out[rows[r]]
             for v in range(n):
-                out[s, v] = dist[v]
-            done[s] = True
+                row_out[v] = dt[v]
 
 
-@njit(cache=True, parallel=True)
-def _landmark_geodesics(indptr, indices, weights, sources, out):  # pragma: no cover - compiled
-    """out[r] = geodesic distances from sources[r] (plain Dijkstra per landmark)."""
-    n = indptr.shape[0] - 1
-    cap = indices.shape[0] + n + 1
-    for r in prange(sources.shape[0]):
-        dist = np.full(n, np.inf)
-        _dijkstra(indptr, indices, weights, sources[r], dist, np.empty(cap), np.empty(cap, dtype=np.int64))
-        for v in range(n):
-            out[r, v] = dist[v]
+def _geodesics(G, sources: np.ndarray, out: np.ndarray, *, reuse: bool) -> None:
+    """Geodesic distances from ``sources`` into the rows of ``out`` (float32). With ``reuse`` (all nodes as
+    sources, out[s] the row of node s), rows finished in earlier batches serve as hubs for later ones."""
+    n = G.shape[0]
+    if n >= 2**32:
+        raise ValueError(f"Isomap supports at most 2**32 - 1 points; got {n}.")
+    indptr, indices = G.indptr.astype(np.int64), G.indices.astype(np.int64)
+    weights = G.data.astype(np.float64)
+    n_threads = numba.get_num_threads()
+    # each successful relaxation pushes once; entries tied in float32 may be re-expanded, hence the margin
+    dist = np.empty((n_threads, n))
+    heaps = np.empty((n_threads, 2 * indices.shape[0] + n + 1), dtype=np.uint64)
+    fbuf = np.empty((n_threads, 1), dtype=np.float32)
+    done = np.zeros(n, dtype=np.bool_)
+    rows = sources if reuse else np.arange(len(sources), dtype=np.int64)
+    for start in range(0, len(sources), _BATCH):
+        batch = slice(start, start + _BATCH)
+        _geodesic_batch(indptr, indices, weights, sources[batch], rows[batch], done, _MAX_HUBS if reuse else 0,
+                        dist, heaps, fbuf, out)
+        if reuse:
+            done[sources[batch]] = True
 
 
 @njit(cache=True, parallel=True, fastmath=True)
@@ -258,13 +253,11 @@ class Isomap(Estimator):
             hint = "radius"
         self.n_connected_components_ = connected_components(G, directed=False)[0]
         G = connect_components(G, X, self.metric, connect=self.connect, owner="Isomap", hint=hint)
-        indptr, indices = G.indptr.astype(np.int64), G.indices.astype(np.int64)
-        weights = G.data.astype(np.float64)
         if self.n_landmarks is None:
             self.landmarks_ = None
             B = np.empty((n, n), dtype=np.float32)
             order = np.random.default_rng(0).permutation(n).astype(np.int64)  # fixed: results are reproducible
-            _all_geodesics(indptr, indices, weights, order, numba.get_num_threads(), _MAX_HUBS, B)
+            _geodesics(G, order, B, reuse=True)
             _square_inplace(B)
             Y, w = torgerson(double_centre(B), k, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                              random_state=self.random_state, owner="Isomap")
@@ -272,7 +265,7 @@ class Isomap(Estimator):
         else:
             landmarks = np.sort(rng_from(self.random_state).choice(n, size=m, replace=False))
             D2 = np.empty((m, n), dtype=np.float32)
-            _landmark_geodesics(indptr, indices, weights, landmarks.astype(np.int64), D2)
+            _geodesics(G, landmarks.astype(np.int64), D2, reuse=False)
             _square_inplace(D2)
             Y, w = _landmark_mds(D2, landmarks, k, self)
             self.landmarks_ = landmarks
