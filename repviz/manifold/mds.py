@@ -355,7 +355,7 @@ class Sammon(Estimator):
     ----------
     n_components : int, default=2
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
-    max_iter : int, default=500
+    max_iter : int, default=200
     eps : float, default=1e-9
         Stop when the relative decrease of E in one iteration falls below ``eps``.
     max_halves : int, default=20
@@ -382,7 +382,7 @@ class Sammon(Estimator):
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", max_iter=500, eps=1e-9, max_halves=20, init=None,
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=200, eps=1e-9, max_halves=20, init=None,
                  random_state=None):
         self.n_components = n_components
         self.metric = metric
