@@ -6,6 +6,7 @@ Capture layer activations during Keras training (``ActivationLogger``), read the
 
 from __future__ import annotations
 
+from . import datasets  # light: numpy only (Keras is imported inside load_mnist when needed)
 from .store import LogDir, NotFoundError, Run, open_logdir
 
 __version__ = "0.1.0"

@@ -291,7 +291,8 @@ class ActivationLogger(keras.callbacks.Callback):
     # Snapshots
     # ---------------------------------------------------------------------------------------------------------
     def _forward(self, model, x, layers: list) -> tuple[dict[int, list], Any]:
-        """Run ``model(x, training=False)`` with ``layers``' ``call`` wrapped; returns their outputs per call."""
+        """Run ``model(x, training=False)`` with ``layers``' ``call`` wrapped (each once, however often listed);
+        returns the model's outputs and, per layer id, the outputs of each of its calls in order."""
         calls: dict[int, list] = {id(layer): [] for layer in layers}
         with contextlib.ExitStack() as stack:
             for layer in {id(layer): layer for layer in layers}.values():
@@ -303,7 +304,7 @@ class ActivationLogger(keras.callbacks.Callback):
         """``x -> (reduced outputs, predictions)`` for one probe batch; compiled with ``tf.function`` on the
         TensorFlow backend (the wrappers then run once, while tracing, and each snapshot runs one graph)."""
         captures = self._captures
-        layers = list({id(c.layer): c.layer for c in captures}.values())
+        layers = [c.layer for c in captures]
 
         def run(x):
             calls, outputs = self._forward(model, x, layers)

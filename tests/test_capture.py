@@ -186,7 +186,7 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
     x, y = _images(160)  # 5 batches of 32 per epoch
     epoch_logger = ActivationLogger(tmp_path / "e", probe=x[:8])
     batch_logger = ActivationLogger(tmp_path / "b", probe=x[:8], batch_freq=3)
-    assert isinstance(batch_logger, ActivationLogger)
+    assert isinstance(batch_logger, ActivationLogger) and repviz.ActivationLogger is ActivationLogger
     assert is_default(epoch_logger.on_train_batch_end)  # keeps async dispatch
     assert not is_default(batch_logger.on_train_batch_end)
     run = _fit(_mlp(), tmp_path / "run", x, y, epochs=2, batch_freq=3)
