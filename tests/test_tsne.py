@@ -178,7 +178,8 @@ def test_three_components_and_sne():
 def test_auto_method_and_resolved_attributes():
     X, _ = _blobs(400, 3)
     est = TSNE(max_iter=10, random_state=0).fit(X)
-    assert est.method_ == "fft" and est.learning_rate_ == pytest.approx(200.0)
+    assert est.method_ == "fft" and est.learning_rate_ == pytest.approx(1200.0)
+    assert est.early_learning_rate_ == pytest.approx(200.0)
     assert est.n_iter_ == 10 and est.embedding_.dtype == np.float32
     assert set(est.timings_) == {"kNN", "affinities", "initialisation", "early exaggeration", "optimisation"}
     assert TSNE(max_iter=10).fit(X[:500]).method_ == "exact"

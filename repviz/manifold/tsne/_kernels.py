@@ -70,15 +70,37 @@ def _weight(d2, dof):
     return w, w / base
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
+@njit(inline="always")
+def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl, i):
     """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also
-    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1)."""
-    n, dim = Y.shape
-    for i in prange(n):
+    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1).
+    2-D t-SNE (dof = 1), the hot loop of large fits, has its own branch: f / w = w = 1 / (1 + d²)."""
+    dim = Y.shape[1]
+    acc = 0.0
+    if dim == 2 and dof == 1.0:
+        yi0 = Y[i, 0]
+        yi1 = Y[i, 1]
+        a0 = 0.0
+        a1 = 0.0
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            d0 = yi0 - Y[j, 0]
+            d1 = yi1 - Y[j, 1]
+            q = pdata[e] / (1.0 + d0 * d0 + d1 * d1)
+            a0 += q * d0
+            a1 += q * d1
+        if compute_kl:  # a second pass, so that the hot loop above stays free of logarithms and branches
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                d0 = yi0 - Y[j, 0]
+                d1 = yi1 - Y[j, 1]
+                if pdata[e] > 0:
+                    acc += pdata[e] * (np.log(pdata[e]) + np.log(1.0 + d0 * d0 + d1 * d1))
+        out[i, 0] = exaggeration * a0
+        out[i, 1] = exaggeration * a1
+    else:
         for d in range(dim):
             out[i, d] = 0.0
-        acc = 0.0
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
             d2 = 0.0
@@ -91,7 +113,14 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compu
                 out[i, d] += c * (Y[i, d] - Y[j, d])
             if compute_kl and pdata[e] > 0:
                 acc += pdata[e] * (np.log(pdata[e]) - np.log(w))
-        kl_rows[i] = acc
+    kl_rows[i] = acc
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
+    """``attractive_row`` for every row."""
+    for i in prange(Y.shape[0]):
+        attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl, i)
 
 
 @njit(parallel=True, cache=True, fastmath=True)
@@ -116,11 +145,11 @@ def exact_repulsive(Y, dof, out, z_rows):
         z_rows[i] = z
 
 
-@njit(parallel=True, cache=True, fastmath=True)
+@njit(cache=True, fastmath=True)
 def combine(attr, rep, inv_z, grad):
-    """grad = 4 (attr - rep / Z): the exact derivative of the KL divergence."""
+    """grad = 4 (attr - rep / Z): the exact derivative of the KL divergence (serial: cheaper than a thread wake-up)."""
     n, dim = attr.shape
-    for i in prange(n):
+    for i in range(n):
         for d in range(dim):
             grad[i, d] = 4.0 * (attr[i, d] - rep[i, d] * inv_z)
 

@@ -48,7 +48,6 @@ class KLObjective:
         self.indptr, self.indices, self.data = P.indptr, P.indices, P.data
         self.repulsion, self.dof = repulsion, float(dof)
         n = P.shape[0]
-        self._p_log_p = None
         self._kl_rows = np.empty(n)
         self._z_rows = np.empty(n)
 

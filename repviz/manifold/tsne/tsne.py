@@ -165,11 +165,13 @@ class _BaseSNE(Estimator):
             t = time.perf_counter()
             Y = np.ascontiguousarray(self._initial_embedding(X, n, identical, rng))
             log.phase("initialisation", time.perf_counter() - t)
-            lr = self._auto_learning_rate(n) if self.learning_rate == "auto" else float(self.learning_rate)
+            auto = self.learning_rate == "auto"
+            lr_ee = self._auto_learning_rate(n, self.early_exaggeration) if auto else float(self.learning_rate)
+            lr = self._auto_learning_rate(n, 1.0) if auto else float(self.learning_rate)
             repulsion = make_repulsion(method, n, self.n_components, dof, theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
             objective = KLObjective(P, repulsion, dof)
             t = time.perf_counter()
-            state = gradient_descent(Y, objective, ee_iter, learning_rate=lr, momentum=self.momentum,
+            state = gradient_descent(Y, objective, ee_iter, learning_rate=lr_ee, momentum=self.momentum,
                                      exaggeration=self.early_exaggeration, progress=log.progress) if ee_iter else None
             log.phase("early exaggeration", time.perf_counter() - t, f"{ee_iter} iterations")
             t = time.perf_counter()
@@ -185,6 +187,7 @@ class _BaseSNE(Estimator):
         self.kl_divergence_ = state.kl
         self.n_iter_ = state.n_iter
         self.learning_rate_ = lr
+        self.early_learning_rate_ = lr_ee
         self.perplexity_ = perplexity
         self.method_ = method
         self.affinities_ = P
@@ -214,8 +217,10 @@ _SHARED_DOC = """
     learning_rate : float or "auto", default="auto"
         Step size in the convention of bhtsne, FIt-SNE and openTSNE (their gradient omits the factor 4 of the
         exact derivative; scikit-learn's learning_rate for the same step is 4x smaller). "auto" uses
-        n_samples / 12 (Belkina et al. 2019; Kobak & Berens 2019), at least 200 for TSNE (as FIt-SNE), resolved
-        in ``learning_rate_``.
+        n_samples / exaggeration in each phase, as openTSNE: n / 12 during early exaggeration (Belkina et al.
+        2019; Kobak & Berens 2019), then n, which at a fixed iteration budget reaches a lower KL than n / 12
+        throughout (on MNIST 20k after 250 + 500 iterations: 2.07 vs 2.15); at least 200 (as FIt-SNE) for TSNE,
+        n / 12 in both phases for SNE. Resolved in ``early_learning_rate_`` and ``learning_rate_``.
     max_iter : int, default=750
         Total iterations, early exaggeration included.
     momentum : float, default=0.8
@@ -262,7 +267,7 @@ class TSNE(_BaseSNE):
     kl_divergence_ : float
         KL(P || Q) after the last iteration (with approximate methods, Q's normalisation is the approximate one).
     n_iter_ : int
-    learning_rate_, perplexity_, method_ : the resolved values used.
+    early_learning_rate_, learning_rate_, perplexity_, method_ : the resolved values used.
     affinities_ : scipy.sparse.csr_matrix, the joint P.
     timings_ : dict of seconds per phase ("kNN", "affinities", "initialisation", "early exaggeration",
         "optimisation").
@@ -318,8 +323,8 @@ class TSNE(_BaseSNE):
     def _kernel_dof(self) -> float:
         return float(self.dof)
 
-    def _auto_learning_rate(self, n: int) -> float:
-        return max(n / 12.0, 200.0)
+    def _auto_learning_rate(self, n: int, exaggeration: float) -> float:
+        return max(n / exaggeration, 200.0)
 
     def _resolve_method(self, n: int) -> str:
         method = self.method
@@ -344,7 +349,8 @@ class SNE(_BaseSNE):
     """ + _SHARED_DOC + """
     Attributes
     ----------
-    embedding_, kl_divergence_, n_iter_, learning_rate_, perplexity_, method_, affinities_, timings_ :
+    embedding_, kl_divergence_, n_iter_, early_learning_rate_, learning_rate_, perplexity_, method_, affinities_,
+    timings_ :
         as in :class:`TSNE`.
 
     Examples
@@ -381,9 +387,9 @@ class SNE(_BaseSNE):
     def _kernel_dof(self) -> float:
         return 0.0  # the Gaussian kernel (see _kernels._weight)
 
-    def _auto_learning_rate(self, n: int) -> float:
-        # no floor: the Gaussian kernel's attraction grows linearly with distance, so steps above
-        # ~ n / early_exaggeration diverge
+    def _auto_learning_rate(self, n: int, exaggeration: float) -> float:
+        # n / 12 in both phases and no floor: the Gaussian kernel's attraction grows linearly with distance, so
+        # larger steps diverge
         return n / 12.0
 
     def _resolve_method(self, n: int) -> str:

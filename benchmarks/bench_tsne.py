@@ -1,0 +1,202 @@
+"""t-SNE on real MNIST: repviz vs openTSNE (FFT) vs scikit-learn (Barnes-Hut, 20,000-point subset only).
+
+Every configuration runs in its own process with the same thread budget (NUMBA / OpenMP / BLAS threads), the
+same perplexity and the same iterations. The parent scores every embedding the same way:
+
+- KL: exact KL(P || Q) of the final embedding, with one P for all (exact kNN, k = 90, perplexity 30, computed
+  here by repviz's affinity code) and the exact normalisation Z over all n² pairs (numba, O(n²));
+- kNN preservation (k = 10) and 10-NN label accuracy from ``repviz.metrics`` (sampled queries above 20,000);
+- wall time of the fit alone (data loading excluded) and peak RSS of the worker process.
+
+It also reports repviz's time per phase, the recall of NN-descent at k = 90, and the first-call time of a
+1,000-point fit with an empty numba cache (cold) and with the cache filled (warm).
+
+    python benchmarks/bench_tsne.py [--mnist PATH] [--sizes 20000 70000] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PERPLEXITY = 30.0
+
+
+def _thread_env(threads: int, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(threads)
+    env.update(extra or {})
+    return env
+
+
+def prepare(mnist: Path, out: Path) -> None:
+    """MNIST train + test (70,000 images) / 255, PCA to 50 dimensions (float32), saved with the labels."""
+    with np.load(mnist, allow_pickle=False) as d:
+        X = np.concatenate([d["x_train"], d["x_test"]]).reshape(70000, -1).astype(np.float64) / 255.0
+        y = np.concatenate([d["y_train"], d["y_test"]])
+    X -= X.mean(axis=0)
+    vals, vecs = np.linalg.eigh(X.T @ X)
+    X = (X @ vecs[:, ::-1][:, :50]).astype(np.float32)
+    np.savez(out, X=X, y=y)
+
+
+# --- workers (each in its own process) ----------------------------------------------------------------------
+
+def worker(lib: str, data: Path, n: int, threads: int, ee_iter: int, n_iter: int, out: Path) -> None:
+    X = np.load(data)["X"][:n]
+    t0 = time.perf_counter()
+    extra = {}
+    if lib == "repviz":
+        from repviz.manifold import TSNE
+        est = TSNE(perplexity=PERPLEXITY, early_exaggeration_iter=ee_iter, max_iter=ee_iter + n_iter,
+                   n_jobs=threads, random_state=0)
+        Y = est.fit_transform(X)
+        kl_own = est.kl_divergence_
+        extra = {"phases": est.timings_}
+    elif lib == "openTSNE":
+        import openTSNE
+        emb = openTSNE.TSNE(perplexity=PERPLEXITY, early_exaggeration_iter=ee_iter, n_iter=n_iter,
+                            n_jobs=threads, random_state=0).fit(X)
+        Y, kl_own = np.asarray(emb), float(emb.kl_divergence)
+    elif lib == "scikit-learn":
+        from sklearn.manifold import TSNE
+        est = TSNE(perplexity=PERPLEXITY, max_iter=ee_iter + n_iter, n_jobs=threads, init="pca",
+                   learning_rate="auto", method="barnes_hut", random_state=0)
+        Y = est.fit_transform(X)
+        kl_own = float(est.kl_divergence_)
+    else:
+        raise ValueError(f"unknown library {lib!r}")
+    wall = time.perf_counter() - t0
+    np.save(out.with_suffix(".npy"), np.ascontiguousarray(Y, dtype=np.float64))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    out.write_text(json.dumps({"wall": wall, "rss_mb": rss, "kl_own": kl_own, **extra}))
+
+
+def worker_first_call(data: Path, out: Path) -> None:
+    t0 = time.perf_counter()
+    from repviz.manifold import TSNE
+    X = np.load(data)["X"][:1000]
+    TSNE(random_state=0, n_jobs=2).fit(X)
+    out.write_text(json.dumps({"wall": time.perf_counter() - t0}))
+
+
+def worker_recall(data: Path, n: int, out: Path) -> None:
+    from repviz.neighbors import knn
+    X = np.load(data)["X"][:n]
+    t0 = time.perf_counter()
+    idx, _ = knn(X, 90, method="nndescent", random_state=0)
+    wall = time.perf_counter() - t0
+    np.save(out.with_suffix(".npy"), idx)
+    out.write_text(json.dumps({"wall": wall}))
+
+
+# --- parent: run the workers, score the embeddings ----------------------------------------------------------
+
+def _run(args: list[str], env: dict, tmp: Path, name: str) -> dict:
+    out = tmp / f"{name}.json"
+    cmd = [sys.executable, __file__, "--worker", *args, "--out", str(out)]
+    subprocess.run(cmd, env=env, check=True, cwd=ROOT)
+    return json.loads(out.read_text())
+
+
+def _exact_kl(P, Y: np.ndarray) -> float:
+    """KL(P || Q) with Q's normalisation summed exactly over all pairs (O(n²) numba)."""
+    from repviz.manifold.tsne.optimize import ExactRepulsion, KLObjective
+    return KLObjective(P, ExactRepulsion(1.0))(np.ascontiguousarray(Y, dtype=np.float64))[0]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mnist", type=Path, default=ROOT.parent / "shared" / "data" / "mnist.npz")
+    ap.add_argument("--sizes", type=int, nargs="+", default=[20000, 70000])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ee-iter", type=int, default=250)
+    ap.add_argument("--iter", type=int, default=500, help="iterations after early exaggeration")
+    ap.add_argument("--sklearn-max-n", type=int, default=20000)
+    ap.add_argument("--libs", nargs="+", default=["repviz", "openTSNE", "scikit-learn"])
+    ap.add_argument("--worker", nargs="*")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    if args.worker is not None:
+        kind, *rest = args.worker
+        if kind == "fit":
+            lib, data, n, threads, ee, it = rest
+            worker(lib, Path(data), int(n), int(threads), int(ee), int(it), args.out)
+        elif kind == "first-call":
+            worker_first_call(Path(rest[0]), args.out)
+        else:
+            worker_recall(Path(rest[0]), int(rest[1]), args.out)
+        return
+
+    from repviz.manifold.tsne.affinity import joint_affinities
+    from repviz.metrics import knn_accuracy, knn_preservation
+    from repviz.neighbors import knn
+
+    env = _thread_env(args.threads)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        data = tmp / "mnist_pca50.npz"
+        prepare(args.mnist, data)
+        X_all, y_all = np.load(data)["X"], np.load(data)["y"]
+        rows, notes = [], []
+        for n in args.sizes:
+            X, y = X_all[:n], y_all[:n]
+            t = time.perf_counter()
+            idx, dist = knn(X, 90)
+            notes.append(f"n={n}: exact kNN (k=90) for the reference P took {time.perf_counter() - t:.1f} s")
+            P = joint_affinities(idx, dist, PERPLEXITY)
+            rec = _run(["recall", str(data), str(n)], env, tmp, f"recall{n}")
+            approx = np.load(tmp / f"recall{n}.npy")
+            recall = np.mean([np.intersect1d(a, b).size for a, b in zip(idx, approx)]) / 90
+            notes.append(f"n={n}: NN-descent k=90 recall {recall:.4f} vs exact, {rec['wall']:.1f} s")
+            for lib in args.libs:
+                if lib == "scikit-learn" and n > args.sklearn_max_n:
+                    continue
+                res = _run(["fit", lib, str(data), str(n), str(args.threads), str(args.ee_iter), str(args.iter)],
+                           env, tmp, f"{lib}{n}")
+                Y = np.load(tmp / f"{lib}{n}.npy")
+                res.update(n=n, lib=lib, kl=_exact_kl(P, Y), knn_pres=knn_preservation(X, Y, 10),
+                           acc=knn_accuracy(Y, y, 10))
+                rows.append(res)
+                if "phases" in res:
+                    notes.append(f"n={n}: repviz phases: " + ", ".join(f"{k} {v:.1f} s"
+                                                                        for k, v in res["phases"].items()))
+                print(f"  done {lib} n={n}: {res['wall']:.1f} s", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory() as cache:
+            cold = _run(["first-call", str(data)], _thread_env(2, {"NUMBA_CACHE_DIR": cache}), tmp, "cold")
+            warm = _run(["first-call", str(data)], _thread_env(2, {"NUMBA_CACHE_DIR": cache}), tmp, "warm")
+        notes.append(f"first 1,000-point fit in a new process (import included): cold numba cache "
+                     f"{cold['wall']:.1f} s, warm {warm['wall']:.1f} s")
+
+    print(f"\nt-SNE on MNIST (PCA-50, float32), perplexity {PERPLEXITY:g}, {args.ee_iter} early-exaggeration + "
+          f"{args.iter} iterations, {args.threads} threads each")
+    print(f"{'n':>6} {'library':<13} {'wall s':>8} {'peak RSS MB':>11} {'KL exact':>9} {'KL own':>8} "
+          f"{'kNN pres@10':>11} {'10-NN acc':>9}")
+    for r in rows:
+        print(f"{r['n']:>6} {r['lib']:<13} {r['wall']:>8.1f} {r['rss_mb']:>11.0f} {r['kl']:>9.4f} "
+              f"{r['kl_own']:>8.4f} {r['knn_pres']:>11.4f} {r['acc']:>9.4f}")
+    for n in args.sizes:
+        ours = [r for r in rows if r["n"] == n and r["lib"] == "repviz"]
+        peer = [r for r in rows if r["n"] == n and r["lib"] == "openTSNE"]
+        if ours and peer:
+            a, b = ours[0], peer[0]
+            print(f"{n:>6} {'repviz/openTSNE':<13} {a['wall'] / b['wall']:>8.2f}x {a['rss_mb'] / b['rss_mb']:>10.2f}x "
+                  f"{a['kl'] / b['kl']:>8.3f}x {'':>8} {a['knn_pres'] - b['knn_pres']:>+11.4f} "
+                  f"{a['acc'] - b['acc']:>+9.4f}")
+    print("\n" + "\n".join(notes))
+
+
+if __name__ == "__main__":
+    main()
