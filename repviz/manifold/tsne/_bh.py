@@ -156,7 +156,7 @@ def _traverse(Y, children, half, mass, com, theta, dof, rep, z_rows):
 
 
 class BHRepulsion:
-    """Callable computing (rep, z_rows) by Barnes-Hut; keeps the tree buffers between calls."""
+    """Repulsion callable ``(Y, rep) -> Z`` by Barnes-Hut; keeps the tree buffers between calls."""
 
     def __init__(self, n_samples: int, dim: int, dof: float, theta: float = 0.5):
         self.dim, self.dof, self.theta = dim, float(dof), float(theta)
@@ -170,7 +170,9 @@ class BHRepulsion:
         self.com = np.empty((capacity, self.dim))
         self.leaf_point = np.empty(capacity, dtype=np.int64)
 
-    def __call__(self, Y: np.ndarray, rep: np.ndarray, z_rows: np.ndarray) -> None:
+    def __call__(self, Y: np.ndarray, rep: np.ndarray) -> float:
         while _build(Y, self.children, self.center, self.half, self.mass, self.com, self.leaf_point) < 0:
             self._alloc(2 * self.children.shape[0])
+        z_rows = np.empty(Y.shape[0])
         _traverse(Y, self.children, self.half, self.mass, self.com, self.theta, self.dof, rep, z_rows)
+        return float(z_rows.sum())

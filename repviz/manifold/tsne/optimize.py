@@ -27,13 +27,16 @@ class ExactRepulsion:
     def __init__(self, dof: float):
         self.dof = float(dof)
 
-    def __call__(self, Y, rep, z_rows):
+    def __call__(self, Y, rep) -> float:
+        z_rows = np.empty(Y.shape[0])
         _kernels.exact_repulsive(Y, self.dof, rep, z_rows)
+        return float(z_rows.sum())
 
 
 def make_repulsion(method: str, n_samples: int, n_components: int, dof: float, *, theta: float = 0.5,
                    n_interp: int = 3, min_boxes: int = 50, n_threads: int = 1):
-    """The repulsion callable ``(Y, rep, z_rows) -> None`` for ``method`` in {"exact", "barnes_hut", "fft"}."""
+    """The repulsion callable for ``method`` in {"exact", "barnes_hut", "fft"}: ``repulsion(Y, rep) -> Z`` fills
+    rep[i] = sum_j f_ij (y_i - y_j) and returns Z = sum_{i != j} w_ij."""
     if method == "exact":
         return ExactRepulsion(dof)
     if method == "barnes_hut":
@@ -49,7 +52,6 @@ class KLObjective:
         self.repulsion, self.dof = repulsion, float(dof)
         n = P.shape[0]
         self._kl_rows = np.empty(n)
-        self._z_rows = np.empty(n)
 
     def __call__(self, Y: np.ndarray, *, exaggeration: float = 1.0, compute_kl: bool = True):
         n, dim = Y.shape
@@ -57,8 +59,7 @@ class KLObjective:
         rep = np.empty((n, dim))
         _kernels.attractive(self.indptr, self.indices, self.data, Y, float(exaggeration), self.dof, attr,
                             self._kl_rows, bool(compute_kl))
-        self.repulsion(Y, rep, self._z_rows)
-        z = float(self._z_rows.sum())
+        z = self.repulsion(Y, rep)
         grad = np.empty((n, dim))
         _kernels.combine(attr, rep, 1.0 / z, grad)
         kl = float(self._kl_rows.sum() + np.log(z)) if compute_kl else float("nan")
