@@ -103,3 +103,11 @@ def test_joined_components_connect_the_affinity(digits):
 def test_bad_parameters(digits, Est, kwargs, match):
     with pytest.raises(ValueError, match=match):
         Est(**kwargs).fit(digits[:400])
+
+
+@pytest.mark.parametrize("solver", ["dense", "lobpcg"])
+def test_eigensolvers_agree(digits, solver):
+    ref = SpectralEmbedding(eigen_solver="arpack", random_state=0).fit(digits)
+    other = SpectralEmbedding(eigen_solver=solver, random_state=0).fit(digits)
+    np.testing.assert_allclose(other.eigenvalues_, ref.eigenvalues_, rtol=1e-5)
+    assert procrustes(ref.embedding_, other.embedding_)[2] < 1e-6

@@ -117,9 +117,8 @@ def eigsolve(A, n_eig: int, *, largest: bool, solver: str = "auto", tol: float =
         else:
             X0 = rng_from(random_state).standard_normal((n, n_eig + 2))
             w, V = lobpcg(A, X0, largest=largest, tol=tol or None, maxiter=max_iter or 500)
-            order = np.argsort(w)
-            w, V = w[order][-n_eig:] if largest else w[order][:n_eig], V[:, order]
-            V = V[:, -n_eig:] if largest else V[:, :n_eig]
+            keep = np.argsort(w)[-n_eig:] if largest else np.argsort(w)[:n_eig]  # two guard vectors dropped
+            w, V = w[keep], V[:, keep]
     except (ArpackNoConvergence, ArpackError, RuntimeError) as e:
         raise RuntimeError(f"{owner}: the {method} eigensolver failed ({e}). Try eigen_solver='dense' for small "
                            f"data, eigen_solver='lobpcg', a larger max_iter, or a larger n_neighbors.") from e

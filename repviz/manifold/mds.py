@@ -90,7 +90,8 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dissimilarities(X, metric: str, owner: str) -> np.ndarray:
-    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix, after the memory check."""
+    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix (symmetrised by the elementwise
+    maximum), after the memory check."""
     X = check_array(X, owner, min_samples=2)
     n = X.shape[0]
     check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
