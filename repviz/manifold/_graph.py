@@ -19,7 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..neighbors import _block_rows, knn
+from ._base import check_array, check_precomputed
+from ..neighbors import _block_rows, check_n_neighbors, knn
 
 _BLOCK_BYTES = 64 << 20
 
@@ -80,7 +81,7 @@ def radius_graph(X: np.ndarray, radius: float, metric: str) -> sp.csr_matrix:
 
 
 def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect: bool, owner: str,
-                       hint: str = "n_neighbors") -> sp.csr_matrix:
+                       hint: str = "n_neighbors", stacklevel: int = 3) -> sp.csr_matrix:
     """Return ``G`` with bridging edges added by Borůvka's rule (see the module docstring), or raise."""
     n_comp, labels = connected_components(G, directed=False)
     if n_comp == 1:
@@ -90,7 +91,7 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
                          f"{hint}, or pass connect=True to join them by their shortest bridging edges.")
     warnings.warn(f"The neighbourhood graph of {owner} has {n_comp} connected components; joining them by "
                   f"their {n_comp - 1} shortest bridging edges (Borůvka's rule). Increase {hint} if the "
-                  f"components should be connected by the data itself.", stacklevel=3)
+                  f"components should be connected by the data itself.", stacklevel=stacklevel)
     n = X.shape[0]
     sq = None
     if metric != "precomputed":
@@ -125,3 +126,24 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
         n_comp, labels = connected_components(G + bridge + bridge.T, directed=False)
     bridge = sp.csr_matrix((new_w, (new_r, new_c)), shape=(n, n))
     return G.maximum(bridge).maximum(bridge.T).tocsr()
+
+
+def neighbour_graph(est, X) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, sp.csr_matrix]:
+    """For an estimator with n_neighbors, n_components, metric, neighbors_method, connect and random_state:
+    validated input, kNN lists, their symmetric distance graph with components joined, and the bridges.
+    Sets ``est.n_connected_components_`` (components before joining)."""
+    owner = type(est).__name__
+    X = check_array(X, owner, min_samples=2)
+    n = X.shape[0]
+    if est.metric == "precomputed":
+        check_precomputed(X, owner)
+    k = check_n_neighbors(est.n_neighbors, n, owner)
+    if est.n_components >= n:
+        raise ValueError(f"n_components ({est.n_components}) must be less than n_samples ({n}) in {owner}.")
+    ind, dist = knn(X, k, metric=est.metric, method=est.neighbors_method, random_state=est.random_state)
+    G = symmetrize(ind, dist, n)
+    est.n_connected_components_ = int(connected_components(G, directed=False)[0])
+    joined = connect_components(G, X, est.metric, connect=est.connect, owner=owner, stacklevel=4)
+    bridges = (joined - G).tocsr()
+    bridges.eliminate_zeros()
+    return X, ind, joined, bridges

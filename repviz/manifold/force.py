@@ -10,13 +10,11 @@ is serial with its own seeded generator, so a random_state always gives the same
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
-from ._base import RANDOM_STATE, BOOLEAN, Estimator, Interval, Options, check_array, check_precomputed
-from ._graph import connect_components, symmetrize
+from ._base import BOOLEAN, RANDOM_STATE, Estimator, Interval, Options
+from ._graph import neighbour_graph
 from .pca import PCA
-from ..neighbors import check_n_neighbors, knn
 
 
 @njit(cache=True, fastmath=True)
@@ -85,6 +83,8 @@ class ForceDirectedLayout(Estimator):
     Attributes
     ----------
     embedding_ : float32 ndarray (n_samples, n_components)
+    n_connected_components_ : int
+        Components of the kNN graph before joining.
     """
 
     _parameter_constraints = {
@@ -114,21 +114,14 @@ class ForceDirectedLayout(Estimator):
     def fit(self, X, y=None):
         """Lay out the kNN graph of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X = check_array(X, "ForceDirectedLayout", min_samples=2)
+        X, _, G, _ = neighbour_graph(self, X)
         n = X.shape[0]
-        if self.metric == "precomputed":
-            check_precomputed(X, "ForceDirectedLayout")
-        k = check_n_neighbors(self.n_neighbors, n, "ForceDirectedLayout")
-        ind, dist = knn(X, k, metric=self.metric, method=self.neighbors_method, random_state=self.random_state)
-        G = connect_components(symmetrize(ind, dist, n), X, self.metric, connect=self.connect,
-                               owner="ForceDirectedLayout")
         rng = np.random.default_rng(self.random_state)
         if self.init == "pca" and self.metric != "precomputed" and min(X.shape) >= self.n_components:
             Y = PCA(self.n_components, random_state=0).fit_transform(X).astype(np.float64)
         else:
             Y = rng.standard_normal((n, self.n_components))
         Y *= np.sqrt(n) / 4 / max(float(Y.std()), 1e-12)
-        G = sp.csr_matrix(G)
         _layout(Y, G.indptr.astype(np.int64), G.indices.astype(np.int64), self.n_iter, self.n_negative,
                 int(rng.integers(2**31 - 1)))
         self.embedding_ = (Y - Y.mean(axis=0)).astype(np.float32)

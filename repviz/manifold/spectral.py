@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
-from ._base import (BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_precomputed)
+from ._base import BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options
 from ._eigen import SOLVERS, eigsolve, fix_signs
-from ._graph import connect_components, symmetrize
-from ..neighbors import check_n_neighbors, knn
+from ._graph import neighbour_graph
 
 _COMMON_DOC = """n_neighbors : int, default=10
         Neighbours per point (self excluded) of the kNN graph; an edge exists if either end lists the other.
@@ -43,26 +41,6 @@ _COMMON_CONSTRAINTS = {
     "connect": [BOOLEAN],
     "random_state": [RANDOM_STATE],
 }
-
-
-def _neighbour_graph(est, X) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, sp.csr_matrix]:
-    """Validated input, kNN lists, their symmetric distance graph with components joined, and the bridges.
-    Sets ``est.n_connected_components_`` (components before joining)."""
-    owner = type(est).__name__
-    X = check_array(X, owner, min_samples=2)
-    n = X.shape[0]
-    if est.metric == "precomputed":
-        check_precomputed(X, owner)
-    k = check_n_neighbors(est.n_neighbors, n, owner)
-    if est.n_components >= n:
-        raise ValueError(f"n_components ({est.n_components}) must be less than n_samples ({n}) in {owner}.")
-    ind, dist = knn(X, k, metric=est.metric, method=est.neighbors_method, random_state=est.random_state)
-    G = symmetrize(ind, dist, n)
-    est.n_connected_components_ = int(connected_components(G, directed=False)[0])
-    joined = connect_components(G, X, est.metric, connect=est.connect, owner=owner)
-    bridges = (joined - G).tocsr()
-    bridges.eliminate_zeros()
-    return X, ind, joined, bridges
 
 
 def _heat(G: sp.csr_matrix, gamma) -> sp.csr_matrix:
@@ -148,7 +126,7 @@ class SpectralEmbedding(Estimator):
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, ind, G, bridges = _neighbour_graph(self, X)
+        X, ind, G, bridges = neighbour_graph(self, X)
         n, k = ind.shape
         if self.affinity == "binary":
             A = sp.csr_matrix((np.ones(n * k), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
@@ -233,7 +211,7 @@ class DiffusionMap(Estimator):
     def fit(self, X, y=None):
         """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, ind, G, bridges = _neighbour_graph(self, X)
+        X, ind, G, bridges = neighbour_graph(self, X)
         n = G.shape[0]
         d2 = G.data.astype(np.float64) ** 2
         self.epsilon_ = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon)
