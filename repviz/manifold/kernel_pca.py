@@ -29,6 +29,9 @@ def _kernel(A: np.ndarray, B: np.ndarray, kernel: str, gamma: float, degree: int
 class KernelPCA(Estimator):
     """Kernel principal component analysis with an RBF, polynomial or linear kernel.
 
+    Cost: the n×n Gram matrix (8 n² bytes; refused above the dense-memory budget), O(n² d) time to build it and
+    a partial eigensolve (dense ``eigh`` for n <= 1,000, else Lanczos at O(n² k) per iteration).
+
     Parameters
     ----------
     n_components : int, default=2

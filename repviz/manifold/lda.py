@@ -14,7 +14,7 @@ from ._eigen import fix_signs
 
 
 class LinearDiscriminantAnalysis(Estimator):
-    """Fisher's discriminant projection (supervised).
+    """Fisher's discriminant projection (supervised). Time O(n d² + d³), memory O(d²).
 
     Parameters
     ----------
