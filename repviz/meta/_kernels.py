@@ -28,23 +28,25 @@ def _power(d2, half_power):
 
 
 @njit(cache=True, fastmath=True)
-def _dist_row(G, half_power, i, out):
-    n = G.shape[0]
-    k0 = _row_start(i, n) - i - 1
-    gii = G[i, i]
-    for j in range(i + 1, n):
-        d = gii + G[j, j] - 2.0 * G[i, j]
-        out[k0 + j] = _power(d if d > 0.0 else 0.0, half_power)
-
-
-@njit(cache=True, fastmath=True)
-def condensed_dists(G, half_power, out):
+def condensed_dists(G, diag, half_power, out):
     """(d²)^half_power of the upper triangle (half_power 1, 0.5 or 0.25) from the Gram matrix of centred rows.
 
-    d² = G_ii + G_jj - 2 G_ij is clipped at 0 (rounding can make it slightly negative).
+    d² = G_ii + G_jj - 2 G_ij (``diag`` = G's diagonal, contiguous so the inner loop streams) is clipped at 0,
+    since rounding can make it slightly negative. One loop per exponent keeps the inner loop branch-free.
     """
-    for i in range(G.shape[0] - 1):
-        _dist_row(G, half_power, i, out)
+    n = G.shape[0]
+    for i in range(n - 1):
+        k0 = _row_start(i, n) - i - 1
+        gii = diag[i]
+        if half_power == 1.0:
+            for j in range(i + 1, n):
+                out[k0 + j] = max(gii + diag[j] - 2.0 * G[i, j], 0.0)
+        elif half_power == 0.5:
+            for j in range(i + 1, n):
+                out[k0 + j] = np.sqrt(max(gii + diag[j] - 2.0 * G[i, j], 0.0))
+        else:
+            for j in range(i + 1, n):
+                out[k0 + j] = np.sqrt(np.sqrt(max(gii + diag[j] - 2.0 * G[i, j], 0.0)))
 
 
 @njit(cache=True, fastmath=True)

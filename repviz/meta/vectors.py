@@ -136,7 +136,7 @@ def _dists(X, G, pairs, half_power) -> np.ndarray:
     """(d²)^half_power over all pairs (from the Gram matrix) or over the sampled ``pairs`` (from X)."""
     v = np.empty(vector_length(X.shape[0], "dist", pairs), dtype=np.float32)
     if pairs is None:
-        _kernels.condensed_dists(G, np.float32(half_power), v)
+        _kernels.condensed_dists(G, np.ascontiguousarray(np.diagonal(G)), np.float32(half_power), v)
     else:
         _kernels.pair_dists(X, pairs.I, pairs.J, np.float32(half_power), v)
     return v
