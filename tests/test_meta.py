@@ -165,10 +165,13 @@ def test_near_pairs_are_recomputed_from_the_difference(tmp_path):
     out = {}
     for near in (0.0, 1.0):  # never / always recompute
         bank = VectorBank(Artifacts(tmp_path / str(near)), len(vecs[0]), near=near)
-        for i, v in enumerate(vecs):
+        for i, v in enumerate(vecs[:2]):
             bank.add(str(i), v)
+        bank.sq_chords(["0", "1"])
+        bank.add("2", vecs[2])  # an incremental row: near pairs between a new and the cached vectors
         out[near] = bank.sq_chords(["0", "1", "2"])
     np.testing.assert_allclose(np.sqrt(out[1.0]), np.sqrt(out[0.0]), rtol=1e-6)
+    np.testing.assert_array_equal(out[1.0], out[1.0].T)
     assert out[1.0][0, 1] > 0
 
 

@@ -149,9 +149,14 @@ class VectorBank:
         cos[np.arange(len(new)), old + np.arange(len(new))] = 1.0
         rows2 = np.maximum(2.0 - 2.0 * cos, 0.0)
         near = np.argwhere(1.0 - cos < self.near)
-        near = near[near[:, 0] + old != near[:, 1]]
-        if len(near):
-            rows2[near[:, 0], near[:, 1]] = self._direct(everyone, norms2, near[:, 0] + old, near[:, 1], progress)
+        I, J = near[:, 0] + old, near[:, 1]
+        # each unordered pair once, as (i, j) with i > j; i is always a new row
+        pairs = np.unique(np.stack([np.maximum(I, J), np.minimum(I, J)], axis=1)[I != J], axis=0)
+        if len(pairs):
+            values = self._direct(everyone, norms2, pairs[:, 0], pairs[:, 1], progress)
+            rows2[pairs[:, 0] - old, pairs[:, 1]] = values
+            both_new = pairs[:, 1] >= old
+            rows2[pairs[both_new, 1] - old, pairs[both_new, 0]] = values[both_new]
         chord2 = np.zeros((len(everyone), len(everyone)))
         chord2[:old, :old] = self.chord2
         chord2[old:, :] = rows2
@@ -188,9 +193,7 @@ class VectorBank:
                 progress: Progress | None) -> np.ndarray:
         """||v_i/|v_i| - v_j/|v_j|||² summed in float64 over column blocks, for the listed pairs only."""
         used = np.unique(np.concatenate([I, J]))
-        local = {int(g): i for i, g in enumerate(used)}
-        li = np.array([local[int(i)] for i in I])
-        lj = np.array([local[int(j)] for j in J])
+        li, lj = np.searchsorted(used, I), np.searchsorted(used, J)
         scale = 1.0 / np.sqrt(norms2[used])[:, None]
         out = np.zeros(len(I))
         names = [vids[int(g)] for g in used]
