@@ -10,7 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import tsne as tsne_module
 from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
-from repviz.manifold.tsne.optimize import ExactRepulsion, KLObjective, make_repulsion
+from repviz.manifold.tsne.optimize import ExactRepulsion, KLObjective, make_repulsion, relabel, spatial_order
 from repviz.metrics import knn_accuracy
 from repviz.neighbors import knn
 
@@ -51,6 +51,19 @@ def test_exaggeration_scales_only_the_attraction():
     np.testing.assert_allclose(g4 - g0, 4 * (g1 - g0), rtol=1e-10, atol=1e-14)
     assert kl1 == pytest.approx(kl4)  # the reported KL is that of the un-exaggerated P
     np.testing.assert_array_equal(P.data, _affinities(X, 5.0).data)  # P untouched
+
+
+def test_relabelled_problem_has_the_same_objective():
+    """The points are relabelled in Z-order before each phase; KL and gradient must not change."""
+    X, _ = _blobs(40, 3)
+    P = _affinities(X, 10.0, k=30)
+    Y = np.random.default_rng(4).normal(size=(120, 2))
+    order = spatial_order(Y)
+    assert sorted(order) == list(range(120))
+    kl, grad = KLObjective(P, ExactRepulsion(1.0))(Y)
+    kl_r, grad_r = KLObjective(relabel(P, order), ExactRepulsion(1.0))(Y[order])
+    assert kl_r == pytest.approx(kl, rel=1e-12)
+    np.testing.assert_allclose(grad_r, grad[order], rtol=1e-10, atol=1e-14)
 
 
 def test_calibrated_perplexities_match_target():

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from . import _kernels
 from ._bh import BHRepulsion
@@ -103,3 +104,44 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
             if progress is not None:
                 progress(state)
     return state
+
+
+def spatial_order(Y: np.ndarray) -> np.ndarray:
+    """Permutation sorting the points along a Z-order (Morton) curve of their coordinates: points close in Y get
+    close labels. Neighbours in P are close in a t-SNE layout, so relabelling by this order makes the attractive
+    loop's reads of Y[j] hit the cache."""
+    n, dim = Y.shape
+    bits = 63 // dim
+    lo, span = Y.min(axis=0), np.ptp(Y, axis=0)
+    q = ((Y - lo) / np.where(span > 0, span, 1) * ((1 << bits) - 1)).astype(np.uint64)
+    code = np.zeros(n, dtype=np.uint64)
+    for b in range(bits - 1, -1, -1):
+        for d in range(dim):
+            code = (code << np.uint64(1)) | ((q[:, d] >> np.uint64(b)) & np.uint64(1))
+    return np.argsort(code, kind="stable")
+
+
+@njit(cache=True)
+def _relabel_csr(indptr, indices, data, order, inverse):
+    """CSR of P[order][:, order]."""
+    n = indptr.shape[0] - 1
+    new_indptr = np.empty(n + 1, dtype=indptr.dtype)
+    new_indices = np.empty_like(indices)
+    new_data = np.empty_like(data)
+    new_indptr[0] = 0
+    for i in range(n):
+        r = order[i]
+        start = new_indptr[i]
+        for e in range(indptr[r], indptr[r + 1]):
+            new_indices[start + e - indptr[r]] = inverse[indices[e]]
+            new_data[start + e - indptr[r]] = data[e]
+        new_indptr[i + 1] = start + indptr[r + 1] - indptr[r]
+    return new_indptr, new_indices, new_data
+
+
+def relabel(P: sp.csr_matrix, order: np.ndarray) -> sp.csr_matrix:
+    """P with its points relabelled: row and column i of the result are row and column order[i] of P."""
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.shape[0])
+    indptr, indices, data = _relabel_csr(P.indptr, P.indices, P.data, order, inverse)
+    return sp.csr_matrix((data, indices, indptr), shape=P.shape)

@@ -15,7 +15,7 @@ from .._base import ARRAY_LIKE, BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval
     check_precomputed, rng_from
 from . import init as _init
 from .affinity import joint_affinities, n_neighbors_for
-from .optimize import KLObjective, gradient_descent, make_repulsion
+from .optimize import KLObjective, gradient_descent, make_repulsion, relabel, spatial_order
 
 _EXACT_MAX_N = 1000  # method="auto": exact gradient up to this many points
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
@@ -152,7 +152,6 @@ class _BaseSNE(Estimator):
         rng = rng_from(self.random_state)
         knn_seed = int(rng.integers(2**31 - 1))
         log = _Log(owner, self.verbose, self.max_iter)
-        dof = self._kernel_dof()
         with _Threads(self.n_jobs) as n_threads:
             t = time.perf_counter()
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
@@ -168,18 +167,9 @@ class _BaseSNE(Estimator):
             auto = self.learning_rate == "auto"
             lr_ee = self._auto_learning_rate(n, self.early_exaggeration) if auto else float(self.learning_rate)
             lr = self._auto_learning_rate(n, 1.0) if auto else float(self.learning_rate)
-            repulsion = make_repulsion(method, n, self.n_components, dof, theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
-            objective = KLObjective(P, repulsion, dof)
-            t = time.perf_counter()
-            state = gradient_descent(Y, objective, ee_iter, learning_rate=lr_ee, momentum=self.momentum,
-                                     exaggeration=self.early_exaggeration, progress=log.progress) if ee_iter else None
-            log.phase("early exaggeration", time.perf_counter() - t, f"{ee_iter} iterations")
-            t = time.perf_counter()
-            state = gradient_descent(Y, objective, self.max_iter - ee_iter, learning_rate=lr,
-                                     momentum=self.momentum, state=state,
-                                     progress=log.progress) if self.max_iter > ee_iter else state
-            log.phase("optimisation", time.perf_counter() - t, f"{self.max_iter - ee_iter} iterations, "
-                      f"KL {state.kl:.4f}")
+            phases = [("early exaggeration", ee_iter, lr_ee, self.early_exaggeration),
+                      ("optimisation", self.max_iter - ee_iter, lr, 1.0)]
+            state, Y = self._descend(Y, P, method, phases, n_threads, log)
         if not np.isfinite(Y).all():
             raise FloatingPointError(f"{owner} diverged (non-finite coordinates); lower learning_rate "
                                      f"({lr:g}) or early_exaggeration ({self.early_exaggeration:g})")
@@ -193,6 +183,35 @@ class _BaseSNE(Estimator):
         self.affinities_ = P
         self.timings_ = log.timings
         return self
+
+    def _descend(self, Y, P, method, phases, n_threads, log):
+        """Gradient descent through the phases (name, iterations, learning rate, exaggeration).
+
+        With an approximate gradient the points are first relabelled in Z-order of the current layout (P
+        alike), so that neighbours in P sit close in memory and the attractive loop hits the cache (at 70,000
+        points it runs about twice as fast); the original labels are restored at the end.
+        """
+        dof = self._kernel_dof()
+        repulsion = make_repulsion(method, Y.shape[0], self.n_components, dof,
+                                   theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
+        order = np.arange(Y.shape[0])
+        state, objective = None, None
+        for name, n_iter, rate, exaggeration in phases:
+            t = time.perf_counter()
+            if n_iter and (objective is None or method != "exact"):
+                perm = spatial_order(Y) if method != "exact" else order
+                Y, order = np.ascontiguousarray(Y[perm]), order[perm]
+                if state is not None:
+                    state.update, state.gains = state.update[perm], state.gains[perm]
+                objective = KLObjective(relabel(P, order) if method != "exact" else P, repulsion, dof)
+            if n_iter:
+                state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=self.momentum,
+                                         exaggeration=exaggeration, state=state, progress=log.progress)
+            log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
+                f", KL {state.kl:.4f}" if name == "optimisation" and state is not None else ""))
+        out = np.empty_like(Y)
+        out[order] = Y
+        return state, out
 
     def fit_transform(self, X, y=None) -> np.ndarray:
         """Fit and return ``embedding_`` (float32, (n_samples, n_components))."""
