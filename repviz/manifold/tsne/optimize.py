@@ -9,8 +9,7 @@ or by FFT-accelerated interpolation (2-D), so each can be tested against the oth
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -74,7 +73,6 @@ class DescentState:
     gains: np.ndarray
     n_iter: int = 0
     kl: float = float("nan")
-    history: list = field(default_factory=list)
 
 
 def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learning_rate: float, momentum: float,
@@ -100,7 +98,6 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
             if last:  # the divergence of the embedding actually returned, not of the one before the step
                 kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
             state.kl = kl
-            state.history.append((state.n_iter, kl, time.perf_counter()))
             if progress is not None:
                 progress(state)
     return state
