@@ -31,7 +31,7 @@ class _Threads:
         elif n_jobs < 0:
             self.n = max(1, limit + 1 + n_jobs)
         else:
-            self.n = min(int(n_jobs), limit)
+            self.n = max(1, min(int(n_jobs), limit))  # n_jobs=0 runs on one thread
 
     def __enter__(self):
         self._old = numba.get_num_threads()
@@ -212,10 +212,6 @@ class _BaseSNE(Estimator):
         out = np.empty_like(Y)
         out[order] = Y
         return state, out
-
-    def fit_transform(self, X, y=None) -> np.ndarray:
-        """Fit and return ``embedding_`` (float32, (n_samples, n_components))."""
-        return self.fit(X).embedding_
 
 
 _SHARED_DOC = """
