@@ -150,42 +150,42 @@ def _heap_sort(dist, idx):
 
 
 @njit(parallel=True, cache=True)
-def _select_block(D, start, k, out_idx, out_dist):
-    """Rows start.. of the k smallest entries of each row of the block D (excluding the diagonal), sorted."""
+def _select_block(D, sq, start, k, out_idx, out_dist):
+    """Rows start.. of the k smallest entries of each row of the block D (excluding the diagonal), sorted.
+
+    With ``sq`` (squared norms) D holds dot products and the key is sq[j] - 2 D[r, j] (the row's own squared norm
+    does not change the order and is added to the k winners only); without it (sq empty) D holds the values."""
     rows, n = D.shape
+    gram = sq.shape[0] > 0
     for r in prange(rows):
         dist = np.full(k, np.inf)
         idx = np.full(k, np.int64(n))  # sentinel index larger than every real one
         self_j = start + r
+        top_d, top_j = np.inf, np.int64(n)
         for j in range(n):
-            d = D[r, j]
-            if j != self_j and _before(d, j, dist[0], idx[0]):
+            d = sq[j] - 2.0 * D[r, j] if gram else D[r, j]
+            if (d < top_d or (d == top_d and j < top_j)) and j != self_j:
                 _heap_replace_top(dist, idx, d, j)
+                top_d, top_j = dist[0], idx[0]
         _heap_sort(dist, idx)
+        offset = sq[self_j] if gram else 0.0
         for a in range(k):
             out_idx[start + r, a] = idx[a]
-            out_dist[start + r, a] = dist[a]
+            out_dist[start + r, a] = max(dist[a] + offset, 0.0)
 
 
 def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
     n = X.shape[0]
     if metric == "cosine":
         X = _unit_rows(X)
-    sq = np.einsum("ij,ij->i", X, X) if metric != "precomputed" else None
+    sq = np.einsum("ij,ij->i", X, X).astype(np.float64) if metric != "precomputed" else np.empty(0)
     indices = np.empty((n, k), dtype=np.int64)
     distances = np.empty((n, k), dtype=np.float32)
     rows = _block_rows(n, block_bytes)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
-        if metric == "precomputed":
-            D = X[start:stop]
-        else:
-            D = X[start:stop] @ X.T
-            D *= -2
-            D += sq[start:stop, None]
-            D += sq[None, :]
-            np.maximum(D, 0, out=D)
-        _select_block(D, start, k, indices, distances)
+        D = X[start:stop] if metric == "precomputed" else X[start:stop] @ X.T
+        _select_block(D, sq, start, k, indices, distances)
     return indices, _to_metric_units(distances, metric)
 
 
