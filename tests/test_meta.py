@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.spatial.distance import pdist
+from scipy.spatial.distance import pdist, squareform
 from scipy.stats import spearmanr
 
 from repviz import manifold, open_logdir
@@ -118,14 +118,9 @@ def test_rbf_cka_equals_kernel_cka_with_median_bandwidth():
 
     def centred_rbf(Z):
         d = pdist(Z)
-        sigma = np.median(d)
-        K = np.exp(-squareform_sq(d) / (2 * sigma ** 2))
+        K = np.exp(-squareform(d) ** 2 / (2 * np.median(d) ** 2))
         H = np.eye(len(Z)) - 1 / len(Z)
         return H @ K @ H
-
-    def squareform_sq(d):
-        from scipy.spatial.distance import squareform
-        return squareform(d) ** 2
 
     Kx, Ky = centred_rbf(X), centred_rbf(Y)
     cka = np.sum(Kx * Ky) / (np.linalg.norm(Kx) * np.linalg.norm(Ky))
