@@ -127,6 +127,22 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compu
 def exact_repulsive(Y, dof, out, z_rows):
     """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij, over all pairs: O(n²)."""
     n, dim = Y.shape
+    if dim == 2 and dof == 1.0:  # t-SNE in 2-D: a branch-free loop that vectorises (j = i adds w = 1, no force)
+        for i in prange(n):
+            yi0 = Y[i, 0]
+            yi1 = Y[i, 1]
+            z, r0, r1 = 0.0, 0.0, 0.0
+            for j in range(n):
+                d0 = yi0 - Y[j, 0]
+                d1 = yi1 - Y[j, 1]
+                q = 1.0 / (1.0 + d0 * d0 + d1 * d1)
+                z += q
+                r0 += q * q * d0
+                r1 += q * q * d1
+            out[i, 0] = r0
+            out[i, 1] = r1
+            z_rows[i] = z - 1.0
+        return
     for i in prange(n):
         for d in range(dim):
             out[i, d] = 0.0
