@@ -125,6 +125,8 @@ def main() -> None:
     p.add_argument("--peer-runs", type=int, default=1, help="runs the peer loop covers (0: no peer)")
     p.add_argument("--worker", choices=["embed", "peer"], help=argparse.SUPPRESS)
     p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one)")
+    p.add_argument("--warm-only", action="store_true",
+                   help="only time the warm-cache command on --logdir, an already embedded log directory")
     args = p.parse_args()
     if args.worker == "embed":
         return worker_embed(args)
@@ -132,6 +134,13 @@ def main() -> None:
         return worker_peer(args)
 
     cores = os.cpu_count() or 1
+    if args.warm_only:
+        if args.logdir is None:
+            p.error("--warm-only needs --logdir, a log directory embedded by an earlier run of this script")
+        r = spawn("embed", args, cores)
+        print(f"repviz embed, warm cache: call {r['call_s']:.2f} s, process {r['wall_s']:.2f} s, "
+              f"{r['computed']} computed, {r['cached']} cached, peak RSS {r['peak_mb']:.0f} MB")
+        return None
     temporary = args.logdir is None
     args.logdir = args.logdir or Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
     try:

@@ -240,7 +240,7 @@ class _Chain:
     items: list[tuple[str, int]]          # (layer, step) to compute, in chain order
     init_from: tuple[str, int] | None     # stored embedding that precedes items[0] in the chain
     score_sample: int | None
-    n_jobs: int                           # threads for the estimator
+    n_jobs: int = 1                       # threads for the estimator (cores / worker processes)
 
 
 class RepresentationError(ValueError):
@@ -496,14 +496,14 @@ def _thread_env(threads: int):
                 os.environ[k] = v
 
 
-def _execute(chains: list[_Chain], jobs: int, progress: Progress) -> list[dict]:
-    if jobs == 1 or len(chains) <= 1:
+def _execute(chains: list[_Chain], workers: int, progress: Progress) -> list[dict]:
+    if workers == 1:
         return [r for chain in chains for r in _run_chain(chain, progress.update)]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     results: list[dict] = []
     with _thread_env(chains[0].n_jobs):
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(chains)), mp_context=ctx,
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                    initializer=_init_worker, initargs=(queue,))
         pending = {pool.submit(_run_chain_in_worker, chain) for chain in chains}  # spawns the workers here
     try:
@@ -560,7 +560,8 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
         What each embedding is aligned to; see the module docstring.
     jobs : int, default=1
         Worker processes; -1 for one per core. Parallelism is across chains (run x layer x method for
-        ``align="snapshots"``), each worker using ``cores // jobs`` threads.
+        ``align="snapshots"``), each worker using ``cores // jobs`` threads. Workers are spawned, so a script
+        calling this with ``jobs > 1`` needs the usual ``if __name__ == "__main__":`` guard.
     score_sample : int or None, default=1000
         Quality scores use this many query points (all neighbours still searched among all points); None: all.
         Exact scores cost O(n²) time per embedding.
@@ -600,9 +601,6 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     run_chains = {run.name: _chains_of(run, run.layers if layers is None else
                                        [lay for lay in layers if lay in run.layers], steps, align)
                   for run in selected_runs}
-    cores = _cores()
-    jobs = cores if jobs == -1 else jobs
-    n_jobs = max(1, cores // jobs)
 
     chains: list[_Chain] = []
     failed: list[dict] = []
@@ -624,7 +622,7 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
                 if todo or request not in info.get("requests", []):
                     requests = sorted({*info.get("requests", []), request})
                     run.write_embedding_method(key, {**resolved.describe(), "requests": requests})
-                chains += [_Chain(str(run.root), run.name, resolved, items, previous, score_sample, n_jobs)
+                chains += [_Chain(str(run.root), run.name, resolved, items, previous, score_sample)
                            for items, previous in todo]
         keys[name] = key
         cached += plan[0]
@@ -632,9 +630,13 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
 
     # longest and slowest chains first, so the last worker is not left alone with a long t-SNE chain
     chains.sort(key=lambda c: (c.resolved.chain_align == "init", len(c.items)), reverse=True)
+    cores = _cores()
+    workers = max(1, min(cores if jobs == -1 else jobs, len(chains)))
+    for chain in chains:
+        chain.n_jobs = max(1, cores // workers)
     bar = Progress(sum(len(c.items) for c in chains), "repviz embed", enabled=progress)
     try:
-        results = _execute(chains, jobs, bar)
+        results = _execute(chains, workers, bar)
     finally:
         bar.close()
     failed += [r for r in results if r["status"] == "failed"]
