@@ -55,7 +55,6 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .align import align_to
-from .metrics import quality_scores
 from .progress import Progress
 from . import __version__
 from .store import NotFoundError, Run, load_array, open_logdir
@@ -308,6 +307,8 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous:
 
 
 def _scores(X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None, sample: int | None) -> dict:
+    from .metrics import quality_scores  # here, not at the top: a fully cached job never loads numba
+
     k = min(10, (X.shape[0] - 1) // 2)
     if k < 1:
         return {}
