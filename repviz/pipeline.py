@@ -565,7 +565,7 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
         calling this with ``jobs > 1`` needs the usual ``if __name__ == "__main__":`` guard.
     score_sample : int or None, default=1000
         Quality scores use this many query points (all neighbours still searched among all points); None: all.
-        Exact scores cost O(n²) time per embedding.
+        Exact scores cost O(n²) time per embedding. Not part of the cache key (it changes no embedding).
     progress : bool or None, default=None
         Show a progress line with ETA on stderr; None: only on an interactive terminal outside CI.
 
