@@ -215,9 +215,9 @@ def test_parameters_reach_the_kernels(monkeypatch):
     monkeypatch.setattr(tsne_module, "gradient_descent", spy_gd)
     monkeypatch.setattr(tsne_module, "make_repulsion", spy_rep)
     X, _ = _blobs(20, 3)
-    TSNE(method="barnes_hut", angle=0.3, dof=0.7, learning_rate=77.0, momentum=0.6, early_exaggeration=5.0,
-         early_exaggeration_iter=7, max_iter=20, perplexity=5).fit(X)
-    assert seen["gd"] == [(7, 77.0, 0.6, 5.0), (13, 77.0, 0.6, 1.0)]
+    TSNE(method="barnes_hut", angle=0.3, dof=0.7, learning_rate=77.0, early_momentum=0.4, momentum=0.6,
+         early_exaggeration=5.0, early_exaggeration_iter=7, max_iter=20, perplexity=5).fit(X)
+    assert seen["gd"] == [(7, 77.0, 0.4, 5.0), (13, 77.0, 0.6, 1.0)]
     assert seen["rep"] == [("barnes_hut", 2, 0.7, 0.3)]
 
 

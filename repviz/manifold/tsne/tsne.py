@@ -77,6 +77,7 @@ _COMMON_CONSTRAINTS = {
     "early_exaggeration_iter": [Interval(int, 0, None, closed="left")],
     "learning_rate": [Options("auto"), Interval(float, 0, None, closed="neither")],
     "max_iter": [Interval(int, 1, None, closed="left")],
+    "early_momentum": [Interval(float, 0, 1, closed="left")],
     "momentum": [Interval(float, 0, 1, closed="left")],
     "metric": [Options("euclidean", "cosine", "precomputed")],
     "init": [Options("pca", "random"), ARRAY_LIKE],
@@ -167,8 +168,8 @@ class _BaseSNE(Estimator):
             auto = self.learning_rate == "auto"
             lr_ee = self._auto_learning_rate(n, self.early_exaggeration) if auto else float(self.learning_rate)
             lr = self._auto_learning_rate(n, 1.0) if auto else float(self.learning_rate)
-            phases = [("early exaggeration", ee_iter, lr_ee, self.early_exaggeration),
-                      ("optimisation", self.max_iter - ee_iter, lr, 1.0)]
+            phases = [("early exaggeration", ee_iter, lr_ee, self.early_momentum, self.early_exaggeration),
+                      ("optimisation", self.max_iter - ee_iter, lr, self.momentum, 1.0)]
             state, Y = self._descend(Y, P, method, phases, n_threads, log)
         if not np.isfinite(Y).all():
             raise FloatingPointError(f"{owner} diverged (non-finite coordinates); lower learning_rate "
@@ -185,7 +186,7 @@ class _BaseSNE(Estimator):
         return self
 
     def _descend(self, Y, P, method, phases, n_threads, log):
-        """Gradient descent through the phases (name, iterations, learning rate, exaggeration).
+        """Gradient descent through the phases (name, iterations, learning rate, momentum, exaggeration).
 
         With an approximate gradient the points are first relabelled in Z-order of the current layout (P
         alike), so that neighbours in P sit close in memory and the attractive loop hits the cache (at 70,000
@@ -196,7 +197,7 @@ class _BaseSNE(Estimator):
                                    theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
         order = np.arange(Y.shape[0])
         state, objective = None, None
-        for name, n_iter, rate, exaggeration in phases:
+        for name, n_iter, rate, momentum, exaggeration in phases:
             t = time.perf_counter()
             if n_iter and (objective is None or method != "exact"):
                 perm = spatial_order(Y) if method != "exact" else order
@@ -205,7 +206,7 @@ class _BaseSNE(Estimator):
                     state.update, state.gains = state.update[perm], state.gains[perm]
                 objective = KLObjective(relabel(P, order) if method != "exact" else P, repulsion, dof)
             if n_iter:
-                state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=self.momentum,
+                state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=momentum,
                                          exaggeration=exaggeration, state=state, progress=log.progress)
             log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
                 f", KL {state.kl:.4f}" if name == "optimisation" and state is not None else ""))
@@ -238,8 +239,10 @@ _SHARED_DOC = """
         n / 12 in both phases for SNE. Resolved in ``early_learning_rate_`` and ``learning_rate_``.
     max_iter : int, default=750
         Total iterations, early exaggeration included.
+    early_momentum : float, default=0.5
+        Momentum during early exaggeration (0.5 as bhtsne, FIt-SNE and scikit-learn; openTSNE uses 0.8).
     momentum : float, default=0.8
-        Momentum of the gradient descent in both phases (as openTSNE).
+        Momentum after early exaggeration.
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
         Input distances. "precomputed": X is a square, symmetric, non-negative distance matrix. Distances are
         squared inside the Gaussian whatever the metric.
@@ -314,7 +317,7 @@ class TSNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
                  method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
                  n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
         self.n_components = n_components
@@ -323,6 +326,7 @@ class TSNE(_BaseSNE):
         self.early_exaggeration_iter = early_exaggeration_iter
         self.learning_rate = learning_rate
         self.max_iter = max_iter
+        self.early_momentum = early_momentum
         self.momentum = momentum
         self.metric = metric
         self.init = init
@@ -381,7 +385,7 @@ class SNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
                  neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
                  verbose: int = 0):
         self.n_components = n_components
@@ -390,6 +394,7 @@ class SNE(_BaseSNE):
         self.early_exaggeration_iter = early_exaggeration_iter
         self.learning_rate = learning_rate
         self.max_iter = max_iter
+        self.early_momentum = early_momentum
         self.momentum = momentum
         self.metric = metric
         self.init = init
