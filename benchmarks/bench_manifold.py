@@ -2,11 +2,12 @@
 
 Each (library, method, n) runs in its own process with 2 threads (OMP/OpenBLAS/MKL/numba), after a small
 warm-up fit in that process (numba kernels are compiled and cached once per install; this measures the
-steady state). Reported: wall time of ``fit_transform``, the worker's peak RSS, kNN preservation (k=10) of the
+steady state); fits under 0.5 s are repeated and the best of up to 5 is reported. Reported: wall time of
+``fit_transform``, the worker's peak RSS, kNN preservation (k=10) of the
 embedding, and the Procrustes disparity between the two libraries' embeddings where both solve the same
 problem (same graph, same eigenproblem).
 
-    python benchmarks/bench_manifold.py            # n = 2,000, 5,000, 10,000 (about 20 minutes on 2 cores)
+    python benchmarks/bench_manifold.py            # n = 2,000, 5,000, 10,000 (about 15 minutes on 2 cores)
     python benchmarks/bench_manifold.py --quick    # n = 2,000 only
 """
 
@@ -96,9 +97,14 @@ def _worker(spec: dict) -> dict:
     def timed_fit(ctor: str):
         make = lambda: eval(ctor, {}, names)  # noqa: E731 - constructor text from METHODS
         make().fit_transform(X[:300])  # warm-up: imports, numba cache load, BLAS threads
-        start = time.perf_counter()
-        Y = make().fit_transform(X)
-        return Y, time.perf_counter() - start
+        best = np.inf
+        for _ in range(5):  # sub-second fits are repeated (best of up to 5) so that noise does not decide
+            start = time.perf_counter()
+            Y = make().fit_transform(X)
+            best = min(best, time.perf_counter() - start)
+            if best > 0.5:
+                break
+        return Y, best
 
     ctor, note = spec["ctor"], ""
     try:
@@ -156,7 +162,8 @@ def main() -> None:
         data = str(Path(tmp) / "mnist_pca50.npy")
         np.save(data, _load(args.mnist))
         print(f"MNIST PCA-50, {args.threads} threads, k={K_NEIGHBORS} for kNN preservation; times are fit_transform "
-              f"wall seconds after a warm-up fit; RSS is each worker's peak (MiB, includes ~0.2 GiB of imports)\n")
+              f"wall seconds after a warm-up fit (best of up to 5 below 0.5 s);\nRSS is each worker's peak (MiB, "
+              f"includes ~0.2 GiB of imports)\n")
         header = (f"{'method':<18} {'n':>6} {'repviz s':>9} {'sklearn s':>9} {'ratio':>6} {'RSS rv':>7} "
                   f"{'RSS sk':>7} {'kNN rv':>7} {'kNN sk':>7} {'procrustes':>10}")
         print(header)

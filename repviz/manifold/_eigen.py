@@ -69,7 +69,7 @@ def _pick(solver: str, A, n: int, k: int) -> str:
 
 
 def eigsolve(A, n_eig: int, *, largest: bool, solver: str = "auto", tol: float = 0.0, max_iter: int | None = None,
-             random_state=None, graph=None, owner: str = "eigsolve") -> tuple[np.ndarray, np.ndarray]:
+             random_state=None, graph=None, inverse=None, owner: str = "eigsolve") -> tuple[np.ndarray, np.ndarray]:
     """Extreme eigenpairs of the symmetric matrix ``A`` (dense array or scipy sparse).
 
     Parameters
@@ -85,6 +85,9 @@ def eigsolve(A, n_eig: int, *, largest: bool, solver: str = "auto", tol: float =
     random_state : seeds the start vector(s).
     graph : sparse adjacency or None
         If given, its connected components are checked first (see :func:`check_connected`).
+    inverse : LinearOperator or None
+        For the smallest eigenpairs with ARPACK: an operator applying (A + eps I)⁻¹ for a tiny eps, when the
+        caller can factorise something cheaper than A (LLE: A = Bᵀ B with B sparser than A).
 
     Returns
     -------
@@ -110,6 +113,8 @@ def eigsolve(A, n_eig: int, *, largest: bool, solver: str = "auto", tol: float =
             v0 = rng_from(random_state).uniform(-1, 1, n)
             if largest:
                 w, V = eigsh(A, n_eig, which="LA", tol=tol, maxiter=max_iter, v0=v0)
+            elif inverse is not None:
+                w, V = eigsh(A, n_eig, sigma=0.0, which="LM", tol=tol, maxiter=max_iter, v0=v0, OPinv=inverse)
             else:
                 sigma = -1e-9 * (float(abs(A.diagonal()).max()) or 1.0)
                 w, V = eigsh(A, n_eig, sigma=sigma, which="LM", tol=tol, maxiter=max_iter, v0=v0,
