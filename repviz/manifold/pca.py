@@ -8,7 +8,6 @@ positive, so the same data always gives the same picture.
 
 from __future__ import annotations
 
-
 import numpy as np
 from scipy.linalg import eigh, qr, svd
 
