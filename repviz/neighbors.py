@@ -61,7 +61,7 @@ def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact"
     metric : {"euclidean", "sqeuclidean", "cosine", "precomputed"}, default="euclidean"
     method : {"exact", "nndescent", "auto"}, default="exact"
         "exact" computes all distances block by block (time O(n² d), memory O(block)). "nndescent" is
-        approximate (recall about 0.99 at k = 90 on MNIST; time roughly O(n k² d) per round, memory O(n k)),
+        approximate (recall about 0.985 at k = 90 on MNIST; time roughly O(n k² d) per round, memory O(n k)),
         Euclidean-type metrics only. "auto": "exact" below ``NNDESCENT_MIN_N`` points or for precomputed
         distances, else "nndescent".
     block_bytes : int, default=64 MiB
