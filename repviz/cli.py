@@ -126,15 +126,18 @@ def _run_embed(args) -> int:
 
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="the main job, offline: train a ReLU and a sigmoid MLP on bundled MNIST, "
-                                    "recording their activations",
+                                    "record, embed every layer and map the representations",
                        description="Train a ReLU and a sigmoid MLP on MNIST digits bundled with repviz (no network "
                                    "needed) with repviz.ActivationLogger, writing runs LOGDIR/relu and "
-                                   "LOGDIR/sigmoid.")
+                                   "LOGDIR/sigmoid; embed every layer at every snapshot (PCA, aligned t-SNE) and "
+                                   "compute the meta-SNE map of all representations.")
     p.add_argument("logdir", help="log directory to write (created if missing)")
     p.add_argument("--epochs", type=int, default=5, help="training epochs per network (default 5)")
     p.add_argument("--probe", type=int, default=1000, help="test digits recorded at every snapshot (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and projections (default 0)")
     p.add_argument("--mnist", help="a local MNIST .npz (default: the subset bundled with repviz)")
+    p.add_argument("--jobs", type=int, default=-1, help="worker processes for the embeddings (default -1: one "
+                                                         "per core)")
     p.set_defaults(func=_run_demo)
 
 
@@ -148,7 +151,7 @@ def _run_demo(args) -> int:
     if args.epochs < 1:
         raise ValueError(f"--epochs must be >= 1; got {args.epochs}")
     cfg = run_demo(DemoConfig(args.logdir, epochs=args.epochs, n_probe=args.probe, seed=args.seed,
-                              mnist=args.mnist))
+                              mnist=args.mnist, jobs=args.jobs))
     print(f"wrote runs {', '.join(cfg.runs)} under {args.logdir}; see them with: repviz info {args.logdir}")
     return 0
 

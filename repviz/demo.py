@@ -1,8 +1,8 @@
 """The main job behind ``repviz demo LOGDIR``: record, offline, how two small networks learn MNIST digits.
 
 The demo is a list of steps run in order on one :class:`DemoConfig` (``STEPS``); each step reads what the earlier
-ones wrote in the log directory and prints one line per result, so later stages (embedding, meta-SNE) are added
-by appending a step.
+ones wrote in the log directory and prints what it found: training, then per-layer embeddings (PCA and aligned
+t-SNE, with quality scores), then the meta-SNE map of all representations.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class DemoConfig:
         Seed of weights, shuffling and projections.
     mnist : path, default=None
         A local MNIST ``.npz``; default the subset bundled with repviz (6,000 train / 1,000 test digits).
+    jobs : int, default=-1
+        Worker processes for the embeddings (-1: one per core).
     """
 
     logdir: str | Path
@@ -41,6 +43,7 @@ class DemoConfig:
     n_probe: int = 1000
     seed: int = 0
     mnist: str | Path | None = None
+    jobs: int = -1
     runs: list[str] = field(default_factory=list)  # filled by the steps: the runs written
 
 
@@ -80,7 +83,32 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
         cfg.runs.append(activation)
 
 
-STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks]
+def embed_layers(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
+    """Embed every layer at every snapshot with PCA and t-SNE (aligned over snapshots) and print the scores."""
+    from .pipeline import embed_logdir
+
+    result = embed_logdir(cfg.logdir, methods=["pca", "tsne"], runs=cfg.runs, jobs=cfg.jobs)
+    out(result.table())
+    for line in result.failure_lines():
+        out(f"skipped: {line}")
+
+
+def compare_representations(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
+    """Meta-SNE: map every (network, layer, snapshot), with the raw input as a landmark, and save the map."""
+    from .meta import MetaSNE
+    from .store import open_logdir
+
+    logdir = open_logdir(cfg.logdir)
+    probe = logdir.run(cfg.runs[0]).probe
+    inputs = None if probe.thumbnails is None else probe.thumbnails.reshape(len(probe), -1).astype(np.float32)
+    result = MetaSNE(random_state=cfg.seed).fit(logdir, runs=cfg.runs, inputs=inputs)
+    name = result.save(logdir)
+    out(f"meta-SNE: {len(result)} representations mapped ({100 * result.explained_variance:.1f}% of the variance "
+        f"in 2-D) -> {logdir.artifacts(name).root}")
+
+
+STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks, embed_layers,
+                                                                    compare_representations]
 
 
 def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:

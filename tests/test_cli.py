@@ -10,6 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from repviz import open_logdir  # noqa: E402
 from repviz.cli import main  # noqa: E402
+from repviz.meta import MetaResult  # noqa: E402
 from repviz.store import RunWriter  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def test_info_missing_logdir_is_one_clear_line(tmp_path, capsys):
 
 
 def test_demo_writes_two_runs_offline(tmp_path, capsys):
-    assert main(["demo", str(tmp_path / "logs"), "--epochs", "1", "--probe", "200"]) == 0
+    assert main(["demo", str(tmp_path / "logs"), "--epochs", "1", "--probe", "200", "--jobs", "1"]) == 0
     captured = capsys.readouterr()
     assert "using the MNIST subset bundled with repviz" in captured.err
     lines = captured.out.splitlines()
@@ -49,6 +50,12 @@ def test_demo_writes_two_runs_offline(tmp_path, capsys):
         assert run.layers == ["hidden1", "hidden2", "logits"] and run.steps() == [0, 1]
         assert run.activations("hidden1", 1).shape == (200, 128) and run.predictions(1).shape == (200, 10)
         assert run.probe.thumbnails.shape == (200, 28, 28) and len(np.unique(run.probe.labels)) == 10
+        for method in ("pca", "tsne"):
+            assert run.embedding("logits", 1, method=method).shape == (200, 2)
+            assert run.embedding_scores("logits", 1, method=method)["trustworthiness"] > 0.8
+    assert "24 computed, 0 cached, 0 failed" in captured.out
+    meta = MetaResult.load(logdir, "meta-dist-chord-mds")
+    assert len(meta) == 2 * 3 * 2 + 1 and meta.coords.shape == (13, 2)  # runs x layers x snapshots + the input
     assert main(["info", str(tmp_path / "logs")]) == 0
     assert "run 'sigmoid': model sigmoid_mlp, probe n=200, 2 snapshot(s)" in capsys.readouterr().out
 
