@@ -7,8 +7,8 @@ Alignment (``align=``)
     by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon) start
     snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the method's
     *continuation* parameters. For t-SNE: the previous layout at its own scale (``rescale_init=False``, not shrunk
-    to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), 300 iterations at the
-    usual learning rate n/12. Snapshot 0 gets the method's own initialisation (PCA for t-SNE). The other methods
+    to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), 300 iterations at
+    ``learning_rate="auto"``, which without exaggeration is n (the rate of t-SNE's main phase). Snapshot 0 gets the method's own initialisation (PCA for t-SNE). The other methods
     (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA, force-directed, LDA) are computed
     independently, then rotated/reflected onto snapshot k−1 by orthogonal Procrustes
     (:func:`repviz.align.align_to`; distances are untouched).
