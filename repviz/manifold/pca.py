@@ -30,10 +30,10 @@ def _exact_axes(Xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
                        "Use PCA(svd_solver='randomized'), which needs O((n + d) n_components) memory.")
     if d <= n:
         C = Xc.T @ Xc
-        w, V = eigh(C, subset_by_index=(d - k, d - 1))
+        w, V = eigh(C, subset_by_index=(d - k, d - 1), driver="evx")
         return w[::-1] / max(n - 1, 1), V[:, ::-1].T
     G = Xc @ Xc.T
-    w, U = eigh(G, subset_by_index=(n - k, n - 1))
+    w, U = eigh(G, subset_by_index=(n - k, n - 1), driver="evx")
     w, U = w[::-1], U[:, ::-1]
     V = (U.T @ Xc) / np.sqrt(np.clip(w, 1e-300, None))[:, None]
     return w / max(n - 1, 1), V
