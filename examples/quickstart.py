@@ -11,10 +11,10 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
+import keras
 
-import repviz  # noqa: E402
-from repviz.datasets import load_mnist  # noqa: E402
+import repviz
+from repviz.datasets import load_mnist
 
 
 def main() -> None:

@@ -11,7 +11,8 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 
 __version__ = "0.1.0"
 
-__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "embed_logdir", "open_logdir", "__version__"]
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "__version__", "datasets", "embed_logdir",
+           "open_logdir"]
 
 
 def __getattr__(name: str):

@@ -19,8 +19,9 @@ import json
 import time
 import warnings
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -329,7 +330,7 @@ class ActivationLogger(keras.callbacks.Callback):
             pred_stream = stack.enter_context(self._writer.stream_prediction(
                 step, (n, *self._pred_shape), np.float32, **info))
             for start in range(0, n, self.batch_size):
-                xb = keras.tree.map_structure(lambda a: a[start:start + self.batch_size], self._x)
+                xb = keras.tree.map_structure(lambda a, s=start: a[s:s + self.batch_size], self._x)
                 reduced, pred = self._run_fn(xb)
                 for r, s in zip(reduced, streams):
                     s.write(keras.ops.convert_to_numpy(r))

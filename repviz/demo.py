@@ -7,9 +7,9 @@ t-SNE, with quality scores), then the meta-SNE map of all representations.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

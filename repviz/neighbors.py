@@ -212,7 +212,6 @@ def _rp_tree_leaves(X, leaf_size, seed):
     side = np.empty(n, dtype=np.bool_)
     stack_lo = [0]
     stack_hi = [n]
-    leaf_start = [0]
     leaves_lo = []
     while len(stack_lo) > 0:
         lo = stack_lo.pop()

@@ -8,7 +8,8 @@ Alignment (``align=``)
     snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the method's
     *continuation* parameters. For t-SNE: the previous layout at its own scale (``rescale_init=False``, not shrunk
     to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), 300 iterations at
-    ``learning_rate="auto"``, which without exaggeration is n (the rate of t-SNE's main phase). Snapshot 0 gets the method's own initialisation (PCA for t-SNE). The other methods
+    ``learning_rate="auto"``, which without exaggeration is n (the rate of t-SNE's main phase). Snapshot 0 gets
+    the method's own initialisation (PCA for t-SNE). The other methods
     (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA, force-directed, LDA) are computed
     independently, then rotated/reflected onto snapshot k−1 by orthogonal Procrustes
     (:func:`repviz.align.align_to`; distances are untouched).
@@ -46,17 +47,18 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
 from queue import Empty
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from . import __version__
 from .align import align_to
 from .progress import Progress
-from . import __version__
 from .store import NotFoundError, Run, load_array, open_logdir
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
@@ -381,7 +383,8 @@ def _chains_of(run: Run, layers: list[str], steps: Sequence[int] | None, align: 
     return [[(layer, s)] for layer in layers for s in per_layer[layer]]
 
 
-def _plan_chain(run: Run, key: str, method: str, items: list[tuple[str, int]]) -> tuple[int, list[dict], int, tuple | None]:
+def _plan_chain(run: Run, key: str, method: str,
+                items: list[tuple[str, int]]) -> tuple[int, list[dict], int, tuple | None]:
     """Walk a chain through the cache. Returns (first index to compute, failures known without computing,
     number cached, the stored representation preceding the first to compute)."""
     previous = None

@@ -15,14 +15,14 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import keras
+import numpy as np
+import pytest
+from keras.src.utils.python_utils import is_default
 
-import repviz  # noqa: E402
-from repviz.capture import ActivationLogger  # noqa: E402
-from keras.src.utils.python_utils import is_default  # noqa: E402
-from repviz.store import IncompatibleRunError, checksum  # noqa: E402
+import repviz
+from repviz.capture import ActivationLogger
+from repviz.store import IncompatibleRunError, checksum
 
 N = 64  # probe rows
 

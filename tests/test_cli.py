@@ -8,10 +8,10 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from repviz import open_logdir  # noqa: E402
-from repviz.cli import main  # noqa: E402
-from repviz.meta import MetaResult  # noqa: E402
-from repviz.store import RunWriter  # noqa: E402
+from repviz import open_logdir
+from repviz.cli import main
+from repviz.meta import MetaResult
+from repviz.store import RunWriter
 
 
 def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):

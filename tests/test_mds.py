@@ -5,8 +5,8 @@ import pytest
 from scipy.spatial import procrustes
 from scipy.spatial.distance import cdist
 from sklearn.datasets import load_digits
-from sklearn.manifold import ClassicalMDS as SkClassicalMDS
 from sklearn.manifold import MDS as SkMDS
+from sklearn.manifold import ClassicalMDS as SkClassicalMDS
 
 from repviz.manifold import MDS, PCA, ClassicalMDS, Sammon, classical_mds
 from repviz.manifold.mds import _sammon_error

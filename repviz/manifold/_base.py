@@ -31,7 +31,8 @@ class Interval:
             return False
         if self.low is not None and (value < self.low or (value == self.low and self.closed in ("right", "neither"))):
             return False
-        return self.high is None or not (value > self.high or (value == self.high and self.closed in ("left", "neither")))
+        return self.high is None or not (value > self.high
+                                         or (value == self.high and self.closed in ("left", "neither")))
 
     def __str__(self) -> str:
         left = "[" if self.closed in ("left", "both") and self.low is not None else "("

@@ -110,7 +110,7 @@ def eigsolve(A, n_eig: int, *, largest: bool, solver: str = "auto", tol: float =
             lo, hi = (n - n_eig, n - 1) if largest else (0, n_eig - 1)
             # "evx" (bisection + inverse iteration) stays fast when BLAS threads compete for cores; "evr" was
             # 30x slower on a busy 2-core machine
-            w, V = eigh(M, subset_by_index=(lo, hi), overwrite_a=not (M is A), driver="evx")
+            w, V = eigh(M, subset_by_index=(lo, hi), overwrite_a=M is not A, driver="evx")
         elif method == "arpack":
             v0 = rng_from(random_state).uniform(-1, 1, n)
             if largest:

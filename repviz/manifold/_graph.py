@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ._base import check_array, check_precomputed
 from ..neighbors import _block_rows, check_n_neighbors, knn
+from ._base import check_array, check_precomputed
 
 _BLOCK_BYTES = 64 << 20
 

@@ -1,26 +1,36 @@
 """Isomap (Tenenbaum, de Silva & Langford 2000): classical MDS of geodesic distances on a neighbourhood graph.
 
 Geodesics come from a numba Dijkstra (binary heap) that reuses the rows already computed as exact shortcuts
-(see ``_geodesic_batch``), writing float32 distances straight into the matrix
-that is then squared and double-centred in place, so the full method holds one n×n float32 array. The top eigenvectors come from the shared partial eigensolver. With
+(see ``_geodesic_batch``), writing float32 distances straight into the matrix that is then squared and
+double-centred in place, so the full method holds one n×n float32 array. The top eigenvectors come from the
+shared partial eigensolver. With
 ``n_landmarks`` it runs landmark Isomap (de Silva & Tenenbaum 2003): geodesics from m landmarks only, classical
 MDS of the landmarks, then distance-based triangulation of every point; memory O(m n).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import numba
+import numpy as np
 from numba import njit, prange
 from scipy.sparse.csgraph import connected_components
 
-from ._base import (NONE, RANDOM_STATE, BOOLEAN, Estimator, Interval, Options, check_array, check_dense_memory,
-                    check_precomputed, rng_from)
+from ..neighbors import check_n_neighbors
+from ._base import (
+    BOOLEAN,
+    NONE,
+    RANDOM_STATE,
+    Estimator,
+    Interval,
+    Options,
+    check_array,
+    check_dense_memory,
+    check_precomputed,
+    rng_from,
+)
 from ._eigen import SOLVERS, fix_signs
 from ._graph import connect_components, knn_graph, radius_graph
 from .mds import double_centre, torgerson
-from ..neighbors import check_n_neighbors
-
 
 _MAX_HUBS = 32  # measured on MNIST kNN graphs: 16-64 hubs per source halve the CPU time of plain Dijkstra
 _BATCH = 256    # sources per parallel batch; rows of earlier batches serve as hubs
@@ -63,7 +73,8 @@ def _heap_pop(heap, size):  # pragma: no cover - compiled
 
 
 @njit(cache=True, parallel=True, fastmath=True)
-def _geodesic_batch(indptr, indices, weights, sources, rows, done, max_hubs, dist, heaps, fbuf, out):  # pragma: no cover
+def _geodesic_batch(indptr, indices, weights, sources, rows, done, max_hubs, dist, heaps, fbuf,
+                    out):  # pragma: no cover
     """out[rows[r]] = geodesic distances from sources[r], by Dijkstra reusing finished rows ("hubs").
 
     The heap holds one uint64 per entry: the float32 bit pattern of the tentative distance (non-negative

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import (NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_dense_memory,
-                    check_n_features)
+from ._base import NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_dense_memory, check_n_features
 from ._eigen import SOLVERS, eigsolve
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator, splu
 from numba import njit
+from scipy.sparse.linalg import LinearOperator, splu
 
+from ..neighbors import check_n_neighbors, knn
 from ._base import NONE, RANDOM_STATE, Estimator, Interval, Options, check_array
 from ._eigen import SOLVERS, check_connected, eigsolve
 from ._graph import symmetrize
-from ..neighbors import check_n_neighbors, knn
 
 
 @njit(cache=True)

@@ -12,11 +12,20 @@ import numpy as np
 from numba import njit, prange
 from scipy.linalg import eigh
 
-from ._base import (ARRAY_LIKE, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array,
-                    check_dense_memory, check_precomputed)
+from ..neighbors import _block_rows
+from ._base import (
+    ARRAY_LIKE,
+    NONE,
+    RANDOM_STATE,
+    Estimator,
+    Interval,
+    Options,
+    check_array,
+    check_dense_memory,
+    check_precomputed,
+)
 from ._eigen import SOLVERS, eigsolve, fix_signs
 from ._graph import distance_rows
-from ..neighbors import _block_rows
 from .pca import _principal_axes
 
 __all__ = ["classical_mds", "fix_signs", "torgerson", "ClassicalMDS", "MDS", "Sammon"]
@@ -266,7 +275,7 @@ class MDS(Estimator):
         Y_new = np.empty_like(Y)
         stress = np.inf
         it = 0
-        for it in range(1, self.max_iter + 1):
+        for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             new = _guttman_transform(delta, Y, Y_new)
             Y, Y_new = Y_new, Y
             done = stress - new <= self.eps * max(new, 1e-300)
@@ -404,7 +413,7 @@ class Sammon(Estimator):
         E = _sammon_error(delta, Y)
         step = np.empty_like(Y)
         it = 0
-        for it in range(1, self.max_iter + 1):
+        for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             _sammon_newton_step(delta, Y, step)
             for _ in range(self.max_halves):
                 Y_try = Y + step

@@ -11,8 +11,18 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh, qr, svd
 
-from ._base import (BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_dense_memory,
-                    check_n_features, rng_from)
+from ._base import (
+    BOOLEAN,
+    NONE,
+    RANDOM_STATE,
+    Estimator,
+    Interval,
+    Options,
+    check_array,
+    check_dense_memory,
+    check_n_features,
+    rng_from,
+)
 
 
 def _signed_rows(V: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ Nearly identical vectors (1 - cos < ``near``) have their distance recomputed fro
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.linalg.blas import dsyrk

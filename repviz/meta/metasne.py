@@ -17,15 +17,24 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..store import Artifacts, LogDir, checksum, open_logdir
 from .bank import Progress, VectorBank
-from .distances import (DEFAULT_MAX_PROBES, METRICS, add_vectors, check_option, from_sq_chords, pair_sample,
-                        rank_correlation, vector_id)
+from .distances import (
+    DEFAULT_MAX_PROBES,
+    METRICS,
+    add_vectors,
+    check_option,
+    from_sq_chords,
+    pair_sample,
+    rank_correlation,
+    vector_id,
+)
 from .embedding import EMBEDDINGS, embed
 from .sources import Key, from_arrays, from_logdir, input_representation, warn_skipped
 from .vectors import TRANSFORMS, vector_length
@@ -84,7 +93,7 @@ class MetaResult:
         return name
 
     @classmethod
-    def load(cls, logdir: LogDir | str | os.PathLike, name: str) -> "MetaResult":
+    def load(cls, logdir: LogDir | str | os.PathLike, name: str) -> MetaResult:
         """Read a result written by :meth:`save` (arrays are loaded into memory; nothing is unpickled)."""
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
         art = logdir.artifacts(name)

@@ -9,8 +9,8 @@ or by FFT-accelerated interpolation (2-D), so each can be tested against the oth
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp

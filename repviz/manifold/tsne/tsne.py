@@ -11,8 +11,18 @@ import numba
 import numpy as np
 
 from ...neighbors import knn
-from .._base import ARRAY_LIKE, BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, \
-    check_precomputed, rng_from
+from .._base import (
+    ARRAY_LIKE,
+    BOOLEAN,
+    NONE,
+    RANDOM_STATE,
+    Estimator,
+    Interval,
+    Options,
+    check_array,
+    check_precomputed,
+    rng_from,
+)
 from . import init as _init
 from .affinity import joint_affinities, n_neighbors_for
 from .optimize import KLObjective, gradient_descent, make_repulsion, relabel, spatial_order
@@ -317,7 +327,8 @@ class TSNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca",
+                 rescale_init="auto",
                  method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
                  n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
         self.n_components = n_components
@@ -385,7 +396,8 @@ class SNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca", rescale_init="auto",
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca",
+                 rescale_init="auto",
                  neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
                  verbose: int = 0):
         self.n_components = n_components
