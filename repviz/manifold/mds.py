@@ -169,7 +169,7 @@ class ClassicalMDS(Estimator):
                 raise ValueError(f"n_components ({k}) must be at most min(n_samples, n_features) "
                                  f"({min(X.shape)}) for Euclidean classical MDS of data.")
             solver = "full" if self.eigen_solver == "dense" else "auto"
-            mean, w, V, total, _ = _principal_axes(X, k, solver, 10, "auto", self.random_state)
+            mean, w, V, total, _, _ = _principal_axes(X, k, solver, 10, "auto", self.random_state)
             Y = (X.astype(np.float64) - mean) @ V.T
             w, trace = w * (n - 1), total * (n - 1)
         else:
