@@ -22,15 +22,24 @@ from ._graph import symmetrize
 
 
 @njit(cache=True)
+def _neighbourhood(X, nbrs):  # pragma: no cover - compiled
+    """The rows ``X[nbrs]`` as a float64 (k, d) array (local solves run in float64 whatever X holds)."""
+    return X[nbrs].astype(np.float64)
+
+
+@njit(cache=True)
+def _centred_neighbourhood(X, nbrs):  # pragma: no cover - compiled
+    """The rows ``X[nbrs]`` minus their mean, float64 (k, d)."""
+    Z = _neighbourhood(X, nbrs)
+    return Z - Z.sum(axis=0) / Z.shape[0]
+
+
+@njit(cache=True)
 def _barycentric_weights(X, ind, reg, weights):  # pragma: no cover - compiled
     """Weights reconstructing each point from its neighbours (sum 1), by a regularised local Gram solve."""
     n, k = ind.shape
-    d = X.shape[1]
     for i in range(n):
-        Z = np.empty((k, d))
-        for a in range(k):
-            for c in range(d):
-                Z[a, c] = X[ind[i, a], c] - X[i, c]
+        Z = _neighbourhood(X, ind[i]) - X[i]
         C = Z @ Z.T
         tr = np.trace(C)
         r = reg * tr if tr > 0 else reg  # a singular local Gram (k > d, duplicates) is made invertible
@@ -44,12 +53,8 @@ def _barycentric_weights(X, ind, reg, weights):  # pragma: no cover - compiled
 def _local_spectra(X, ind, evals, evecs):  # pragma: no cover - compiled
     """Eigen-decomposition (decreasing) of each neighbourhood's Gram matrix G Gᵀ, G = X[nbrs] - X[i]."""
     n, k = ind.shape
-    d = X.shape[1]
     for i in range(n):
-        Z = np.empty((k, d))
-        for a in range(k):
-            for c in range(d):
-                Z[a, c] = X[ind[i, a], c] - X[i, c]
+        Z = _neighbourhood(X, ind[i]) - X[i]
         w, V = np.linalg.eigh(Z @ Z.T)
         for a in range(k):
             evals[i, a] = max(w[k - 1 - a], 0.0)
@@ -103,20 +108,10 @@ def _modified_blocks(ind, evals, evecs, n_components, eta, modified_tol, blocks)
 def _hessian_blocks(X, ind, n_components, hessian_tol, blocks):  # pragma: no cover - compiled
     """HLLE blocks w wᵀ over nbrs, w spanning the local Hessian estimator (orthogonal to 1, tangents, products)."""
     n, k = ind.shape
-    d = X.shape[1]
     nc = n_components
     dp = nc * (nc + 1) // 2
     for i in range(n):
-        G = np.empty((k, d))
-        for a in range(k):
-            for c in range(d):
-                G[a, c] = X[ind[i, a], c]
-        mu = np.zeros(d)
-        for a in range(k):
-            mu += G[a]
-        mu /= k
-        for a in range(k):
-            G[a] -= mu
+        G = _centred_neighbourhood(X, ind[i])
         _, V = np.linalg.eigh(G @ G.T)
         U = V[:, ::-1][:, :nc]
         Y = np.empty((k, 1 + nc + dp))
@@ -140,18 +135,8 @@ def _hessian_blocks(X, ind, n_components, hessian_tol, blocks):  # pragma: no co
 def _ltsa_blocks(X, ind, n_components, blocks):  # pragma: no cover - compiled
     """LTSA blocks I - G Gᵀ over nbrs, G = [1/sqrt(k), top local tangent coordinates]."""
     n, k = ind.shape
-    d = X.shape[1]
     for i in range(n):
-        Z = np.empty((k, d))
-        for a in range(k):
-            for c in range(d):
-                Z[a, c] = X[ind[i, a], c]
-        mu = np.zeros(d)
-        for a in range(k):
-            mu += Z[a]
-        mu /= k
-        for a in range(k):
-            Z[a] -= mu
+        Z = _centred_neighbourhood(X, ind[i])
         _, V = np.linalg.eigh(Z @ Z.T)
         G = np.empty((k, n_components + 1))
         G[:, 0] = 1.0 / np.sqrt(k)
