@@ -185,17 +185,9 @@ def _add_meta(sub) -> None:
 
 def _run_meta(args) -> int:
     from .meta import MetaSNE
-    from .progress import Progress
+    from .progress import TerminalProgress
 
-    bar: list[Progress] = []  # the current stage's progress line
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if not bar or bar[0].label != f"repviz meta: {stage}" or done < bar[0].done:
-            if bar:
-                bar.pop().close()
-            bar.append(Progress(total, f"repviz meta: {stage}", enabled=False if args.no_progress else None))
-        bar[0].update(done - bar[0].done)
-
+    bar = TerminalProgress("repviz meta", enabled=False if args.no_progress else None)
     logdir = open_logdir(args.logdir)
     runs = _split(args.runs)
     names = runs or list(logdir.runs)
@@ -207,10 +199,9 @@ def _run_meta(args) -> int:
                              "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
-                   random_state=args.seed, progress=progress)
+                   random_state=args.seed, progress=bar)
     result = meta.fit(logdir, runs=runs, layers=_split(args.layers), inputs=inputs)
-    if bar:
-        bar[0].close()
+    bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:
         print(f"repviz meta: left out {tuple(item['key'])}: {item['reason']}", file=sys.stderr)

@@ -58,7 +58,7 @@ import numpy as np
 
 from . import __version__
 from .align import align_to
-from .progress import Progress
+from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import NotFoundError, Run, load_array, open_logdir
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
@@ -500,9 +500,18 @@ def _thread_env(threads: int):
                 os.environ[k] = v
 
 
-def _execute(chains: list[_Chain], workers: int, progress: Progress) -> list[dict]:
+def _execute(chains: list[_Chain], workers: int, progress: ProgressCallback | None) -> list[dict]:
+    total = sum(len(c.items) for c in chains)
+    done = 0
+
+    def advance(n: int = 1) -> None:
+        nonlocal done
+        done += n
+        report(progress, "embed", done, total)
+
+    report(progress, "embed", 0, total)
     if workers == 1:
-        return [r for chain in chains for r in _run_chain(chain, progress.update)]
+        return [r for chain in chains for r in _run_chain(chain, advance)]
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     results: list[dict] = []
@@ -515,7 +524,7 @@ def _execute(chains: list[_Chain], workers: int, progress: Progress) -> list[dic
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
             with contextlib.suppress(Empty):
                 while True:
-                    progress.update(queue.get_nowait())
+                    advance(queue.get_nowait())
             for future in done:
                 results.extend(future.result())
     except BaseException:
@@ -543,7 +552,8 @@ def _select(names: Iterable[str] | None, have: Iterable[str], what: str, where: 
 def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
                  runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
                  steps: Sequence[int] | None = None, align: str = "snapshots", jobs: int = 1,
-                 score_sample: int | None = 1000, progress: bool | None = None) -> EmbedResult:
+                 score_sample: int | None = 1000, progress: bool | None = None,
+                 on_progress: ProgressCallback | None = None) -> EmbedResult:
     """Embed every selected layer of every selected run at every snapshot, skipping what is already stored.
 
     Parameters
@@ -571,6 +581,9 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
         Exact scores cost O(n²) time per embedding. Not part of the cache key (it changes no embedding).
     progress : bool or None, default=None
         Show a progress line with ETA on stderr; None: only on an interactive terminal outside CI.
+    on_progress : callable, optional
+        Also receives ``(stage, done, total, message)`` events (:mod:`repviz.progress`), e.g. a
+        :class:`~repviz.progress.ProgressState` that a server polls.
 
     Returns
     -------
@@ -638,9 +651,9 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     workers = max(1, min(cores if jobs == -1 else jobs, len(chains)))
     for chain in chains:
         chain.n_jobs = max(1, cores // workers)
-    bar = Progress(sum(len(c.items) for c in chains), "repviz embed", enabled=progress)
+    bar = TerminalProgress("repviz embed", enabled=progress)
     try:
-        results = _execute(chains, workers, bar)
+        results = _execute(chains, workers, fan_out(bar, on_progress))
     finally:
         bar.close()
     failed += [r for r in results if r["status"] == "failed"]

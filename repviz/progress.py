@@ -1,7 +1,23 @@
-"""A one-line progress meter with an ETA, for terminals only.
+"""One progress protocol for every long job (pipeline, meta-SNE, estimators), and its two consumers.
 
-It prints to stderr, rewriting one line with ``\\r``, only when stderr is a terminal and no ``CI`` environment
-variable is set: logs of CI jobs and of piped commands stay clean.
+The protocol is a callable::
+
+    progress(stage: str, done: int, total: int, message: str = "") -> None
+
+``stage`` names the current piece of work ("embed", "vectors", "distances", "tsne: optimise", ...), ``done``
+counts finished units out of ``total`` in that stage (absolute, not an increment; a new stage starts again from
+0) and ``message`` is an optional short note (the current item, a KL value). Producers call it through
+:func:`report`, which accepts ``None`` (no progress wanted).
+
+Consumers:
+
+- :class:`TerminalProgress` draws one line per stage with an ETA on stderr, only on an interactive terminal
+  outside CI, so logs of CI jobs and of piped commands stay clean.
+- :class:`ProgressState` keeps the latest event as a JSON-able dict for a server to poll (the TensorBoard
+  plugin's status route) or for a cluster client to forward; thread-safe, optionally forwarding each change
+  (throttled) to a sink such as a queue or a status file.
+
+:func:`fan_out` sends one producer's events to several consumers.
 """
 
 from __future__ import annotations
@@ -9,8 +25,37 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Protocol, TextIO
+
+
+class ProgressCallback(Protocol):
+    """Receives ``(stage, done, total, message)``; see the module docstring."""
+
+    def __call__(self, stage: str, done: int, total: int, message: str = "") -> None: ...
+
+
+def report(progress: ProgressCallback | None, stage: str, done: int, total: int, message: str = "") -> None:
+    """Call ``progress`` if there is one (producers call this, never the callback directly)."""
+    if progress is not None:
+        progress(stage, int(done), int(total), message)
+
+
+def fan_out(*consumers: ProgressCallback | None) -> ProgressCallback | None:
+    """One callback that forwards every event to each of ``consumers`` (``None`` entries are dropped)."""
+    live = [c for c in consumers if c is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def forward(stage: str, done: int, total: int, message: str = "") -> None:
+        for consumer in live:
+            consumer(stage, done, total, message)
+
+    return forward
 
 
 def _clock(seconds: float) -> str:
@@ -25,50 +70,99 @@ def is_interactive(stream: TextIO | None = None) -> bool:
     return not os.environ.get("CI") and hasattr(stream, "isatty") and stream.isatty()
 
 
-class Progress:
-    """Counts ``done`` out of ``total`` units of work and shows rate-based ETA.
+def _eta(elapsed: float, done: int, total: int) -> float | None:
+    return elapsed / done * (total - done) if done and total >= done else None
+
+
+class TerminalProgress:
+    """The terminal consumer: one line per stage, ``label stage done/total (pct%) elapsed ETA message``.
 
     Parameters
     ----------
-    total : int
-        Units of work to do (those already done, e.g. cached, are not counted).
     label : str
-        Shown before the counter.
+        Shown before the stage (e.g. ``"repviz embed"``).
     enabled : bool or None, default=None
         None: only on an interactive terminal (:func:`is_interactive`).
     stream : text stream, default=sys.stderr
     min_interval : float, default=0.2
-        Seconds between redraws.
+        Seconds between redraws (the last event of a stage is always drawn).
     """
 
-    def __init__(self, total: int, label: str = "", *, enabled: bool | None = None,
-                 stream: TextIO | None = None, min_interval: float = 0.2):
-        self.total, self.label = int(total), label
+    def __init__(self, label: str = "", *, enabled: bool | None = None, stream: TextIO | None = None,
+                 min_interval: float = 0.2):
+        self.label = label
         self.stream = stream or sys.stderr
         self.enabled = is_interactive(self.stream) if enabled is None else enabled
         self.min_interval = min_interval
+        self.stage: str | None = None
         self.done = 0
-        self._start = time.perf_counter()
-        self._drawn = 0.0
+        self._start = self._drawn = 0.0
 
-    def update(self, n: int = 1, note: str = "") -> None:
-        """Add ``n`` finished units; redraw at most every ``min_interval`` seconds (and at the end)."""
-        self.done += n
+    def __call__(self, stage: str, done: int, total: int, message: str = "") -> None:
         now = time.perf_counter()
-        if self.enabled and (now - self._drawn >= self.min_interval or self.done >= self.total):
+        if stage != self.stage or done < self.done:  # a new stage: end the previous line, restart the clock
+            self.close()
+            self.stage, self._start, self._drawn = stage, now, 0.0
+        self.done = done
+        if self.enabled and (now - self._drawn >= self.min_interval or done >= total):
             self._drawn = now
             elapsed = now - self._start
-            eta = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
-            pct = 100.0 * self.done / self.total if self.total else 100.0
-            eta_txt = _clock(eta) if self.done else "?"
-            line = (f"{self.label} {self.done}/{self.total} ({pct:.0f}%) elapsed {_clock(elapsed)} "
-                    f"ETA {eta_txt} {note}")
+            eta = _eta(elapsed, done, total)
+            pct = 100.0 * done / total if total else 100.0
+            line = (f"{self.label}{': ' if self.label else ''}{stage} {done}/{total} ({pct:.0f}%) "
+                    f"elapsed {_clock(elapsed)} ETA {'?' if eta is None else _clock(eta)} {message}")
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r" + line[:width].ljust(width))
             self.stream.flush()
 
     def close(self) -> None:
-        """End the progress line (nothing is printed when disabled)."""
+        """End the current line (nothing is printed when disabled or nothing was drawn)."""
         if self.enabled and self._drawn:
             self.stream.write("\n")
             self.stream.flush()
+        self._drawn = 0.0
+
+
+class ProgressState:
+    """The machine-readable consumer: the latest event of a job as a JSON-able dict, safe across threads.
+
+    Parameters
+    ----------
+    sink : callable or None
+        Called with :meth:`snapshot` after a change, at most every ``min_interval`` seconds and always when a
+        stage completes (e.g. ``queue.put`` in a worker process, or a function writing a status file).
+    min_interval : float, default=0.5
+        Throttle for ``sink``.
+
+    :meth:`snapshot` returns ``{"stage", "done", "total", "fraction", "message", "elapsed", "eta", "updated"}``
+    (seconds; ``eta`` is None until something is done; ``updated`` is a Unix time).
+    """
+
+    def __init__(self, sink: Callable[[dict], None] | None = None, *, min_interval: float = 0.5):
+        self.sink, self.min_interval = sink, min_interval
+        self._lock = threading.Lock()
+        self._start = time.perf_counter()
+        self._stage_start = self._start
+        self._sent = 0.0
+        self._event: tuple[str, int, int, str] = ("", 0, 0, "")
+        self._updated = time.time()
+
+    def __call__(self, stage: str, done: int, total: int, message: str = "") -> None:
+        with self._lock:
+            if stage != self._event[0] or done < self._event[1]:
+                self._stage_start = time.perf_counter()
+            self._event, self._updated = (stage, int(done), int(total), message), time.time()
+        now = time.perf_counter()
+        if self.sink is not None and (now - self._sent >= self.min_interval or done >= total):
+            self._sent = now
+            self.sink(self.snapshot())
+
+    def snapshot(self) -> dict:
+        """The latest event with its fraction, elapsed time and ETA."""
+        with self._lock:
+            stage, done, total, message = self._event
+            now = time.perf_counter()
+            return {"stage": stage, "done": done, "total": total,
+                    "fraction": done / total if total else 0.0, "message": message,
+                    "elapsed": round(now - self._start, 3),
+                    "eta": _eta(now - self._stage_start, done, total), "updated": self._updated}

@@ -18,7 +18,6 @@ from repviz import manifold, open_logdir
 from repviz.align import align_to, mean_displacement, procrustes_rotation
 from repviz.cli import main
 from repviz.pipeline import METHODS, embed_logdir, params_hash, register_method, resolve
-from repviz.progress import Progress
 from repviz.store import NotFoundError, RunWriter
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
@@ -321,22 +320,6 @@ def test_aligned_snapshots_of_a_converged_network_move_far_less(tmp_path):
         print(f"{method}: mean displacement aligned {d_aligned:.3f}, independent {d_independent:.3f}")
         assert d_aligned <= margin * d_independent + 1e-6
     assert run.embedding_scores("hidden", converged[-1], aligned.keys["tsne"])["trustworthiness"] > 0.95
-
-
-def test_progress_draws_on_a_terminal_only():
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    shown, hidden = Tty(), io.StringIO()
-    for stream in (shown, hidden):
-        bar = Progress(4, "embed", stream=stream, min_interval=0)
-        for _ in range(4):
-            bar.update()
-        bar.close()
-    assert hidden.getvalue() == ""
-    if not os.environ.get("CI"):
-        assert "embed 4/4 (100%)" in shown.getvalue() and "ETA 0:00" in shown.getvalue()
 
 
 def test_import_repviz_stays_light():

@@ -16,16 +16,12 @@ Nearly identical vectors (1 - cos < ``near``) have their distance recomputed fro
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from scipy.linalg.blas import dsyrk
 
+from ..progress import ProgressCallback, report
 from ..store import Artifacts, NotFoundError
 from . import _kernels
-
-Progress = Callable[[str, int, int], None]
-
 
 class VectorBank:
     """Unit-norm representation vectors in one directory, with their pairwise squared chord distances cached.
@@ -122,7 +118,7 @@ class VectorBank:
         return range(0, self.length, step)
 
     # distances ------------------------------------------------------------------------------------------------
-    def sq_chords(self, vids: list[str], progress: Progress | None = None) -> np.ndarray:
+    def sq_chords(self, vids: list[str], progress: ProgressCallback | None = None) -> np.ndarray:
         """Squared chord distances ||v̂_a - v̂_b||² (R, R) float64 between the stored vectors ``vids``.
 
         Vectors not yet in the cached matrix add rows to it (time O(k · R_all · length) for k new vectors);
@@ -140,7 +136,7 @@ class VectorBank:
         ix = np.array([pos[v] for v in vids], dtype=np.intp)
         return self.chord2[np.ix_(ix, ix)]
 
-    def _extend(self, new: list[str], progress: Progress | None) -> None:
+    def _extend(self, new: list[str], progress: ProgressCallback | None) -> None:
         old = len(self.rows)
         everyone = self.rows + new
         G = self._gram(everyone, old, progress)  # (k, R_all): new rows against everyone
@@ -165,7 +161,7 @@ class VectorBank:
         self.rows, self.norms2, self.chord2 = everyone, norms2, chord2
         self._save_index()
 
-    def _gram(self, vids: list[str], first_new: int, progress: Progress | None) -> np.ndarray:
+    def _gram(self, vids: list[str], first_new: int, progress: ProgressCallback | None) -> np.ndarray:
         """Dot products (float64) of vectors ``vids[first_new:]`` with all of ``vids``, in column blocks."""
         R, k = len(vids), len(vids) - first_new
         blocks = self._blocks(R)
@@ -183,14 +179,13 @@ class VectorBank:
                 G = dsyrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)  # upper triangle of B Bᵀ
             else:
                 _kernels.cross_dots(B32[first_new:], B32, G)
-            if progress is not None:
-                progress("distances", b + 1, len(blocks))
+            report(progress, "distances", b + 1, len(blocks))
         if first_new == 0:
             G = np.triu(G) + np.triu(G, 1).T
         return np.ascontiguousarray(G)
 
     def _direct(self, vids: list[str], norms2: np.ndarray, I: np.ndarray, J: np.ndarray,
-                progress: Progress | None) -> np.ndarray:
+                progress: ProgressCallback | None) -> np.ndarray:
         """||v_i/|v_i| - v_j/|v_j|||² summed in float64 over column blocks, for the listed pairs only."""
         used = np.unique(np.concatenate([I, J]))
         li, lj = np.searchsorted(used, I), np.searchsorted(used, J)
@@ -207,6 +202,5 @@ class VectorBank:
             for p in range(len(I)):
                 d = B[li[p]] - B[lj[p]]
                 out[p] += d @ d
-            if progress is not None:
-                progress("near pairs", b + 1, len(blocks))
+            report(progress, "near pairs", b + 1, len(blocks))
         return out

@@ -16,7 +16,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from ..store import Artifacts
-from .bank import Progress, VectorBank
+from ..progress import ProgressCallback, report
+from .bank import VectorBank
 from .sources import Representation, from_arrays
 from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors, vector_length
 
@@ -46,7 +47,7 @@ def vector_id(rep: Representation, transform: str) -> str:
 
 
 def add_vectors(reps: list[Representation], banks: Mapping[str, VectorBank], pairs: PairSample | None,
-                progress: Progress | None = None, skip_invalid: bool = False
+                progress: ProgressCallback | None = None, skip_invalid: bool = False
                 ) -> tuple[list[Representation], list[tuple[Representation, str]]]:
     """Bank the vector of every representation for every transform (``banks[transform]``), building only the
     ones not banked yet (one pass over each representation's data for all transforms).
@@ -69,8 +70,7 @@ def add_vectors(reps: list[Representation], banks: Mapping[str, VectorBank], pai
             for t in todo:
                 banks[t].add(vector_id(rep, t), vectors[t], {"key": list(rep.key), "checksum": rep.checksum})
         kept.append(rep)
-        if progress is not None:
-            progress("vectors", i + 1, len(reps))
+        report(progress, "vectors", i + 1, len(reps))
     return kept, skipped
 
 

@@ -24,7 +24,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..store import Artifacts, LogDir, checksum, open_logdir
-from .bank import Progress, VectorBank
+from ..progress import ProgressCallback
+from .bank import VectorBank
 from .distances import (
     DEFAULT_MAX_PROBES,
     METRICS,
@@ -142,7 +143,8 @@ class MetaSNE:
     random_state : int, default=0
         Seeds the pair subset and the t-SNE/SMACOF refinements.
     progress : callable or None
-        Called as ``progress(stage, done, total)`` while vectors and distances are computed.
+        Receives ``(stage, done, total, message)`` events (:mod:`repviz.progress`) while vectors and distances
+        are computed.
 
     Notes
     -----
@@ -168,7 +170,7 @@ class MetaSNE:
     def __init__(self, transform: str = "dist", metric: str = "chord", embedding: str = "mds", *,
                  n_components: int = 2, perplexity: float | str = "auto", max_probes: int = DEFAULT_MAX_PROBES,
                  n_pairs: int | None = None, robustness: bool = False, cache: bool = True,
-                 block_bytes: int = 256 << 20, random_state: int = 0, progress: Progress | None = None):
+                 block_bytes: int = 256 << 20, random_state: int = 0, progress: ProgressCallback | None = None):
         self.transform = transform
         self.metric = metric
         self.embedding = embedding

@@ -1,0 +1,67 @@
+"""The progress protocol and its two consumers."""
+
+import io
+import os
+import threading
+
+from repviz.progress import ProgressState, TerminalProgress, fan_out, report
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_terminal_line_draws_on_a_terminal_only():
+    shown, hidden = _Tty(), io.StringIO()
+    for stream in (shown, hidden):
+        bar = TerminalProgress("repviz embed", stream=stream, min_interval=0)
+        for done in range(5):
+            bar("embed", done, 4)
+        bar.close()
+    assert hidden.getvalue() == ""
+    if not os.environ.get("CI"):
+        assert "repviz embed: embed 4/4 (100%)" in shown.getvalue() and "ETA 0:00" in shown.getvalue()
+
+
+def test_terminal_line_starts_a_new_line_per_stage():
+    stream = _Tty()
+    bar = TerminalProgress(stream=stream, enabled=True, min_interval=0)
+    bar("vectors", 2, 2)
+    bar("distances", 1, 3, "block 1")
+    bar.close()
+    lines = stream.getvalue().split("\n")
+    assert "vectors 2/2" in lines[0] and "distances 1/3" in lines[1] and "block 1" in lines[1]
+
+
+def test_state_snapshot_is_machine_readable_and_throttles_its_sink():
+    sent = []
+    state = ProgressState(sent.append, min_interval=3600)
+    assert state.snapshot()["stage"] == "" and state.snapshot()["eta"] is None
+    state("distances", 1, 4, "block 1")
+    state("distances", 2, 4)        # throttled: within min_interval and not complete
+    state("distances", 4, 4)        # a completed stage always reaches the sink
+    snap = state.snapshot()
+    assert {k: snap[k] for k in ("stage", "done", "total", "fraction", "message")} == {
+        "stage": "distances", "done": 4, "total": 4, "fraction": 1.0, "message": ""}
+    assert snap["eta"] == 0 and snap["elapsed"] >= 0
+    assert [s["done"] for s in sent] == [1, 4]
+
+
+def test_state_is_safe_across_threads():
+    state = ProgressState()
+    threads = [threading.Thread(target=lambda: [state("embed", i, 1000) for i in range(1001)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state.snapshot()["done"] == 1000
+
+
+def test_report_and_fan_out():
+    got_a, got_b = [], []
+    report(None, "x", 1, 2)  # no consumer: nothing happens
+    both = fan_out(lambda *e: got_a.append(e), None, lambda *e: got_b.append(e))
+    report(both, "x", 1, 2, "note")
+    assert got_a == got_b == [("x", 1, 2, "note")]
+    assert fan_out(None, None) is None
