@@ -23,6 +23,7 @@ from ..progress import ProgressCallback, report
 from ..store import Artifacts, NotFoundError
 from . import _kernels
 
+
 class VectorBank:
     """Unit-norm representation vectors in one directory, with their pairwise squared chord distances cached.
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
-from ..store import Artifacts
 from ..progress import ProgressCallback, report
+from ..store import Artifacts
 from .bank import VectorBank
 from .sources import Representation, from_arrays
 from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors, vector_length

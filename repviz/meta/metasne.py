@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..store import Artifacts, LogDir, checksum, open_logdir
 from ..progress import ProgressCallback
+from ..store import Artifacts, LogDir, checksum, open_logdir
 from .bank import VectorBank
 from .distances import (
     DEFAULT_MAX_PROBES,
