@@ -502,12 +502,12 @@ def _thread_env(threads: int):
 
 def _execute(chains: list[_Chain], workers: int, progress: ProgressCallback | None) -> list[dict]:
     total = sum(len(c.items) for c in chains)
-    done = 0
+    counted = 0
 
     def advance(n: int = 1) -> None:
-        nonlocal done
-        done += n
-        report(progress, "embed", done, total)
+        nonlocal counted
+        counted += n
+        report(progress, "embed", counted, total)
 
     report(progress, "embed", 0, total)
     if workers == 1:
