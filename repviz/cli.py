@@ -210,7 +210,7 @@ def _run_meta(args) -> int:
           f"{args.embedding} map; classical MDS in 2-D shows {100 * result.explained_variance:.1f}% of the variance")
     if result.robustness is not None:
         print(f"robustness: rank correlation of dist and cka distances = {result.robustness:.3f}")
-    print(f"wrote {logdir.artifacts(name).root} in {result.info['seconds']['total']:.1f} s")
+    print(f"wrote {logdir.artifacts(name).location} in {result.info['seconds']['total']:.1f} s")
     return 0
 
 
