@@ -743,6 +743,9 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
         Counts, failures (each: run, layer, step, method, error) and ``table()``, the summary of quality scores.
 
     Cost: one embedding per (run, layer, snapshot, method) not already stored; cached ones cost a sidecar read.
+
+    This is ``execute(plan_embeddings(logdir, ...), jobs=jobs, progress=...)`` with a terminal progress line;
+    call the two apart to inspect or ship the plan (:class:`Plan`).
     """
     start = time.perf_counter()
     _check_jobs(jobs, "embed_logdir")
