@@ -277,17 +277,37 @@ def test_mixed_precision_stored_as_float32(tmp_path):
 
 
 def test_nonfinite_activations_are_stored_and_counted(tmp_path):
+    """Non-finite activations are stored as they are, counted and reported.
+
+    Non-regression: this test relied on ReLU(NaN) = NaN, which oneDNN's kernels on AVX-512 CPUs turn into 0.
+    A linear layer keeps NaN on every CPU; the probe's NaN is also reported before training.
+    """
     x, y = _images()
     probe = x[:N].copy()
     probe[5, 3, 3] = np.nan
-    model = _mlp()
+    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(name="flat"),
+                              keras.layers.Dense(16, name="hidden"), keras.layers.Dense(2, activation="softmax")])
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with pytest.warns(RuntimeWarning, match=r"the probe inputs hold 1 non-finite value\(s\)"):
+        logger = ActivationLogger(tmp_path / "run", probe=probe, layers=["hidden"])
     with pytest.warns(RuntimeWarning, match="layer 'hidden' has 16 non-finite activation value"):
-        model.fit(x, y, epochs=1, verbose=0,
-                  callbacks=[ActivationLogger(tmp_path / "run", probe=probe, layers=["hidden"])])
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
     run = repviz.open_logdir(tmp_path).run("run")
     assert run.record("hidden", 0)["nonfinite"] == 16
     assert np.isnan(run.activations("hidden", 0)[5]).all() and np.isfinite(run.activations("hidden", 0)[4]).all()
+
+
+def test_a_fit_that_fails_while_starting_does_not_lock_the_directory(tmp_path):
+    """Non-regression: bad labels failed on_train_begin after the manifest was written; the retry with correct
+    labels was refused as a different probe although nothing was stored."""
+    x, y = _images()
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    bad = ActivationLogger(tmp_path / "run", probe=(x[:N], np.array([None] * N, dtype=object)))
+    with pytest.raises(TypeError, match="refusing to store an object array"):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[bad])
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]))])
+    assert repviz.open_logdir(tmp_path).run("run").steps() == [0, 1]
 
 
 def test_tensorboard_marker_names_the_plugin(mlp_run):
