@@ -200,7 +200,10 @@ class ActivationLogger(keras.callbacks.Callback):
             if self.batch_freq is None:
                 self._snapshot(epoch, epoch=epoch)
             else:
-                self._batches = epoch * int(self.params.get("steps") or 0)
+                # Batches since the run began: from the epoch when the epoch length is known, and never a step
+                # the run already holds (a resumed generator of unknown length would otherwise restart at 0).
+                last = self._writer.last_step()
+                self._batches = max(epoch * int(self.params.get("steps") or 0), -1 if last is None else last + 1)
                 self._snapshot(self._batches, epoch=epoch, batch=0)
 
     def on_epoch_end(self, epoch, logs=None):

@@ -273,6 +273,11 @@ class RunWriter:
             self.manifest["layers"] = layers
         save_json(path, self.manifest)
 
+    def last_step(self) -> int | None:
+        """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
+        steps = [r["step"] for r in read_records(self.root / _RECORDS) if _valid_record(r)]
+        return max(steps) if steps else None
+
     def abandon(self) -> None:
         """Undo :meth:`begin` of a run this writer created and stored nothing in (a fit that failed while
         starting), so that a retry with other data is not refused as a different run."""

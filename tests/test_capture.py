@@ -195,6 +195,25 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
     assert (rec["epoch"], rec["batch"]) == (1, 1)  # 6th batch overall = 1st batch of the 2nd epoch
 
 
+def test_resumed_batch_schedule_of_unknown_length_continues_the_count(tmp_path):
+    """Non-regression: a resumed batch_freq run fed by a generator (no known epoch length) restarted the batch
+    count at 0 and overwrote the stored snapshots."""
+    import tensorflow as tf
+
+    x, y = _images(96)
+    data = tf.data.Dataset.from_generator(  # cardinality unknown: Keras reports params["steps"] = None
+        lambda: ((x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)),
+        output_signature=(tf.TensorSpec((None, 28, 28), tf.float32), tf.TensorSpec((None,), tf.int64)))
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    for initial in (0, 2):
+        logger = ActivationLogger(tmp_path / "run", probe=x[:8], batch_freq=2, layers=["hidden"])
+        model.fit(data, epochs=initial + 2, initial_epoch=initial, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0, 2, 4, 6, 7, 8, 10, 12]  # 7: the resumed start, then every 2nd batch
+    assert [run.record("hidden", s)["epoch"] for s in (0, 2, 4, 6, 7)] == [0, 0, 1, 1, 2]
+
+
 def test_epoch_list_schedule(tmp_path):
     x, y = _images()
     run = _fit(_mlp(), tmp_path / "run", x, y, epochs=3, freq=[1, 3])
