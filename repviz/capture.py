@@ -179,6 +179,11 @@ class ActivationLogger(keras.callbacks.Callback):
     # Keras hooks
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
+        epochs = (self.params or {}).get("epochs")
+        if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
+                0 < f <= epochs for f in self.freq):
+            warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
+                          f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
         self._captures, pred_shape = self._plan(self.model)
         self._pred_shape = pred_shape
         self._writer.begin(self._manifest(self.model))

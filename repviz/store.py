@@ -207,11 +207,18 @@ def remove_stale_temps(root: str | os.PathLike, older_than: float = 3600.0) -> i
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+_MAX_KEY = 120  # bytes: far below the usual 255-byte limit of a file name, leaving room for suffixes
+
+
 def path_key(name: str) -> str:
-    """A file-system-safe, reversible-enough key for a layer or method name (``/`` in nested names, etc.)."""
+    """A file-system-safe, reversible-enough key for a layer or method name (``/`` in nested names, etc.).
+
+    Names that need sanitising, or longer than a file name may safely be, get a checksum suffix that keeps
+    distinct names distinct.
+    """
     key = _UNSAFE.sub("_", name).strip(".") or "_"
-    if key != name:  # keep distinct names distinct after sanitising
-        key = f"{key}-{zlib.crc32(name.encode()) & 0xFFFFFFFF:08x}"
+    if key != name or len(key) > _MAX_KEY:
+        key = f"{key[:_MAX_KEY]}-{zlib.crc32(name.encode()) & 0xFFFFFFFF:08x}"
     return key
 
 

@@ -220,6 +220,14 @@ def test_epoch_list_schedule(tmp_path):
     assert run.steps() == [0, 1, 3]
 
 
+def test_a_schedule_beyond_the_fit_is_reported(tmp_path):
+    """Non-regression: freq=[100] with 2 epochs recorded only step 0 without a word."""
+    x, y = _images()
+    with pytest.warns(RuntimeWarning, match=r"freq=\[100\] schedules no snapshot within the 2 epoch\(s\)"):
+        run = _fit(_mlp(), tmp_path / "run", x, y, epochs=2, freq=[100])
+    assert run.steps() == [0]
+
+
 def test_resumed_training_continues_run(tmp_path):
     x, y = _images()
     model = _mlp()

@@ -303,6 +303,15 @@ def test_path_keys_are_safe_and_distinct():
     assert store.path_key("dense") == "dense"
 
 
+def test_a_layer_name_longer_than_a_file_name_is_stored(tmp_path):
+    """Non-regression: a layer name longer than the filesystem allows aborted capture at snapshot 0."""
+    long_a, long_b = "block/" + "x" * 400, "block/" + "x" * 399 + "y"
+    assert len(store.path_key(long_a)) < 140 and store.path_key(long_a) != store.path_key(long_b)
+    w = _writer(tmp_path, layers=(long_a,))
+    w.write_activation(long_a, 0, np.ones((5, 3), np.float32))
+    np.testing.assert_array_equal(open_logdir(tmp_path).run("run").activations(long_a, 0), np.ones((5, 3)))
+
+
 def test_check_writable_names_the_directory(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(OSError, match=r"cannot write repviz logs under '.*f/run'"):
