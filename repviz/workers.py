@@ -3,8 +3,11 @@
 :class:`WorkerPool` owns its processes (rather than hiding them inside an executor), so that Ctrl-C or an error
 stops every worker immediately, mid-task, through :meth:`WorkerPool.terminate`; whatever a task stored before
 that stays stored. Workers are spawned, not forked, so no numba or BLAS thread pool is copied mid-flight, and
-they inherit the environment given to the pool (thread counts are read by numba and BLAS when they load).
-Tasks are handed out one at a time as workers free up, so the longest tasks, queued first, start first.
+they start with the environment given to the pool (thread counts are read by numba and BLAS when they load).
+
+Each worker has two pipes of its own: tasks in, events out. The pool hands a task to a worker as it frees up (the
+tasks queued first start first), knows which task each worker holds, and sees a worker's death at once (its
+pipe closes) rather than waiting for it.
 """
 
 from __future__ import annotations
@@ -12,35 +15,43 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import pickle
 import signal
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from queue import Empty
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 # A task function is called as fn(task, advance): advance(n) reports n more units of work done.
 TaskFunction = Callable[[Any, Callable[[int], None]], Any]
 
 
-def _worker_main(fn: TaskFunction, tasks, events) -> None:
+class WorkerDied(RuntimeError):
+    """A worker process ended in the middle of a task (killed, e.g. for lack of memory); ``task`` is that task."""
+
+    def __init__(self, message: str, task: Any):
+        super().__init__(message)
+        self.task = task
+
+
+def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection) -> None:
     # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while (item := tasks.get()) is not None:
-        index, task = item
-        try:
-            result = fn(task, lambda n, i=index: events.put(("advance", i, n)))
-        except BaseException as e:  # sent to the parent, which raises it
-            events.put(("error", index, _portable(e)))
-        else:
-            events.put(("done", index, result))
+    with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
+        while (task := tasks.recv()) is not None:
+            try:
+                result = fn(task, lambda n: events.send(("advance", n)))
+                events.send(("done", result))  # pickles before writing: a failure here sends nothing
+            except BaseException as e:
+                events.send(("error", _portable(e)))
 
 
 def _portable(error: BaseException) -> BaseException:
     """``error`` with the worker's traceback as a note, or a RuntimeError saying it if it cannot be pickled."""
     text = "".join(traceback.format_exception(error))
     try:
-        pickle.dumps(error)
+        ForkingPickler.dumps(error)
     except Exception:
         error = RuntimeError(f"{type(error).__name__}: {error}")
     error.add_note(f"in a worker process:\n{text}")
@@ -61,6 +72,14 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    tasks: Connection   # the parent's sending end
+    events: Connection  # the parent's receiving end
+    task: Any = None    # the task it holds
+
+
 class WorkerPool:
     """``processes`` spawned workers that each call ``fn(task, advance)`` on the tasks given to :meth:`run`.
 
@@ -79,14 +98,20 @@ class WorkerPool:
 
     def __init__(self, fn: TaskFunction, processes: int, *, env: dict[str, str] | None = None):
         ctx = multiprocessing.get_context("spawn")
-        # Tasks go through a pipe written directly (never more than one per worker waits in it); events come
-        # back through a queue, read with a timeout so that a worker's death is noticed.
-        self._tasks, self._events = ctx.SimpleQueue(), ctx.Queue()
-        self.processes = [ctx.Process(target=_worker_main, args=(fn, self._tasks, self._events), daemon=True)
-                          for _ in range(processes)]
+        self._workers: list[_Worker] = []
         with _environment(env or {}):
-            for process in self.processes:
+            for _ in range(processes):
+                task_out, task_in = ctx.Pipe(duplex=False)
+                event_out, event_in = ctx.Pipe(duplex=False)
+                process = ctx.Process(target=_worker_main, args=(fn, task_out, event_in), daemon=True)
                 process.start()
+                task_out.close()  # the child's ends: once closed here, a worker's death closes its pipe
+                event_in.close()
+                self._workers.append(_Worker(process, task_in, event_out))
+
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        return [w.process for w in self._workers]
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -99,47 +124,55 @@ class WorkerPool:
 
     def run(self, tasks: Sequence[Any], advance: Callable[[int], None]) -> Iterator[Any]:
         """Yield the result of every task, in the order they finish; ``advance(n)`` receives the workers'
-        progress. A task's exception is raised here; a worker that dies raises ``RuntimeError``."""
-        queued = iter(enumerate(tasks))
-        running = 0
-        for item in queued:  # no more than one task per worker waits in the pipe
-            self._tasks.put(item)
-            running += 1
-            if running == len(self.processes):
-                break
-        while running:
-            kind, index, value = self._next_event()
-            if kind == "advance":
-                advance(value)
-                continue
-            running -= 1
-            if kind == "error":
-                raise value
-            for item in queued:
-                self._tasks.put(item)
-                running += 1
-                break
-            yield value
+        progress. A task's exception is raised here (with the worker's traceback as a note); a worker that dies
+        raises :class:`WorkerDied`."""
+        queued = iter(tasks)
+        busy: dict[Connection, _Worker] = {}
 
-    def _next_event(self) -> tuple[str, int, Any]:
-        while True:
-            with contextlib.suppress(Empty):
-                return self._events.get(timeout=0.2)
-            dead = [p for p in self.processes if p.exitcode is not None]
-            if dead:
-                raise RuntimeError(f"a worker process stopped unexpectedly (exit code {dead[0].exitcode}), e.g. "
-                                   f"killed for lack of memory; what finished before is stored")
+        def give(worker: _Worker) -> None:
+            for task in queued:
+                worker.task = task
+                worker.tasks.send(task)
+                busy[worker.events] = worker
+                return
+
+        for worker in self._workers:
+            give(worker)
+        while busy:
+            for conn in wait(list(busy)):
+                worker = busy[conn]
+                try:
+                    kind, value = conn.recv()
+                except EOFError:
+                    worker.process.join()
+                    raise WorkerDied(f"a worker process stopped in the middle of a task (exit code "
+                                     f"{worker.process.exitcode}), e.g. killed for lack of memory; what finished "
+                                     f"before is stored", worker.task) from None
+                if kind == "advance":
+                    advance(value)
+                    continue
+                del busy[conn]
+                worker.task = None
+                if kind == "error":
+                    raise value
+                give(worker)
+                yield value
 
     def close(self) -> None:
         """Let the workers finish their current task and exit."""
-        for _ in self.processes:
-            self._tasks.put(None)
-        for process in self.processes:
-            process.join()
+        for worker in self._workers:
+            with contextlib.suppress(OSError):  # a worker that already died
+                worker.tasks.send(None)
+        self._join()
 
     def terminate(self) -> None:
         """Stop every worker now (SIGTERM), mid-task."""
-        for process in self.processes:
-            process.terminate()
-        for process in self.processes:
-            process.join()
+        for worker in self._workers:
+            worker.process.terminate()
+        self._join()
+
+    def _join(self) -> None:
+        for worker in self._workers:
+            worker.process.join()
+            worker.tasks.close()
+            worker.events.close()

@@ -428,8 +428,10 @@ def test_run_directory_is_where_open_logdir_finds_the_run(tmp_path):
                                     "meta/distances", "meta/sources"])
 def test_only_the_store_builds_paths(module):
     """Grep-style guard (the behaviour is tested above): no path joins, file opens or .npy reads elsewhere."""
+    import re
     from pathlib import Path
 
     source = (Path(store.__file__).parent / f"{module}.py").read_text()
-    for pattern in ("root /", "Path(", "np.load", "open(", "tempfile", "os.path"):
-        assert pattern not in source, f"repviz/{module}.py contains {pattern!r}"
+    for pattern in (r"root /", r"Path\(", r"np\.load", r"(?<![\w.])open\(", r"tempfile", r"os\.path\.join",
+                    r"\.run_dir\b"):
+        assert not re.search(pattern, source), f"repviz/{module}.py matches {pattern!r}"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from repviz.workers import WorkerPool
+from repviz.workers import WorkerDied, WorkerPool
 
 
 def _square(task, advance):
@@ -74,8 +74,16 @@ def test_an_exception_in_the_caller_stops_every_worker_mid_task():
     assert all(p.exitcode == -signal.SIGTERM for p in pool.processes)
 
 
-def test_a_worker_that_dies_is_reported_not_waited_for():
-    with pytest.raises(RuntimeError, match=r"a worker process stopped unexpectedly \(exit code -9\)"), \
+def test_a_worker_that_dies_is_reported_with_its_task_not_waited_for():
+    with pytest.raises(WorkerDied, match=r"stopped in the middle of a task \(exit code -9\)") as info, \
             WorkerPool(_die, 1) as pool:
-        list(pool.run([0], lambda n: None))
+        list(pool.run(["the task"], lambda n: None))
+    assert info.value.task == "the task"
     assert all(not p.is_alive() for p in pool.processes)
+
+
+def test_more_workers_than_tasks_and_no_tasks():
+    with WorkerPool(_square, 3) as pool:
+        assert list(pool.run([4], lambda n: None)) == [16]
+        assert list(pool.run([], lambda n: None)) == []
+        assert sorted(pool.run([1, 2, 3, 5], lambda n: None)) == [1, 4, 9, 25]  # a pool runs several batches
