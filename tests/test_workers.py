@@ -87,3 +87,38 @@ def test_more_workers_than_tasks_and_no_tasks():
         assert list(pool.run([4], lambda n: None)) == [16]
         assert list(pool.run([], lambda n: None)) == []
         assert sorted(pool.run([1, 2, 3, 5], lambda n: None)) == [1, 4, 9, 25]  # a pool runs several batches
+
+
+_ORPHAN_SCRIPT = """
+import sys, time
+sys.path[:0] = {path!r}
+from repviz.workers import WorkerPool
+from test_workers import _square
+pool = WorkerPool(_square, 2)
+print(*[p.pid for p in pool.processes], flush=True)
+time.sleep(60)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\\tZ" not in next(line for line in f if line.startswith("State:"))
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_idle_workers_exit_when_their_parent_is_killed():
+    import subprocess
+    import sys
+
+    script = _ORPHAN_SCRIPT.format(path=[os.path.dirname(__file__), *sys.path])
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 20
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in pids)
