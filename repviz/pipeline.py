@@ -60,7 +60,7 @@ from . import __version__
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import NotFoundError, Run, open_logdir
-from .workers import WorkerPool
+from .workers import WorkerDied, WorkerPool
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
 PIPELINE_VERSION = 1
@@ -662,6 +662,15 @@ def _check_jobs(jobs: int, owner: str) -> None:
                          f"Got {jobs!r} instead.")
 
 
+def _lost_chain(death: WorkerDied) -> list[dict]:
+    """The results of a chain whose worker died: what it stored counts as computed, the rest as failed."""
+    task: ChainTask = death.task
+    key, method = task.resolved.key, task.resolved.method.name
+    return [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
+             "seconds": float("nan")} if task.run.has_embedding(key, layer, step)
+            else _failure(task.run.name, layer, step, method, death) for layer, step in task.items]
+
+
 def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = None) -> EmbedResult:
     """Compute what ``plan`` lists, storing every embedding as soon as it is computed.
 
@@ -681,7 +690,8 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     EmbedResult
 
     Ctrl-C (or any error) stops the workers at once; what they stored is kept, and planning again resumes from
-    there.
+    there. Workers end with this process however it ends. A worker that dies (e.g. killed by the out-of-memory
+    killer) is replaced: the rest of its chain is reported failed and the other chains go on.
     """
     start = time.perf_counter()
     _check_jobs(jobs, "execute")
@@ -702,7 +712,8 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     else:
         env = {name: str(tasks[0].threads) for name in _THREAD_VARIABLES}
         with WorkerPool(run_chain, workers, env=env) as pool:
-            results = [r for chain_results in pool.run(tasks, advance) for r in chain_results]
+            results = [r for chain_results in pool.run(tasks, advance, on_death=_lost_chain)
+                       for r in chain_results]
     return EmbedResult.from_plan(plan, results, time.perf_counter() - start)
 
 def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
