@@ -59,7 +59,7 @@ import numpy as np
 from . import __version__
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
-from .store import NotFoundError, Run, open_logdir
+from .store import NotFoundError, Run, checksum, open_logdir
 from .workers import WorkerDied, WorkerPool
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
@@ -282,12 +282,24 @@ def _failure(run: str, layer: str, step: int, method: str, error: Exception) -> 
             "error": f"{type(error).__name__}: {error}"}
 
 
+def _damaged(run: Run, record: dict) -> RepresentationError | None:
+    """The error of a snapshot whose file no longer matches its record (known from its header and size)."""
+    if run.record_intact(record):
+        return None
+    return RepresentationError("the activations file is truncated or does not hold the shape and dtype recorded "
+                               "when it was captured (replaced or damaged); record the snapshot again")
+
+
 def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     """The activations as a float32 matrix and the checksum of the file they came from."""
     record = run.record(layer, step)
     if error := _nonfinite(record):
         raise error
-    X = np.asarray(run.read_array(record), dtype=np.float32)
+    stored = run.read_array(record)
+    if checksum(stored) != record["crc32"]:
+        raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
+                                  "(corrupted, or replaced by hand); record the snapshot again")
+    X = np.asarray(stored, dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
@@ -426,14 +438,14 @@ class _CacheWalk:
         previous = None
         for i, (layer, step) in enumerate(items):
             record = run.record(layer, step)
-            if run.has_embedding(key, layer, step):
+            if run.embedding_intact(key, layer, step, record["shape"][0]):
                 info = run.embedding_info(key, layer, step)
-                if (info.get("source", {}).get("crc32") == record["crc32"]
+                if (info.get("source", {}).get("crc32") == record["crc32"] and run.record_intact(record)
                         and info.get("init_from") == (None if previous is None else list(previous))):
                     previous = (layer, step)
                     self.cached += 1
                     continue
-            if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
+            if error := _nonfinite(record) or _damaged(run, record):  # fails the same way every time
                 self.failed.append(_failure(run.name, layer, step, method, error))
                 continue
             self.todo.append(_Todo(run, items[i:], previous))

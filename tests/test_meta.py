@@ -183,6 +183,20 @@ def test_column_blocks_give_the_same_gram(tmp_path):
     np.testing.assert_allclose(res[0], res[1], rtol=1e-12, atol=1e-15)
 
 
+def test_a_truncated_vector_is_rebuilt_not_trusted(tmp_path):
+    """Non-regression: a truncated cached vector counted as banked until deleted by hand."""
+    X = clusters(n=60, width=8)
+    vec = representation_vectors(X, ["dist"])["dist"]
+    bank = VectorBank(Artifacts(tmp_path), len(vec))
+    bank.add("v", vec)
+    bank.add("w", representation_vectors(np.tanh(X), ["dist"])["dist"])
+    bank.sq_chords(["v", "w"])
+    path = tmp_path / "v.npy"
+    path.write_bytes(path.read_bytes()[:-16])
+    reopened = VectorBank(Artifacts(tmp_path), len(vec))
+    assert "v" not in reopened and "w" in reopened and reopened.rows == ["w"]
+
+
 def test_pair_subset_above_max_probes_approximates_all_pairs():
     rng = np.random.default_rng(9)
     X = clusters(n=400, width=10)

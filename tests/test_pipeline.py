@@ -134,6 +134,33 @@ def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path
     assert info["source"]["crc32"] == run.record("a", 2)["crc32"] and info["init_from"] == ["a", 1]
 
 
+def test_the_cache_checks_what_it_finds(tmp_path):
+    """Non-regression: a truncated embedding counted as cached, and a damaged or hand-replaced snapshot was never
+    noticed (the recorded checksum was not compared with the file)."""
+    make_run(tmp_path / "r1")
+    key = embed_logdir(tmp_path, ["pca"]).keys["pca"]
+    run = open_logdir(tmp_path).run("r1")
+    emb = run.root / "embeddings" / key / "b" / "1.npy"
+    emb.write_bytes(emb.read_bytes()[:-8])  # a full disk cut the file short
+    again = embed_logdir(tmp_path, ["pca"])
+    assert (again.computed, again.cached, again.failed) == (3, 5, [])  # b/1 and the rest of its chain
+    assert run.read_embedding(key, "b", 1).shape == (120, 2)
+
+    source = run.root / run.record("a", 2)["file"]
+    data = bytearray(source.read_bytes())
+    data[-5] ^= 0xFF  # one flipped bit pattern, same size: found when the source is read
+    source.write_bytes(bytes(data))
+    embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}})  # another key reads every source
+    flipped = embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}})
+    assert [(f["layer"], f["step"]) for f in flipped.failed] == [("a", 2)]
+    assert "does not match the checksum recorded" in flipped.failed[0]["error"]
+
+    np.save(source, np.zeros((120, 5), np.float32))  # replaced by hand with another shape: found from its header
+    replaced = embed_logdir(tmp_path, ["pca"])
+    assert ("a", 2) in [(f["layer"], f["step"]) for f in replaced.failed]
+    assert "does not hold the shape and dtype recorded" in replaced.failed[0]["error"]
+
+
 def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
     make_run(tmp_path / "r1")
     default = embed_logdir(tmp_path, ["pca"])

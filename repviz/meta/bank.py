@@ -63,7 +63,7 @@ class VectorBank:
         # A cache torn between its files (or of another length) is dropped, not trusted.
         if index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),):
             return
-        keep = [i for i, r in enumerate(rows) if self.artifacts.exists(f"{r}.npy")]
+        keep = [i for i, r in enumerate(rows) if r in self]
         self.rows = [rows[i] for i in keep]
         self.chord2 = chord2[np.ix_(keep, keep)]
         self.norms2 = norms2[keep]
@@ -76,7 +76,8 @@ class VectorBank:
 
     # vectors --------------------------------------------------------------------------------------------------
     def __contains__(self, vid: str) -> bool:
-        return self.artifacts.exists(f"{vid}.npy")
+        """The vector ``vid`` is stored whole (a truncated file is rebuilt, not trusted)."""
+        return self.artifacts.intact(f"{vid}.npy") and self.artifacts.header(f"{vid}.npy")[0] == (self.length,)
 
     def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
         """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
