@@ -26,14 +26,21 @@ def _human_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def _add_out(p) -> None:
+    p.add_argument("--out", metavar="DIR",
+                   help="write results (embeddings, meta-SNE maps) under DIR instead of the log directory, e.g. "
+                        "when it is read-only; results already in DIR or in the log directory are read from both")
+
+
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="list runs, layers, shapes, snapshots and sizes on disk")
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    _add_out(p)
     p.set_defaults(func=_run_info)
 
 
 def _run_info(args) -> int:
-    logdir = open_logdir(args.logdir)
+    logdir = open_logdir(args.logdir, args.out)
     for name, run in logdir.runs.items():
         m = run.manifest
         probe = m.get("probe", {})
@@ -83,6 +90,7 @@ def _add_embed(sub) -> None:
     p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
                    help="an estimator parameter, e.g. tsne.perplexity=50 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    _add_out(p)
     p.set_defaults(func=_run_embed)
 
 
@@ -128,9 +136,9 @@ def _run_embed(args) -> int:
         steps = None if steps is None else [int(s) for s in steps]
     except ValueError:
         raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
-    result = embed_logdir(args.logdir, methods=_split(args.method, "--method"), params=_parse_params(args.param),
-                          runs=_split(args.runs, "--runs"), layers=_split(args.layers, "--layers"), steps=steps,
-                          align=args.align,
+    result = embed_logdir(open_logdir(args.logdir, args.out), methods=_split(args.method, "--method"),
+                          params=_parse_params(args.param), runs=_split(args.runs, "--runs"),
+                          layers=_split(args.layers, "--layers"), steps=steps, align=args.align,
                           jobs=args.jobs, progress=False if args.no_progress else None)
     for line in result.failure_lines():
         print(f"repviz embed: skipped {line}", file=sys.stderr)
@@ -194,6 +202,7 @@ def _add_meta(sub) -> None:
                                   "<embedding>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pair sample and of t-SNE/SMACOF (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    _add_out(p)
     p.set_defaults(func=_run_meta)
 
 
@@ -202,7 +211,7 @@ def _run_meta(args) -> int:
     from .progress import TerminalProgress
 
     bar = TerminalProgress("repviz meta", enabled=False if args.no_progress else None)
-    logdir = open_logdir(args.logdir)
+    logdir = open_logdir(args.logdir, args.out)
     runs = _split(args.runs, "--runs")
     names = runs or list(logdir.runs)
     inputs = None
@@ -287,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
-        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
+        hint = " (write the results elsewhere with --out DIR)" if isinstance(e, PermissionError) and \
+            "out" in args else ""
+        print(f"repviz {args.command}: error: {e}{hint}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `repviz info logs | head -1`: the reader has all it wanted
         with contextlib.suppress(OSError):

@@ -486,9 +486,11 @@ class Run:
     Use :func:`open_logdir` to get runs by name.
     """
 
-    def __init__(self, root: str | os.PathLike, name: str):
+    def __init__(self, root: str | os.PathLike, name: str, results: str | os.PathLike | None = None):
         self.root = Path(root)
         self.name = name
+        # where embeddings are written; those of the run's own directory are still read (see open_logdir's out)
+        self.results = self.root if results is None else Path(results)
         self.manifest: dict = _check_manifest(self.root / _MANIFEST, load_json(self.root / _MANIFEST))
         self._records: list[dict] = []
         self._index: dict[str, dict[tuple, dict]] = {}
@@ -500,7 +502,7 @@ class Run:
     def __reduce__(self) -> tuple:
         """Pickle as a reference (location and name): a worker process reopens the run, re-reading the manifest
         and the records, rather than receiving a copy of every record."""
-        return type(self), (str(self.root), self.name)
+        return type(self), (str(self.root), self.name, None if self.results == self.root else str(self.results))
 
     @property
     def run_dir(self) -> Path:
@@ -605,13 +607,20 @@ class Run:
         return Probe(ids=load_array(d / "ids.npy"), **opt)
 
     # embeddings -----------------------------------------------------------------------------------------------
-    def _embedding_path(self, method_key: str, layer: str, step: int) -> Path:
-        return self.root / "embeddings" / path_key(method_key) / path_key(layer) / f"{int(step)}.npy"
+    def _embedding_dirs(self, method_key: str, *parts: str) -> list[Path]:
+        """Where embeddings of ``method_key`` live: the results directory, then the run's own (when apart)."""
+        bases = [self.results] if self.results == self.root else [self.results, self.root]
+        return [base.joinpath("embeddings", path_key(method_key), *parts) for base in bases]
+
+    def _embedding_path(self, method_key: str, layer: str, step: int, *, write: bool = False) -> Path:
+        """The file of an embedding: where it is written, or for reading the first place that holds it."""
+        paths = [d / f"{int(step)}.npy" for d in self._embedding_dirs(method_key, path_key(layer))]
+        return paths[0] if write else next((p for p in paths if p.exists()), paths[0])
 
     def embedding_keys(self) -> list[str]:
         """Method keys (``<method>-<params hash>``) that have at least one stored embedding."""
-        d = self.root / "embeddings"
-        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+        dirs = {self.results / "embeddings", self.root / "embeddings"}
+        return sorted({p.name for d in dirs if d.exists() for p in d.iterdir() if p.is_dir()})
 
     def has_embedding(self, method_key: str, layer: str, step: int) -> bool:
         return self._embedding_path(method_key, layer, step).exists()
@@ -628,7 +637,7 @@ class Run:
 
         The sidecar is written first: an embedding file that exists always has its scores.
         """
-        path = self._embedding_path(method_key, layer, step)
+        path = self._embedding_path(method_key, layer, step, write=True)
         save_json(path.with_suffix(".json"), info)
         save_array(path, np.asarray(embedding, dtype=np.float32))
 
@@ -647,17 +656,17 @@ class Run:
         return load_array(path)
 
     def embedding_steps(self, method_key: str, layer: str) -> list[int]:
-        d = self.root / "embeddings" / path_key(method_key) / path_key(layer)
-        return sorted(int(p.stem) for p in d.glob("*.npy")) if d.exists() else []
+        return sorted({int(p.stem) for d in self._embedding_dirs(method_key, path_key(layer)) if d.exists()
+                       for p in d.glob("*.npy")})
 
     def write_embedding_method(self, method_key: str, info: dict) -> None:
         """Describe a method key (``method``, full ``params``, ``align``, ``default``) so readers find it by name."""
-        save_json(self.root / "embeddings" / path_key(method_key) / "method.json", info)
+        save_json(self._embedding_dirs(method_key)[0] / "method.json", info)
 
     def embedding_method(self, method_key: str) -> dict:
         """The description written by :meth:`write_embedding_method` ({} if none)."""
-        path = self.root / "embeddings" / path_key(method_key) / "method.json"
-        return load_json(path) if path.exists() else {}
+        path = next((p for d in self._embedding_dirs(method_key) if (p := d / "method.json").exists()), None)
+        return {} if path is None else load_json(path)
 
     def embedding_key(self, method: str = "tsne", params: dict | None = None) -> str:
         """The stored method key for a method name and (some of) its parameters.
@@ -725,10 +734,15 @@ def _tree_bytes(root: str | os.PathLike) -> int:
 
 
 class Artifacts:
-    """A directory of named results that span runs (meta-SNE), with atomic writes."""
+    """A directory of named results that span runs (meta-SNE), with atomic writes.
 
-    def __init__(self, root: str | os.PathLike):
+    With ``fallback``, files missing from ``root`` are read from ``fallback`` (the log directory's own results
+    when results are written elsewhere, see :func:`open_logdir`'s ``out``); writes always go to ``root``.
+    """
+
+    def __init__(self, root: str | os.PathLike, fallback: str | os.PathLike | None = None):
         self.root = Path(root)
+        self.fallback = None if fallback is None else Path(fallback)
         self._headers: dict[str, tuple[tuple, tuple[tuple[int, ...], np.dtype, int]]] = {}
 
     @property
@@ -737,7 +751,14 @@ class Artifacts:
         return str(self.root)
 
     def path(self, name: str) -> Path:
-        """The path of artifact ``name``; ``name`` is a plain file name (no directories)."""
+        """The path artifact ``name`` is read from; ``name`` is a plain file name (no directories)."""
+        target = self._target(name)
+        if self.fallback is not None and not target.exists() and (self.fallback / name).exists():
+            return self.fallback / name
+        return target
+
+    def _target(self, name: str) -> Path:
+        """The path artifact ``name`` is written to."""
         if name != Path(name).name or name.startswith("."):
             raise ValueError(f"artifact names are plain file names, got {name!r}")
         return self.root / name
@@ -746,10 +767,11 @@ class Artifacts:
         return self.path(name).exists()
 
     def names(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if not p.name.startswith(".")) if self.root.exists() else []
+        return sorted({p.name for d in (self.root, self.fallback) if d is not None and d.exists()
+                       for p in d.iterdir() if not p.name.startswith(".")})
 
     def save_array(self, name: str, array: np.ndarray) -> None:
-        save_array(self.path(name), array)
+        save_array(self._target(name), array)
 
     def load_array(self, name: str, mmap: bool = True) -> np.ndarray:
         if not self.exists(name):
@@ -806,7 +828,7 @@ class Artifacts:
         return cached[1]
 
     def save_json(self, name: str, obj: Any) -> None:
-        save_json(self.path(name), obj)
+        save_json(self._target(name), obj)
 
     def load_json(self, name: str) -> Any:
         if not self.exists(name):
@@ -817,15 +839,16 @@ class Artifacts:
     def writing(self, name: str) -> Iterator[Path]:
         """Yield a temporary path to fill (e.g. with ``np.lib.format.open_memmap``); renamed onto ``name`` on
         success, deleted on failure."""
-        with atomic_path(self.path(name)) as tmp:
+        with atomic_path(self._target(name)) as tmp:
             yield tmp
 
 
 class LogDir:
     """A log directory holding one or more repviz runs (found at any depth, as TensorBoard finds runs)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, out: str | os.PathLike | None = None):
         self.path = Path(path)
+        self.out = None if out is None else Path(out)
         if not self.path.exists():
             raise NotFoundError(f"log directory {str(self.path)!r} does not exist")
         if not self.path.is_dir():
@@ -835,8 +858,9 @@ class LogDir:
         for manifest in sorted(self.path.rglob("/".join(_RUN_SUBDIR) + "/" + _MANIFEST)):
             root = manifest.parent
             name = root.parent.parent.relative_to(self.path).as_posix()
+            results = None if self.out is None else self.out.joinpath(*Path(name).parts, *_RUN_SUBDIR)
             try:
-                self.runs[name] = Run(root, name)
+                self.runs[name] = Run(root, name, results)
             except (OSError, ValueError) as e:  # one broken run must not hide the others
                 self.skipped[name] = str(e)
                 warnings.warn(f"skipped run {name!r}: {e}", RuntimeWarning, stacklevel=2)
@@ -854,7 +878,8 @@ class LogDir:
         """The results directory ``name`` for cross-run results (e.g. one meta-SNE configuration)."""
         if not name or name != Path(name).name or name.startswith("."):
             raise ValueError(f"artifact directory names are plain names, got {name!r}")
-        return Artifacts(self.path.joinpath(*_META_SUBDIR, name))
+        own = self.path.joinpath(*_META_SUBDIR, name)
+        return Artifacts(own) if self.out is None else Artifacts(self.out.joinpath(*_META_SUBDIR, name), own)
 
     def vector_cache(self, transform: str, probe_id: str, n_pairs: int | None = None,
                      pair_seed: int | None = None) -> Artifacts:
@@ -864,8 +889,8 @@ class LogDir:
         return self.artifacts(f"vectors-{transform}-{probe_id}{sample}")
 
     def artifact_names(self) -> list[str]:
-        d = self.path.joinpath(*_META_SUBDIR)
-        return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+        dirs = [base.joinpath(*_META_SUBDIR) for base in (self.path, self.out) if base is not None]
+        return sorted({p.name for d in dirs if d.exists() for p in d.iterdir() if p.is_dir()})
 
 
 @contextlib.contextmanager
@@ -884,14 +909,18 @@ def run_directory(logdir: str | os.PathLike, name: str) -> Path:
     return Path(logdir, *parts)
 
 
-def open_logdir(path: str | os.PathLike) -> LogDir:
+def open_logdir(path: str | os.PathLike, out: str | os.PathLike | None = None) -> LogDir:
     """Open a log directory for reading; needs no TensorFlow.
+
+    ``out``: a directory for the results computed from it (embeddings, meta-SNE maps), for log directories that
+    are read-only (shared experiment directories): results are written under ``out`` in the same layout and read
+    from ``out`` first, then from the log directory itself.
 
     >>> logdir = open_logdir("logs")                                   # doctest: +SKIP
     >>> run = logdir.runs["relu_mlp"]; run.activations(run.layers[0], 0).shape   # doctest: +SKIP
     (2000, 128)
     """
-    logdir = LogDir(path)
+    logdir = LogDir(path, out)
     if not logdir.runs and not logdir.artifact_names():
         raise NotFoundError(f"{str(path)!r} holds no repviz runs (no */plugins/repviz/manifest.json); "
                             f"record some with repviz.ActivationLogger")

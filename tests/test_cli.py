@@ -134,7 +134,8 @@ def test_a_read_only_logdir_is_one_line(tmp_path, capsys):
             p.chmod(0o555)
     try:
         assert main(["embed", str(tmp_path), "--method", "pca"]) == 2
-        assert "Permission denied" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "Permission denied" in err and "--out DIR" in err
     finally:
         for p in [tmp_path, *tmp_path.rglob("*")]:
             if p.is_dir():
@@ -147,3 +148,22 @@ def test_meta_ignores_a_run_killed_before_its_probe_was_stored(tmp_path, capsys)
     RunWriter(tmp_path / "b").begin({"fingerprint": {"model": "m2"}, "layers": {"dense": {}}})
     assert main(["meta", str(tmp_path), "--no-robustness", "--no-progress"]) == 0
     assert "3 representations of 30 probes from run(s) a" in capsys.readouterr().out
+
+
+def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys):
+    """Non-regression: a read-only log directory had no way out (users keep shared experiment directories
+    read-only); --out writes results elsewhere and reads both as one overlay."""
+    logs, out = _small_logdir(tmp_path / "logs", runs=("a", "b")), tmp_path / "results"
+    assert main(["embed", str(logs), "--method", "pca", "--steps", "0,1"]) == 0  # some results in the log dir
+    before = {p: p.stat().st_mtime_ns for p in logs.rglob("*")}
+    assert main(["embed", str(logs), "--method", "pca", "--out", str(out)]) == 0
+    assert "2 computed, 4 cached" in capsys.readouterr().out  # step 2 of each run; steps 0-1 read from logs
+    assert main(["meta", str(logs), "--no-robustness", "--no-progress", "--out", str(out)]) == 0
+    assert {p: p.stat().st_mtime_ns for p in logs.rglob("*")} == before  # nothing written into the log dir
+    overlay = open_logdir(logs, out=out)
+    run = overlay.run("a")
+    assert run.embedding_steps(run.embedding_key("pca"), "dense") == [0, 1, 2]
+    assert run.embedding("dense", 2, "pca").shape == (30, 2) and run.embedding("dense", 0, "pca").shape == (30, 2)
+    assert MetaResult.load(overlay, "meta-dist-chord-mds").coords.shape == (6, 2)
+    assert "meta-dist-chord-mds" not in open_logdir(logs).artifact_names()
+    assert main(["info", str(logs), "--out", str(out)]) == 0 and "embeddings: pca-" in capsys.readouterr().out

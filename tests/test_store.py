@@ -435,3 +435,27 @@ def test_only_the_store_builds_paths(module):
     for pattern in (r"root /", r"Path\(", r"np\.load", r"(?<![\w.])open\(", r"tempfile", r"os\.path\.join",
                     r"\.run_dir\b"):
         assert not re.search(pattern, source), f"repviz/{module}.py matches {pattern!r}"
+
+
+def test_results_overlay_reads_both_and_writes_out(tmp_path):
+    w = _writer(tmp_path / "logs")
+    w.write_probe(np.arange(5))
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    own = open_logdir(tmp_path / "logs").run("run")
+    own.write_embedding("pca-1", "dense", 0, np.zeros((5, 2)), {"scores": {}})
+    own.write_embedding_method("pca-1", {"method": "pca"})
+    overlay = open_logdir(tmp_path / "logs", out=tmp_path / "out")
+    run = overlay.run("run")
+    run.write_embedding("pca-1", "dense", 1, np.ones((5, 2)), {"scores": {}})
+    run.write_embedding("tsne-2", "dense", 0, np.ones((5, 2)), {"scores": {}})
+    assert run.embedding_keys() == ["pca-1", "tsne-2"] and run.embedding_steps("pca-1", "dense") == [0, 1]
+    assert run.embedding_method("pca-1") == {"method": "pca"} and run.embedding_intact("pca-1", "dense", 0, 5)
+    assert (tmp_path / "out/run/plugins/repviz/embeddings/pca-1/dense/1.npy").exists()
+    assert open_logdir(tmp_path / "logs").run("run").embedding_steps("pca-1", "dense") == [0]
+    import pickle
+    assert pickle.loads(pickle.dumps(run)).embedding_steps("pca-1", "dense") == [0, 1]
+    art = overlay.artifacts("meta-x")
+    open_logdir(tmp_path / "logs").artifacts("meta-x").save_json("a.json", {"from": "logs"})
+    art.save_json("b.json", {"from": "out"})
+    assert art.names() == ["a.json", "b.json"] and art.load_json("a.json") == {"from": "logs"}
+    assert overlay.artifact_names() == ["meta-x"] and not (tmp_path / "logs/plugins/repviz-meta/meta-x/b.json").exists()
