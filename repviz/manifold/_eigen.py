@@ -68,11 +68,12 @@ def _largest_arpack(A, n_eig: int, *, upper: float | None, tol: float, max_iter:
     """Largest eigenpairs by Lanczos: matrix-vector products only, O(nnz) memory.
 
     The top eigenvalues of a diffusion operator can sit within 1e-7 of each other on a spectrum of width 1 (a
-    3-D Gaussian blob: its outliers are almost cut off by the kernel), and Lanczos then never converges. If
-    ``upper`` bounds the spectrum from above, it gets ``_LANCZOS_RESTARTS`` restarts (unless ``max_iter`` is
-    given) and then shift-invert just above ``upper`` takes over: the wanted eigenvalues become the largest,
-    well separated ones of (A - sigma I)⁻¹, at the price of one sparse LU. Graphs whose spectrum clusters like
-    this usually come from low-dimensional data, whose graphs have small separators and a sparse LU.
+    3-D Gaussian blob: its outliers are almost cut off by the kernel), and Lanczos then does not converge in
+    thousands of restarts. If ``upper`` bounds the spectrum from above, Lanczos gets ``_LANCZOS_RESTARTS``
+    restarts (unless ``max_iter`` is given), then shift-invert just above ``upper`` takes over: the wanted
+    eigenvalues become the largest, well separated ones of (A - sigma I)⁻¹, at the price of one sparse LU.
+    Spectra that crowd like this usually come from low-dimensional data, whose graphs have small separators,
+    so the LU stays sparse.
     """
     if upper is None:
         return eigsh(A, n_eig, which="LA", tol=tol, maxiter=max_iter, v0=v0)
