@@ -20,7 +20,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..progress import ProgressCallback, report
-from ..store import Artifacts, NotFoundError
+from ..store import Artifacts, NotFoundError, checksum
 from . import _kernels
 
 
@@ -44,7 +44,7 @@ class VectorBank:
         self.length = int(length)
         self.block_bytes = int(block_bytes)
         self.near = float(near)
-        self._offsets: dict[str, int] = {}
+        self._checked: set[str] = set()
         self._load_index()
 
     # index ----------------------------------------------------------------------------------------------------
@@ -60,10 +60,12 @@ class VectorBank:
         except NotFoundError:
             return
         rows = index.get("rows", [])
-        # A cache torn between its files (or of another length) is dropped, not trusted.
-        if index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),):
+        # The index names the checksums of the matrices it belongs with: a cache torn between its files (two
+        # writers at once, a kill between the renames) or of another length is dropped, not trusted.
+        if (index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),)
+                or index.get("crc32") != {"chord2": checksum(chord2), "norms2": checksum(norms2)}):
             return
-        keep = [i for i, r in enumerate(rows) if self.artifacts.exists(f"{r}.npy")]
+        keep = [i for i, r in enumerate(rows) if r in self]
         self.rows = [rows[i] for i in keep]
         self.chord2 = chord2[np.ix_(keep, keep)]
         self.norms2 = norms2[keep]
@@ -72,11 +74,14 @@ class VectorBank:
     def _save_index(self) -> None:
         self.artifacts.save_array("chord2.npy", self.chord2)
         self.artifacts.save_array("norms2.npy", self.norms2)
-        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info})
+        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info,
+                                                "crc32": {"chord2": checksum(self.chord2),
+                                                          "norms2": checksum(self.norms2)}})
 
     # vectors --------------------------------------------------------------------------------------------------
     def __contains__(self, vid: str) -> bool:
-        return self.artifacts.exists(f"{vid}.npy")
+        """The vector ``vid`` is stored whole (a truncated file is rebuilt, not trusted)."""
+        return self.artifacts.intact(f"{vid}.npy") and self.artifacts.header(f"{vid}.npy")[0] == (self.length,)
 
     def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
         """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
@@ -91,28 +96,20 @@ class VectorBank:
         """One stored vector, memory-mapped."""
         return self.artifacts.load_array(f"{vid}.npy")
 
-    def _offset(self, vid: str) -> int:
-        if vid not in self._offsets:
-            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
-                version = np.lib.format.read_magic(f)
-                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                               else np.lib.format.read_array_header_2_0)
-                shape, fortran, dtype = read_header(f)
-                if shape != (self.length,) or dtype != np.float32:
-                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} holds {dtype} {shape}, not float32 "
-                                     f"({self.length},); delete the directory to rebuild the cache")
-                self._offsets[vid] = f.tell()
-        return self._offsets[vid]
+    def _check(self, vid: str) -> None:
+        if vid not in self._checked:
+            shape, dtype = self.artifacts.header(f"{vid}.npy")
+            if shape != (self.length,) or dtype != np.float32:
+                raise ValueError(f"vector {vid!r} in {self.artifacts.location!r} holds {dtype} {shape}, not "
+                                 f"float32 ({self.length},); delete the directory to rebuild the cache")
+            self._checked.add(vid)
 
     def _read_block(self, vids: list[str], start: int, out: np.ndarray) -> None:
         """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads
         (a memory map would keep every page it touched resident)."""
-        width = out.shape[1]
         for row, vid in zip(out, vids):
-            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
-                f.seek(self._offset(vid) + 4 * start)
-                if f.readinto(memoryview(row).cast("B")) != 4 * width:
-                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} is truncated")
+            self._check(vid)
+            self.artifacts.read_into(f"{vid}.npy", row, start)
 
     def _blocks(self, n_rows: int) -> range:
         step = max(1024, self.block_bytes // (12 * max(1, n_rows)))
@@ -127,7 +124,7 @@ class VectorBank:
         """
         missing = [v for v in vids if v not in self]
         if missing:
-            raise NotFoundError(f"{len(missing)} vector(s) are not in {str(self.artifacts.root)!r}, e.g. "
+            raise NotFoundError(f"{len(missing)} vector(s) are not in {self.artifacts.location!r}, e.g. "
                                 f"{missing[0]!r}; add them first")
         cached = set(self.rows)
         new = [v for v in dict.fromkeys(vids) if v not in cached]
