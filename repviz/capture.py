@@ -317,20 +317,16 @@ class ActivationLogger(keras.callbacks.Callback):
         return calls, outputs
 
     def _capture_fn(self, model) -> Callable:
-        """``x -> (reduced outputs, predictions)`` for one probe batch; compiled with ``tf.function`` on the
-        TensorFlow backend (the wrappers then run once, while tracing, and each snapshot runs one graph)."""
-        captures = self._captures
-        layers = [c.layer for c in captures]
-
-        def run(x):
-            calls, outputs = self._forward(model, x, layers)
-            reduced = [_reduce(keras.tree.flatten(calls[id(c.layer)][c.call])[c.output], c) for c in captures]
-            return reduced, keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")
-
+        """``x -> (reduced outputs, predictions)`` for one probe batch. On the TensorFlow backend a
+        ``tf.function`` traced once per model: the input signature leaves the batch dimension free (the last
+        probe batch is shorter), the wrappers run once, while tracing, and each snapshot runs one graph."""
+        run = _CaptureCall(self._forward, model, self._captures)
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
-            return tf.function(run, reduce_retracing=True)
+            signature = keras.tree.map_structure(
+                lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)), self._x)
+            return tf.function(run, input_signature=[signature])
         return run
 
     def _snapshot(self, step: int, **info: Any) -> None:
@@ -364,6 +360,22 @@ class ActivationLogger(keras.callbacks.Callback):
                 warnings.warn(f"layer {r['layer']!r} has {r['nonfinite']} non-finite activation value(s) at "
                               f"{self._writer.manifest['step_unit']} {step}; they are stored as they are and "
                               f"counted in the record{hint}.", RuntimeWarning, stacklevel=3)
+
+
+class _CaptureCall:
+    """The function that ``ActivationLogger._capture_fn`` compiles: the model's forward pass with the chosen
+    layers recorded, each capture reduced. A callable object rather than a closure: TensorFlow counts traces per
+    Python code object, so the closures of several models in one process, each traced once, would add up to
+    its "triggered tf.function retracing" warning."""
+
+    def __init__(self, forward: Callable, model, captures: list[_Capture]):
+        self.forward, self.model, self.captures = forward, model, captures
+        self.layers = [c.layer for c in captures]
+
+    def __call__(self, x):
+        calls, outputs = self.forward(self.model, x, self.layers)
+        reduced = [_reduce(keras.tree.flatten(calls[id(c.layer)][c.call])[c.output], c) for c in self.captures]
+        return reduced, keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")
 
 
 class _BatchActivationLogger(ActivationLogger):

@@ -5,6 +5,7 @@ itself for an identity layer); the store is read back through ``open_logdir`` as
 """
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -175,6 +176,35 @@ def test_weights_and_batchnorm_statistics_bit_identical(tmp_path):
     assert len(bn_names) == 2
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_several_models_in_one_process_trace_once_each(tmp_path):
+    """Non-regression: the capture function was a closure traced per model (and again for the shorter last
+    probe batch); TensorFlow counts traces per code object, so a few models in one process logged its
+    "triggered tf.function retracing" warning."""
+    import tensorflow as tf
+
+    messages, models = [], []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    tf.get_logger().addHandler(handler)
+    x, y = _images()
+    try:
+        for i in range(5):
+            keras.utils.set_random_seed(i)
+            model = _mlp()
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+            logger = ActivationLogger(tmp_path / f"m{i}", probe=(x[:70], y[:70]), batch_size=32)  # 32, 32, 6
+            model.fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[logger])
+            assert logger._run_fn.experimental_get_tracing_count() == 1
+            models.append(model)
+    finally:
+        tf.get_logger().removeHandler(handler)
+    assert not [m for m in messages if "retracing" in m]
+    for i, model in enumerate(models):  # (predict below traces one function per model: after the check)
+        side = keras.Model(model.inputs, model.get_layer("hidden").output)
+        np.testing.assert_allclose(repviz.open_logdir(tmp_path).run(f"m{i}").activations("hidden", 1),
+                                   side.predict(x[:70], verbose=0), rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------------------------

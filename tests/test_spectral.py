@@ -1,15 +1,20 @@
 """Laplacian eigenmaps and diffusion maps: scikit-learn (test-only), dense references, disconnected graphs."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.linalg import eigh
 from scipy.spatial import procrustes
 from scipy.spatial.distance import cdist
-from sklearn.datasets import load_digits, make_swiss_roll
+from sklearn.datasets import load_digits, make_s_curve, make_swiss_roll
 from sklearn.manifold import SpectralEmbedding as SkSpectral
 
 from repviz.manifold import DiffusionMap, SpectralEmbedding
+from repviz.manifold._eigen import eigsolve
+from repviz.manifold._graph import knn_graph
+from repviz.manifold.spectral import _floor_bridges
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +61,6 @@ def test_diffusion_map_against_dense_markov_matrix():
     X = make_swiss_roll(400, random_state=1)[0]
     dm = DiffusionMap(n_components=2, alpha=0.5, t=1.0).fit(X)
     # the same kernel densely: exp(-d²/eps) on the symmetric kNN graph, self-affinity 1
-    from repviz.manifold._graph import knn_graph
-
     G = knn_graph(X.astype(np.float32), 10, "euclidean")[0].toarray()
     K = np.where(G > 0, np.exp(-G ** 2 / dm.epsilon_), 0.0) + np.eye(len(X))
     q = K.sum(1) ** -0.5
@@ -73,6 +76,7 @@ def test_diffusion_map_against_dense_markov_matrix():
                                atol=1e-4 * np.abs(Y).max())
 
 
+@pytest.mark.filterwarnings("error::scipy.sparse.SparseEfficiencyWarning")
 @pytest.mark.parametrize("Est", [SpectralEmbedding, DiffusionMap])
 def test_disconnected_graph_is_joined_or_refused(digits, Est):
     X = np.vstack([digits[:300], digits[:300] + 1000.0])
@@ -111,3 +115,78 @@ def test_eigensolvers_agree(digits, solver):
     other = SpectralEmbedding(eigen_solver=solver, random_state=0).fit(digits)
     np.testing.assert_allclose(other.eigenvalues_, ref.eigenvalues_, rtol=1e-5)
     assert procrustes(ref.embedding_, other.embedding_)[2] < 1e-6
+
+
+def _two_rings(n, k, seed=0):
+    """Affinity of two k-regular rings of n/2 points (random weights in (0, 1]) joined by one bridge of weight
+    0, as a heat kernel of a long bridge gives; and the bridge alone."""
+    rng = np.random.default_rng(seed)
+    half = n // 2
+    i = np.repeat(np.arange(n), k)
+    j = (i % half + np.tile(np.arange(1, k + 1), n)) % half + (i // half) * half
+    A = sp.csr_matrix((rng.uniform(0.01, 1.0, n * k), (i, j)), shape=(n, n))
+    bridges = sp.csr_matrix(([1.0, 1.0], ([0, half], [half, 0])), shape=(n, n))
+    W = (A.maximum(A.T) + 0 * bridges).tocsr()  # the bridge stored, with affinity 0
+    W.sort_indices()
+    return W, bridges
+
+
+def test_floor_bridges_matches_dense_rule():
+    W, bridges = _two_rings(60, 3)
+    Wd, Bd = W.toarray(), bridges.toarray()
+    floor = Wd[(Bd == 0) & (Wd > 0)].min()
+    np.testing.assert_array_equal(_floor_bridges(W, bridges).toarray(), np.maximum(Wd, floor * (Bd > 0)))
+
+
+def test_floor_bridges_memory_is_linear_in_edges():
+    """Non-regression: ``W.multiply(bridges == 0)`` stored every zero of the n × n matrix (225 MiB at n = 3,000,
+    quadratic in n); the peak must stay a small multiple of the stored edges."""
+    for n in (4000, 16000):
+        W, bridges = _two_rings(n, 10)
+        tracemalloc.start()
+        _floor_bridges(W, bridges)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"n={n}: nnz={W.nnz}, peak={peak / 2**20:.1f} MiB ({peak / W.nnz:.0f} bytes per edge)")
+        assert peak < 120 * W.nnz  # n² / 8 bytes alone would be 2 MiB and 32 MiB; an entry costs 12 bytes
+
+
+def test_largest_eigenpairs_of_a_clustered_top_fall_back_to_shift_invert():
+    """Top eigenvalues 1 - 1e-9 j on a spectrum of width 2: Lanczos stalls; told the top, it shift-inverts.
+    A diagonal matrix suffices: from a random start vector, Krylov methods see only the spectrum."""
+    n = 3000
+    w = np.concatenate([1.0 - 1e-9 * np.arange(8), np.linspace(-1.0, 0.99, n - 8)])
+    A = sp.diags(w).tocsr()
+    with pytest.raises(RuntimeError, match="the arpack eigensolver failed"):
+        eigsolve(A, 3, largest=True, solver="arpack", max_iter=200, random_state=0)
+    lam, V = eigsolve(A, 3, largest=True, solver="arpack", random_state=0, upper=1.0)
+    np.testing.assert_allclose(lam, w[:3], rtol=0, atol=1e-13)
+    np.testing.assert_allclose(np.abs(V[:3]), np.eye(3), atol=1e-6)
+
+
+def _dense_diffusion(X, eps, alpha=1.0):
+    """DiffusionMap's eigenpairs (t=1, 2 components) from a dense eigendecomposition of the same operator."""
+    G = knn_graph(X.astype(np.float32), 10, "euclidean")[0].toarray()
+    K = np.where(G > 0, np.exp(-G ** 2 / eps), 0.0) + np.eye(len(X))
+    q = K.sum(1) ** -alpha
+    K_alpha = q[:, None] * K * q[None, :]
+    s = np.sqrt(K_alpha.sum(1))
+    lam, V = eigh(K_alpha / np.outer(s, s), subset_by_index=(len(X) - 3, len(X) - 1), driver="evx")
+    lam, V = lam[::-1], V[:, ::-1]
+    psi = V / s[:, None]
+    return lam[1:], psi[:, 1:] * lam[1:]
+
+
+@pytest.mark.parametrize("data, n", [("blob", 500), ("blob", 2000), ("blob", 3000), ("swiss roll", 2000),
+                                     ("S-curve", 1000)])
+def test_diffusion_map_converges_and_matches_dense(data, n):
+    """Non-regression: on a 3-D Gaussian blob of 3,000 points ARPACK's Lanczos found 0 of 3 eigenvectors (the
+    top eigenvalues lie within 1e-6 of 1); every case must now match a dense eigendecomposition."""
+    if data == "blob":
+        X = np.random.default_rng(0).standard_normal((n, 3))
+    else:
+        X = (make_swiss_roll if data == "swiss roll" else make_s_curve)(n, random_state=0)[0]
+    dm = DiffusionMap(n_neighbors=10, eigen_solver="arpack", random_state=0).fit(X)
+    lam, Y = _dense_diffusion(X, dm.epsilon_)
+    np.testing.assert_allclose(dm.eigenvalues_, lam, rtol=1e-9)
+    assert procrustes(dm.embedding_, Y)[2] < 1e-6

@@ -3,7 +3,10 @@
 Both build a symmetric affinity W on the kNN graph (memory O(n k)), join disconnected components by the rule
 in :mod:`repviz.manifold._graph`, and take the bottom eigenvectors of a Laplacian as the top eigenvectors of
 the shifted operator (D^-1/2 W D^-1/2, or 2 max(D) I - L) with the shared eigensolver: Lanczos with sparse
-matrix-vector products for n > 1,000 (O(n k) per iteration, no factorisation), dense ``eigh`` below.
+matrix-vector products for n > 1,000 (O(n k) per iteration, no factorisation), dense ``eigh`` below. Their
+spectrum tops out at a known value (1, or 2 max(D)); when the leading eigenvalues crowd against it (a diffusion
+operator on a 3-D Gaussian blob: within 1e-6 of 1) and Lanczos stalls, the solver shift-inverts just above it
+instead, with one sparse LU.
 """
 
 from __future__ import annotations
@@ -57,9 +60,18 @@ def _floor_bridges(W: sp.csr_matrix, bridges: sp.csr_matrix) -> sp.csr_matrix:
     bridge underflows to 0, which would leave the graph disconnected in all but name."""
     if bridges.nnz == 0:
         return W
-    own = W.multiply(bridges == 0)
-    floor = float(own.data[own.data > 0].min())
+    own = W.data[~_stored_in(W, bridges)]
+    floor = float(own[own > 0].min())
     return W.maximum((bridges > 0).astype(np.float64) * floor).tocsr()
+
+
+def _stored_in(A: sp.csr_matrix, B: sp.csr_matrix) -> np.ndarray:
+    """For each stored entry of ``A`` (in ``A.data`` order), whether ``B`` stores an entry at the same place.
+    O(nnz) memory: comparing with ``B == 0`` instead would store every zero of the n × n matrix."""
+    n = A.shape[1]
+    def keys(M):
+        return np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(M.indptr)) * n + M.indices
+    return np.isin(keys(A), keys(B))
 
 
 def _degree_scaled(W: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -140,11 +152,11 @@ class SpectralEmbedding(Estimator):
         if self.laplacian == "unnormalized":
             deg = np.asarray(W.sum(axis=1)).ravel()
             c = 2.0 * float(deg.max())  # Gershgorin: the spectrum of D - W lies in [0, 2 max deg]
-            lam, V = eigsolve((sp.diags(c - deg) + W).tocsr(), nc + 1, **solve)
+            lam, V = eigsolve((sp.diags(c - deg) + W).tocsr(), nc + 1, upper=c, **solve)
             w = c - lam
         else:
             S, sqrt_deg = _degree_scaled(W)
-            lam, V = eigsolve(S, nc + 1, **solve)
+            lam, V = eigsolve(S, nc + 1, upper=1.0, **solve)
             w = 1.0 - lam
             if self.laplacian == "random_walk":
                 V = V / sqrt_deg[:, None]
@@ -223,7 +235,7 @@ class DiffusionMap(Estimator):
         S, sqrt_deg = _degree_scaled(K_alpha)
         lam, V = eigsolve(S, self.n_components + 1, largest=True, solver=self.eigen_solver, tol=self.tol,
                           max_iter=self.max_iter, random_state=self.random_state, owner="DiffusionMap",
-                          graph=K_alpha)
+                          graph=K_alpha, upper=1.0)
         psi = V / sqrt_deg[:, None]
         psi = psi / np.abs(psi[:, :1]).mean()  # psi_0 is constant: scale so that it equals 1
         self.embedding_ = fix_signs(psi[:, 1:] * np.sign(lam[1:]) * np.abs(lam[1:]) ** self.t).astype(np.float32)
