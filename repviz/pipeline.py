@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from ._validation import Interval, Rule, check_option, check_param, unset_alias
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import NotFoundError, Run, load_array, open_logdir
@@ -68,6 +69,9 @@ ALIGN_MODES = ("snapshots", "layers", "none")
 
 # Parameters that change speed or logging, never the result: left out of the cache key.
 _NOT_HASHED = frozenset({"n_jobs", "verbose"})
+
+#: jobs=-1: one worker per core
+_ALL_CORES = Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v == -1, "-1")
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,7 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
     (``get_params``, ``fit_transform``).
     """
-    if align not in ("init", "procrustes"):
-        raise ValueError(f"The 'align' parameter of register_method must be a str among {{'init', 'procrustes'}}. "
-                         f"Got {align!r} instead.")
+    check_option(align, ("init", "procrustes"), "align", "register_method")
     if continuation and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised)
@@ -186,16 +188,15 @@ class Resolved:
         return None if self.align == "none" else self.method.align
 
     def describe(self) -> dict:
-        hashed = {k: v for k, v in self.params.items() if k not in _NOT_HASHED}
+        # a deprecated keyword left unset changes nothing (and must not change the key when it is removed)
+        hashed = {k: v for k, v in self.params.items() if k not in _NOT_HASHED and not unset_alias(v)}
         return {"method": self.method.name, "params": hashed, "align": self.align, "default": self.default,
                 "continuation": self.method.continuation if self.chain_align == "init" else {},
                 "pipeline_version": PIPELINE_VERSION}
 
 
 def _check_method(name: str, align: str) -> None:
-    if align not in ALIGN_MODES:
-        raise ValueError(f"The 'align' parameter of embed_logdir must be a str among "
-                         f"{{{', '.join(map(repr, ALIGN_MODES))}}}. Got {align!r} instead.")
+    check_option(align, ALIGN_MODES, "align", "embed_logdir")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
 
@@ -538,7 +539,7 @@ def _execute(chains: list[_Chain], workers: int, progress: ProgressCallback | No
     return results
 
 
-def _select(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
+def _select_names(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
     have = list(have)
     if names is None:
         return have
@@ -602,18 +603,16 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     if stray:
         raise ValueError(f"parameters given for method {stray[0]!r}, which is not among the methods to run "
                          f"({', '.join(methods)})")
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or not (jobs >= 1 or jobs == -1):
-        raise ValueError(f"The 'jobs' parameter of embed_logdir must be an int in the range [1, inf) or -1. "
-                         f"Got {jobs!r} instead.")
+    check_param(jobs, [Interval(int, 1, None, "left"), _ALL_CORES], "jobs", "embed_logdir")
     for name in methods:
         _check_method(name, align)
     log = open_logdir(logdir) if not hasattr(logdir, "runs") else logdir
     if not log.runs:
         raise NotFoundError(f"{str(log.path)!r} holds no repviz runs (no */plugins/repviz/manifest.json)")
-    run_names = _select(runs, log.runs, "run", repr(str(log.path)))
+    run_names = _select_names(runs, log.runs, "run", repr(str(log.path)))
     selected_runs = [log.run(n) for n in run_names]
     if layers is not None:
-        _select(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
+        _select_names(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
                 f"run(s) {', '.join(map(repr, run_names))}")
     run_chains = {run.name: _chains_of(run, run.layers if layers is None else
                                        [lay for lay in layers if lay in run.layers], steps, align)
