@@ -4,8 +4,6 @@ against scikit-learn's exact t-SNE, determinism, bad input and parameter flow.""
 import numpy as np
 import pytest
 from scipy.optimize import check_grad
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import tsne as tsne_module
@@ -219,19 +217,6 @@ def test_parameters_reach_the_kernels(monkeypatch):
          early_exaggeration=5.0, early_exaggeration_iter=7, max_iter=20, perplexity=5).fit(X)
     assert seen["gd"] == [(7, 77.0, 0.4, 5.0), (13, 77.0, 0.6, 1.0)]
     assert seen["rep"] == [("barnes_hut", 2, 0.7, 0.3)]
-
-
-class CheckedTSNE(TSNE, TransformerMixin, BaseEstimator):
-    """TSNE with scikit-learn's tags, so its estimator checks can run (repviz itself never imports sklearn)."""
-
-
-class CheckedSNE(SNE, TransformerMixin, BaseEstimator):
-    pass
-
-
-@parametrize_with_checks([CheckedTSNE(perplexity=5, max_iter=50, random_state=0), CheckedSNE(perplexity=5, max_iter=50)])
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
 
 
 def test_params_follow_sklearn_contract():
