@@ -27,6 +27,7 @@ import keras
 import numpy as np
 
 from . import store
+from ._validation import INTEGER, NONE, Interval, Options, check_option, check_param, param_error
 from .datasets import thumbnails
 
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -45,8 +46,11 @@ def _default_types() -> tuple[type, ...]:
     )
 
 
+_POSITIVE = Interval(int, 1, None, "left")
+
+
 def _param_error(param: str, rule: str, value: Any) -> ValueError:
-    return ValueError(f"The {param!r} parameter of ActivationLogger must be {rule}. Got {value!r} instead.")
+    return param_error(param, "ActivationLogger", rule, value)
 
 
 @dataclass
@@ -150,26 +154,17 @@ class ActivationLogger(keras.callbacks.Callback):
             raise ValueError(f"ActivationLogger takes an epoch schedule (freq={freq!r}) or a batch schedule "
                              f"(batch_freq={batch_freq!r}), not both; pass only one of them.")
         self.freq = _check_freq(1 if freq is None else freq)
-        self.batch_freq = batch_freq
-        if batch_freq is not None and not (_is_int(batch_freq) and batch_freq >= 1):
-            raise _param_error("batch_freq", "an int >= 1 or None", batch_freq)
-        if dtype not in ("float32", "float16"):
-            raise _param_error("dtype", "a str among {'float32', 'float16'}", dtype)
-        self.dtype = np.dtype(dtype)
+        self.batch_freq = check_param(batch_freq, [_POSITIVE, NONE], "batch_freq", "ActivationLogger")
+        self.dtype = np.dtype(check_option(dtype, ("float32", "float16"), "dtype", "ActivationLogger"))
         for name, value in (("max_width", max_width), ("projection_dim", projection_dim),
                             ("batch_size", batch_size)):
-            if not (_is_int(value) and value >= 1):
-                raise _param_error(name, "an int >= 1", value)
+            check_param(value, [_POSITIVE], name, "ActivationLogger")
         if projection_dim > max_width:
             raise ValueError(f"projection_dim ({projection_dim}) must not exceed max_width ({max_width}): a "
                              f"projection would then widen the layers it is meant to shrink.")
         self.max_width, self.projection_dim, self.batch_size = int(max_width), int(projection_dim), int(batch_size)
-        if pooling not in (None, "avg", "max"):
-            raise _param_error("pooling", "a str among {'avg', 'max'} or None", pooling)
-        self.pooling = pooling
-        if not _is_int(seed):
-            raise _param_error("seed", "an int", seed)
-        self.seed = int(seed)
+        self.pooling = check_param(pooling, [Options("avg", "max"), NONE], "pooling", "ActivationLogger")
+        self.seed = int(check_param(seed, [INTEGER], "seed", "ActivationLogger"))
         self._writer = store.RunWriter(log_dir)
         self._writer.check_writable()
         self._captures: list[_Capture] | None = None
@@ -224,7 +219,7 @@ class ActivationLogger(keras.callbacks.Callback):
     # ---------------------------------------------------------------------------------------------------------
     def _plan(self, model) -> tuple[list[_Capture], tuple[int, ...]]:
         paths = dict(_walk(model))
-        chosen, explicit = _select(paths, self.layers_spec)
+        chosen, explicit = _select_layers(paths, self.layers_spec)
         _check_input_shapes(model, self._x)
         n_head = min(2, self.n_probe)
         head = keras.tree.map_structure(lambda a: a[:n_head], self._x)
@@ -442,7 +437,7 @@ def _walk(layer, prefix: str = "", seen: set | None = None):
         yield from _walk(child, path + "/", seen)
 
 
-def _select(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], set[str]]:
+def _select_layers(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], set[str]]:
     """Resolve ``layers=`` against the model's layer paths; returns the choice and the explicitly named paths."""
     if spec is None:
         types = _default_types()

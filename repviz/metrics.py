@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .neighbors import _as_float_matrix, _block_rows, check_n_neighbors, knn
+from ._validation import check_array, check_n_neighbors
+from .neighbors import FLOAT_DTYPES, _block_rows, knn
 
 
 def _sample(n: int, max_exact: int | None, random_state) -> np.ndarray:
@@ -56,6 +57,11 @@ def _ranks_of(X: np.ndarray, queries: np.ndarray, neighbors: np.ndarray, block_b
     return ranks
 
 
+def _points(X, Y, owner: str) -> tuple[np.ndarray, np.ndarray]:
+    """Input points and their embedding, checked (finite 2-D float arrays)."""
+    return check_array(X, owner, dtype=FLOAT_DTYPES), check_array(Y, owner, dtype=FLOAT_DTYPES, name="Y")
+
+
 def _rank_penalty(X_from, X_to, k: int, max_exact, random_state) -> float:
     """1 - normalised sum over each point's k neighbours in X_to of how far beyond rank k they are in X_from."""
     n = X_from.shape[0]
@@ -72,19 +78,19 @@ def _rank_penalty(X_from, X_to, k: int, max_exact, random_state) -> float:
 def trustworthiness(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 10_000, random_state=0) -> float:
     """Trustworthiness of embedding ``Y`` of ``X`` in [0, 1] (1: no false neighbours). Same definition as
     ``sklearn.manifold.trustworthiness``; sampled above ``max_exact`` points."""
-    X, Y = _as_float_matrix(X, "X"), _as_float_matrix(Y, "Y")
+    X, Y = _points(X, Y, "trustworthiness")
     return _rank_penalty(X, Y, n_neighbors, max_exact, random_state)
 
 
 def continuity(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 10_000, random_state=0) -> float:
     """Continuity in [0, 1] (1: no input neighbour is lost in the embedding); trustworthiness with roles swapped."""
-    X, Y = _as_float_matrix(X, "X"), _as_float_matrix(Y, "Y")
+    X, Y = _points(X, Y, "continuity")
     return _rank_penalty(Y, X, n_neighbors, max_exact, random_state)
 
 
 def knn_preservation(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 20_000, random_state=0) -> float:
     """Mean fraction of each point's ``n_neighbors`` input neighbours kept among its embedding neighbours."""
-    X, Y = _as_float_matrix(X, "X"), _as_float_matrix(Y, "Y")
+    X, Y = _points(X, Y, "knn_preservation")
     check_n_neighbors(n_neighbors, X.shape[0], "knn_preservation")
     queries = _sample(X.shape[0], max_exact, random_state)
     a, b = _query_knn(X, queries, n_neighbors), _query_knn(Y, queries, n_neighbors)
@@ -94,7 +100,7 @@ def knn_preservation(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 20_
 def knn_accuracy(Y, labels, n_neighbors: int = 10, *, max_exact: int | None = 20_000, random_state=0) -> float:
     """Leave-one-out accuracy of a majority vote of the ``n_neighbors`` nearest points' labels in ``Y``
     (ties go to the smallest label)."""
-    Y = _as_float_matrix(Y, "Y")
+    Y = check_array(Y, "knn_accuracy", dtype=FLOAT_DTYPES, name="Y")
     labels = np.asarray(labels)
     if labels.shape[0] != Y.shape[0]:
         raise ValueError(f"labels has {labels.shape[0]} entries but Y has {Y.shape[0]} rows")

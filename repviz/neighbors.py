@@ -16,33 +16,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-METRICS = ("euclidean", "sqeuclidean", "cosine", "precomputed")
-METHODS = ("auto", "exact", "nndescent")
+from ._kernels import sq_dist
+from ._validation import check_array, check_distance_matrix, check_n_neighbors, check_option
+
+#: Metrics of :func:`knn`.
+KNN_METRICS = ("euclidean", "sqeuclidean", "cosine", "precomputed")
+#: Neighbour searches of :func:`knn` (its ``method``; the estimators' ``neighbors`` option).
+KNN_METHODS = ("auto", "exact", "nndescent")
 NNDESCENT_MIN_N = 50_000
 
-
-def _as_float_matrix(X, name: str = "X") -> np.ndarray:
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features); got shape {X.shape}")
-    if X.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
-    if X.dtype != np.float64:
-        X = X.astype(np.float32, copy=False)
-    if not np.isfinite(X).all():
-        bad = int(np.count_nonzero(~np.isfinite(X).all(axis=1)))
-        raise ValueError(f"{name} contains NaN or infinity in {bad} row(s); remove or impute them first")
-    return np.ascontiguousarray(X)
-
-
-def check_n_neighbors(n_neighbors: int, n_samples: int, owner: str = "knn") -> int:
-    """Validate ``n_neighbors`` against the number of points, with both numbers in the message."""
-    if not isinstance(n_neighbors, (int, np.integer)) or isinstance(n_neighbors, bool) or n_neighbors < 1:
-        raise ValueError(f"The 'n_neighbors' parameter of {owner} must be an int in the range [1, inf). "
-                         f"Got {n_neighbors!r} instead.")
-    if n_neighbors >= n_samples:
-        raise ValueError(f"n_neighbors ({n_neighbors}) must be less than n_samples ({n_samples}) in {owner}")
-    return int(n_neighbors)
+#: dtypes the kernels take as they are; anything else becomes float32 (see :func:`repviz._validation.check_array`)
+FLOAT_DTYPES = (np.float32, np.float64)
 
 
 def _block_rows(n: int, block_bytes: int) -> int:
@@ -74,15 +58,12 @@ def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact"
     indices : int64 array (n_samples, n_neighbors), sorted by increasing distance
     distances : float32 array (n_samples, n_neighbors), in the metric's units
     """
-    if metric not in METRICS:
-        raise ValueError(f"The 'metric' parameter of knn must be a str among {set(METRICS)}. Got {metric!r} instead.")
-    if method not in METHODS:
-        raise ValueError(f"The 'method' parameter of knn must be a str among {set(METHODS)}. Got {method!r} "
-                         f"instead.")
-    X = _as_float_matrix(X)
+    check_option(metric, KNN_METRICS, "metric", "knn")
+    check_option(method, KNN_METHODS, "method", "knn")
+    X = check_array(X, "knn", dtype=FLOAT_DTYPES)
     n = X.shape[0]
-    if metric == "precomputed" and X.shape[0] != X.shape[1]:
-        raise ValueError(f"a precomputed distance matrix must be square (n, n); got shape {X.shape}")
+    if metric == "precomputed":
+        check_distance_matrix(X, "knn")
     k = check_n_neighbors(n_neighbors, n, "knn")
     if method == "nndescent" and metric == "precomputed":
         raise ValueError("method='nndescent' needs feature vectors, not a precomputed distance matrix; "
@@ -115,7 +96,9 @@ def _before(d1, j1, d2, j2):
 
 
 @njit(inline="always")
-def _sift_down(dist, idx, pos, size):
+def _sift_down(dist, idx, flag, pos, size):
+    """Move entry ``pos`` of a max-heap of (distance, index) pairs down to its place among the first ``size``.
+    ``flag`` (NN-descent's "new" marks) travels with its entry; pass an empty array where there is none."""
     while True:
         left = 2 * pos + 1
         if left >= size:
@@ -127,26 +110,28 @@ def _sift_down(dist, idx, pos, size):
         if _before(dist[pos], idx[pos], dist[big], idx[big]):
             dist[pos], dist[big] = dist[big], dist[pos]
             idx[pos], idx[big] = idx[big], idx[pos]
+            if flag.shape[0]:
+                flag[pos], flag[big] = flag[big], flag[pos]
             pos = big
         else:
             return
 
 
 @njit(inline="always")
-def _heap_replace_top(dist, idx, d, j):
+def _heap_replace_top(dist, idx, flag, d, j):
     """Replace the largest entry of a max-heap of (distance, index) by (d, j)."""
     dist[0] = d
     idx[0] = j
-    _sift_down(dist, idx, 0, dist.shape[0])
+    _sift_down(dist, idx, flag, 0, dist.shape[0])
 
 
 @njit(inline="always")
-def _heap_sort(dist, idx):
+def _heap_sort(dist, idx, flag):
     """Sort a max-heap in place into increasing (distance, index) order."""
     for end in range(dist.shape[0] - 1, 0, -1):
         dist[0], dist[end] = dist[end], dist[0]
         idx[0], idx[end] = idx[end], idx[0]
-        _sift_down(dist, idx, 0, end)
+        _sift_down(dist, idx, flag, 0, end)
 
 
 @njit(parallel=True, cache=True)
@@ -157,6 +142,7 @@ def _select_block(D, sq, start, k, out_idx, out_dist):
     does not change the order and is added to the k winners only); without it (sq empty) D holds the values."""
     rows, n = D.shape
     gram = sq.shape[0] > 0
+    no_flag = np.empty(0, dtype=np.bool_)
     for r in prange(rows):
         dist = np.full(k, np.inf)
         idx = np.full(k, np.int64(n))  # sentinel index larger than every real one
@@ -165,9 +151,9 @@ def _select_block(D, sq, start, k, out_idx, out_dist):
         for j in range(n):
             d = sq[j] - 2.0 * D[r, j] if gram else D[r, j]
             if (d < top_d or (d == top_d and j < top_j)) and j != self_j:
-                _heap_replace_top(dist, idx, d, j)
+                _heap_replace_top(dist, idx, no_flag, d, j)
                 top_d, top_j = dist[0], idx[0]
-        _heap_sort(dist, idx)
+        _heap_sort(dist, idx, no_flag)
         offset = sq[self_j] if gram else 0.0
         for a in range(k):
             out_idx[start + r, a] = idx[a]
@@ -190,15 +176,6 @@ def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np
 
 
 # --- NN-descent --------------------------------------------------------------------------------------------
-
-@njit(inline="always")
-def _sqdist(X, i, j):
-    d = 0.0
-    for f in range(X.shape[1]):
-        t = X[i, f] - X[j, f]
-        d += t * t
-    return d
-
 
 @njit(cache=True, fastmath=True)
 def _rp_tree_leaves(X, leaf_size, seed):
@@ -261,26 +238,8 @@ def _try_push(dist, idx, flag, d, j):
         if idx[a] == j:
             return 0
     # the heap root is replaced; the new entry's flag travels with it
-    dist[0] = d
-    idx[0] = j
     flag[0] = True
-    pos = 0
-    size = dist.shape[0]
-    while True:
-        left = 2 * pos + 1
-        if left >= size:
-            break
-        big = left
-        right = left + 1
-        if right < size and _before(dist[left], idx[left], dist[right], idx[right]):
-            big = right
-        if _before(dist[pos], idx[pos], dist[big], idx[big]):
-            dist[pos], dist[big] = dist[big], dist[pos]
-            idx[pos], idx[big] = idx[big], idx[pos]
-            flag[pos], flag[big] = flag[big], flag[pos]
-            pos = big
-        else:
-            break
+    _heap_replace_top(dist, idx, flag, d, j)
     return 1
 
 
@@ -295,7 +254,7 @@ def _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag):
             for s in range(trees_leaves[t, leaf], trees_leaves[t, leaf + 1]):
                 j = trees_order[t, s]
                 if j != i:
-                    _try_push(dist[i], idx[i], flag[i], _sqdist(X, i, j), j)
+                    _try_push(dist[i], idx[i], flag[i], sq_dist(X, i, X, j), j)
 
 
 @njit(cache=True)
@@ -348,7 +307,7 @@ def _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):
                             continue
                         new_jc = fwd_new[j, b] if side_b == 0 else rev_new[j, b]
                         if new_ij or new_jc:
-                            count += _try_push(dist[i], idx[i], flag[i], _sqdist(X, i, c), c)
+                            count += _try_push(dist[i], idx[i], flag[i], sq_dist(X, i, X, c), c)
         updates[i] = count
 
 
@@ -356,6 +315,7 @@ def _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):
 def _finish_rows(X, dist, idx):
     """Sort each row; rows the search left short (tiny or degenerate data) get an exact scan."""
     n, k = idx.shape
+    no_flag = np.empty(0, dtype=np.bool_)
     for i in prange(n):
         if idx[i, 0] >= n or idx[i].max() >= n:
             for a in range(k):
@@ -363,10 +323,10 @@ def _finish_rows(X, dist, idx):
                 idx[i, a] = n
             for j in range(n):
                 if j != i:
-                    d = _sqdist(X, i, j)
+                    d = sq_dist(X, i, X, j)
                     if _before(d, j, dist[i, 0], idx[i, 0]):
-                        _heap_replace_top(dist[i], idx[i], d, j)
-        _heap_sort(dist[i], idx[i])
+                        _heap_replace_top(dist[i], idx[i], no_flag, d, j)
+        _heap_sort(dist[i], idx[i], no_flag)
 
 
 def _nndescent_knn(X: np.ndarray, k: int, metric: str, random_state, n_trees: int | None = None,

@@ -57,6 +57,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import __version__
+from ._validation import Interval, Rule, check_option, check_param, unset_alias
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import NotFoundError, Run, checksum, open_logdir
@@ -69,6 +70,9 @@ ALIGN_MODES = ("snapshots", "layers", "none")
 
 # Parameters that change speed or logging, never the result: left out of the cache key.
 _NOT_HASHED = frozenset({"n_jobs", "verbose"})
+
+#: jobs=-1: one worker per core
+_ALL_CORES = Rule(lambda v: isinstance(v, int) and not isinstance(v, bool) and v == -1, "-1")
 
 
 @dataclass(frozen=True)
@@ -118,9 +122,7 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
     (``get_params``, ``fit_transform``).
     """
-    if align not in ("init", "procrustes"):
-        raise ValueError(f"The 'align' parameter of register_method must be a str among {{'init', 'procrustes'}}. "
-                         f"Got {align!r} instead.")
+    check_option(align, ("init", "procrustes"), "align", "register_method")
     if continuation and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised)
@@ -187,16 +189,15 @@ class Resolved:
         return None if self.align == "none" else self.method.align
 
     def describe(self) -> dict:
-        hashed = {k: v for k, v in self.params.items() if k not in _NOT_HASHED}
+        # a deprecated keyword left unset changes nothing (and must not change the key when it is removed)
+        hashed = {k: v for k, v in self.params.items() if k not in _NOT_HASHED and not unset_alias(v)}
         return {"method": self.method.name, "params": hashed, "align": self.align, "default": self.default,
                 "continuation": self.method.continuation if self.chain_align == "init" else {},
                 "pipeline_version": PIPELINE_VERSION}
 
 
 def _check_method(name: str, align: str) -> None:
-    if align not in ALIGN_MODES:
-        raise ValueError(f"The 'align' parameter of embed_logdir must be a str among "
-                         f"{{{', '.join(map(repr, ALIGN_MODES))}}}. Got {align!r} instead.")
+    check_option(align, ALIGN_MODES, "align", "embed_logdir")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
 
@@ -386,7 +387,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None]) -> list[dict]:
 # Planning: what is cached, what to compute
 # --------------------------------------------------------------------------------------------------------------
 
-def _select(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
+def _select_names(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
     have = list(have)
     if names is None:
         return have
@@ -559,10 +560,10 @@ def plan_embeddings(logdir, methods: Sequence[str] = ("tsne",), params: dict[str
     log = open_logdir(logdir) if not hasattr(logdir, "runs") else logdir
     if not log.runs:
         raise NotFoundError(f"{str(log.path)!r} holds no repviz runs (no */plugins/repviz/manifest.json)")
-    run_names = _select(runs, log.runs, "run", repr(str(log.path)))
+    run_names = _select_names(runs, log.runs, "run", repr(str(log.path)))
     selected_runs = [log.run(n) for n in run_names]
     if layers is not None:
-        _select(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
+        _select_names(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
                 f"run(s) {', '.join(map(repr, run_names))}")
     run_chains = {run.name: _chains_of(run, run.layers if layers is None else
                                        [lay for lay in layers if lay in run.layers], steps, align)
@@ -669,9 +670,7 @@ _THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREA
 
 
 def _check_jobs(jobs: int, owner: str) -> None:
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or not (jobs >= 1 or jobs == -1):
-        raise ValueError(f"The 'jobs' parameter of {owner} must be an int in the range [1, inf) or -1. "
-                         f"Got {jobs!r} instead.")
+    check_param(jobs, [Interval(int, 1, None, "left"), _ALL_CORES], "jobs", owner)
 
 
 def _lost_chain(death: WorkerDied) -> list[dict]:

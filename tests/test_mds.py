@@ -56,7 +56,7 @@ def test_classical_mds_iterative_solver_matches_dense():
 def test_smacof_exact_for_euclidean_points_and_close_to_sklearn(points, digits):
     mds = MDS(random_state=0).fit(points)
     assert mds.normalized_stress_ < 1e-4
-    ours = MDS(max_iter=300, eps=1e-6).fit(digits)
+    ours = MDS(max_iter=300, tol=1e-6).fit(digits)
     ref = SkMDS(n_components=2, n_init=1, init="classical_mds", max_iter=300, eps=1e-6, metric_mds=True,
                 normalized_stress=False).fit(digits)
     D = cdist(digits, digits)

@@ -4,8 +4,6 @@ against scikit-learn's exact t-SNE, determinism, bad input and parameter flow.""
 import numpy as np
 import pytest
 from scipy.optimize import check_grad
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import tsne as tsne_module
@@ -221,19 +219,6 @@ def test_parameters_reach_the_kernels(monkeypatch):
     assert seen["rep"] == [("barnes_hut", 2, 0.7, 0.3)]
 
 
-class CheckedTSNE(TSNE, TransformerMixin, BaseEstimator):
-    """TSNE with scikit-learn's tags, so its estimator checks can run (repviz itself never imports sklearn)."""
-
-
-class CheckedSNE(SNE, TransformerMixin, BaseEstimator):
-    pass
-
-
-@parametrize_with_checks([CheckedTSNE(perplexity=5, max_iter=50, random_state=0), CheckedSNE(perplexity=5, max_iter=50)])
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
-
-
 def test_params_follow_sklearn_contract():
     base = pytest.importorskip("sklearn.base")
     est = TSNE(perplexity=12, method="fft")
@@ -313,3 +298,19 @@ def test_init_array_checks():
         TSNE(init=np.zeros((60, 3)), perplexity=5).fit(X)
     with pytest.raises(ValueError, match="init contains NaN"):
         TSNE(init=np.full((60, 2), np.nan), perplexity=5).fit(X)
+
+
+def test_progress_goes_through_the_one_protocol(capsys):
+    """fit(progress=...) receives (stage, done, total, message) events of repviz.progress; verbose=1 adds the
+    phase lines (the terminal progress line itself is drawn only on an interactive terminal)."""
+    X, _ = _blobs(20, 3)
+    events = []
+    TSNE(perplexity=5, max_iter=120, early_exaggeration_iter=20, random_state=0, verbose=1).fit(
+        X, progress=lambda *event: events.append(event))
+    assert [e[:3] for e in events] == [("optimise", 20, 120), ("optimise", 70, 120), ("optimise", 120, 120)]
+    assert all(e[3].startswith("KL ") for e in events)
+    out = capsys.readouterr().out
+    assert "[TSNE] kNN:" in out and "[TSNE] optimisation:" in out
+    events.clear()
+    SNE(perplexity=5, max_iter=30, early_exaggeration_iter=10).fit_transform(X, progress=lambda *e: events.append(e))
+    assert events[-1][:3] == ("optimise", 30, 30)

@@ -14,13 +14,15 @@ Cost: O(n² d) time per round (at most log2(components) rounds), O(block) memory
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ..neighbors import _block_rows, check_n_neighbors, knn
-from ._base import check_array, check_precomputed
+from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors
+from ..neighbors import _block_rows, knn
+from ._eigen import check_connected
 
 _BLOCK_BYTES = 64 << 20
 
@@ -80,12 +82,15 @@ def radius_graph(X: np.ndarray, radius: float, metric: str) -> sp.csr_matrix:
     return G.maximum(G.T).tocsr()
 
 
-def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect: bool, owner: str,
+def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect: bool | None, owner: str,
                        hint: str = "n_neighbors", stacklevel: int = 3) -> sp.csr_matrix:
-    """Return ``G`` with bridging edges added by Borůvka's rule (see the module docstring), or raise."""
+    """Return ``G`` with bridging edges added by Borůvka's rule (see the module docstring), or raise
+    (``connect`` False or None, as in :func:`neighbour_graph`)."""
     n_comp, labels = connected_components(G, directed=False)
     if n_comp == 1:
         return G
+    if connect is None:
+        check_connected(G, owner)
     if not connect:
         raise ValueError(f"The neighbourhood graph of {owner} has {n_comp} connected components. Increase "
                          f"{hint}, or pass connect=True to join them by their shortest bridging edges.")
@@ -128,22 +133,67 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
     return G.maximum(bridge).maximum(bridge.T).tocsr()
 
 
-def neighbour_graph(est, X) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, sp.csr_matrix]:
-    """For an estimator with n_neighbors, n_components, metric, neighbors_method, connect and random_state:
-    validated input, kNN lists, their symmetric distance graph with components joined, and the bridges.
-    Sets ``est.n_connected_components_`` (components before joining)."""
-    owner = type(est).__name__
-    X = check_array(X, owner, min_samples=2)
+@dataclass(frozen=True)
+class NeighbourGraph:
+    """A neighbourhood graph as :func:`neighbour_graph` returns it.
+
+    Attributes
+    ----------
+    graph : csr_matrix (n, n)
+        Symmetric, edge weight = distance (an edge exists if either end lists the other), components joined.
+    bridges : csr_matrix (n, n)
+        The edges added to join the components (empty when the graph was connected).
+    n_components : int
+        Connected components before joining.
+    indices, distances : arrays (n, k), or None for a radius graph
+        The kNN lists the graph was built from (as :func:`repviz.neighbors.knn` returns them).
+    """
+
+    graph: sp.csr_matrix
+    bridges: sp.csr_matrix
+    n_components: int
+    indices: np.ndarray | None = None
+    distances: np.ndarray | None = None
+
+
+def neighbour_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int | None = None,
+                    radius: float | None = None, neighbors: str = "exact", connect: bool | None = True,
+                    random_state=None, stacklevel: int = 4) -> NeighbourGraph:
+    """The one neighbourhood graph of the graph-based methods: kNN (``n_neighbors``) or radius graph of the
+    validated ``X``, its disconnected components joined by :func:`connect_components` (``connect=True``) or
+    refused (``False``: the message offers ``connect=True``; ``None``: the method cannot join components).
+    ``stacklevel`` points the warning at the caller's caller (the user's ``fit``)."""
     n = X.shape[0]
-    if est.metric == "precomputed":
-        check_precomputed(X, owner)
-    k = check_n_neighbors(est.n_neighbors, n, owner)
-    if est.n_components >= n:
-        raise ValueError(f"n_components ({est.n_components}) must be less than n_samples ({n}) in {owner}.")
-    ind, dist = knn(X, k, metric=est.metric, method=est.neighbors_method, random_state=est.random_state)
-    G = symmetrize(ind, dist, n)
-    est.n_connected_components_ = int(connected_components(G, directed=False)[0])
-    joined = connect_components(G, X, est.metric, connect=est.connect, owner=owner, stacklevel=4)
+    if n_neighbors is not None:
+        k = check_n_neighbors(n_neighbors, n, owner)
+        G, ind, dist = knn_graph(X, k, metric, method=neighbors, random_state=random_state)
+        hint = "n_neighbors"
+    else:
+        G, ind, dist = radius_graph(X, radius, metric), None, None
+        hint = "radius"
+    n_comp = int(connected_components(G, directed=False)[0])
+    joined = connect_components(G, X, metric, connect=connect, owner=owner, hint=hint,
+                                stacklevel=stacklevel)
     bridges = (joined - G).tocsr()
     bridges.eliminate_zeros()
-    return X, ind, joined, bridges
+    return NeighbourGraph(joined, bridges, n_comp, ind, dist)
+
+
+def check_graph_input(X, owner: str, metric: str, n_components: int) -> np.ndarray:
+    """Validated input of a graph-based method: a finite 2-D array of at least 2 points (a square, non-negative
+    matrix for ``metric="precomputed"``) with more points than ``n_components``."""
+    X = check_array(X, owner, min_samples=2)
+    if metric == "precomputed":
+        check_distance_matrix(X, owner)
+    check_n_components(n_components, X.shape[0], owner)
+    return X
+
+
+def graph_of(est, X) -> tuple[np.ndarray, NeighbourGraph]:
+    """Validated input and kNN graph for an estimator with the parameters n_components, n_neighbors, metric,
+    neighbors, connect and random_state (reads them; sets nothing on ``est``)."""
+    owner = type(est).__name__
+    X = check_graph_input(X, owner, est.metric, est.n_components)
+    return X, neighbour_graph(X, owner=owner, metric=est.metric, n_neighbors=est.n_neighbors,
+                              neighbors=est._param("neighbors"), connect=est.connect,
+                              random_state=est.random_state, stacklevel=5)

@@ -12,8 +12,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._base import BOOLEAN, RANDOM_STATE, Estimator, Interval, Options
-from ._graph import neighbour_graph
+from .._kernels import sq_dist
+from .._validation import BOOLEAN, DEPRECATED, RANDOM_STATE, Hidden, Interval, Options
+from ..neighbors import KNN_METHODS
+from ._base import Estimator
+from ._graph import graph_of
 from .pca import PCA
 
 
@@ -31,10 +34,7 @@ def _layout(Y, indptr, indices, n_iter, n_negative, seed):  # pragma: no cover -
         for i in range(n):
             for e in range(indptr[i], indptr[i + 1]):
                 j = indices[e]
-                d2 = 0.0
-                for c in range(dim):
-                    diff = Y[i, c] - Y[j, c]
-                    d2 += diff * diff
+                d2 = sq_dist(Y, i, Y, j)
                 d = np.sqrt(d2)
                 for c in range(dim):
                     disp[i, c] -= (Y[i, c] - Y[j, c]) * d  # d²/K along the unit vector
@@ -42,10 +42,7 @@ def _layout(Y, indptr, indices, n_iter, n_negative, seed):  # pragma: no cover -
                 j = np.random.randint(n)
                 if j == i:
                     continue
-                d2 = 1e-9
-                for c in range(dim):
-                    diff = Y[i, c] - Y[j, c]
-                    d2 += diff * diff
+                d2 = 1e-9 + sq_dist(Y, i, Y, j)
                 for c in range(dim):
                     disp[i, c] += scale * (Y[i, c] - Y[j, c]) / d2  # K²/d along the unit vector
         for i in range(n):
@@ -73,7 +70,10 @@ class ForceDirectedLayout(Estimator):
     init : {"pca", "random"}, default="pca"
         Starting positions, scaled to the layout's natural size sqrt(n).
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
-    neighbors_method : str, default="exact"
+    neighbors : {"exact", "nndescent", "auto"}, default="exact"
+        Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
+    neighbors_method : str
+        Deprecated alias of ``neighbors``.
     connect : bool, default=True
         Join a disconnected graph by its shortest bridging edges (with a warning), else raise; without it
         separate components would drift apart indefinitely.
@@ -87,6 +87,7 @@ class ForceDirectedLayout(Estimator):
         Components of the kNN graph before joining.
     """
 
+    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "n_neighbors": [Interval(int, 1, None, "left")],
@@ -94,27 +95,31 @@ class ForceDirectedLayout(Estimator):
         "n_negative": [Interval(int, 1, None, "left")],
         "init": [Options("pca", "random")],
         "metric": [Options("euclidean", "cosine", "precomputed")],
-        "neighbors_method": [Options("exact", "nndescent", "auto")],
+        "neighbors": [Options(*KNN_METHODS)],
+        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "connect": [BOOLEAN],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, n_components=2, *, n_neighbors=10, n_iter=300, n_negative=10, init="pca",
-                 metric="euclidean", neighbors_method="exact", connect=True, random_state=None):
+                 metric="euclidean", neighbors="exact", connect=True, random_state=None,
+                 neighbors_method=DEPRECATED):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
         self.n_iter = n_iter
         self.n_negative = n_negative
         self.init = init
         self.metric = metric
-        self.neighbors_method = neighbors_method
+        self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
+        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Lay out the kNN graph of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, _, G, _ = neighbour_graph(self, X)
+        X, nbrs = graph_of(self, X)
+        G = nbrs.graph
         n = X.shape[0]
         rng = np.random.default_rng(self.random_state)
         if self.init == "pca" and self.metric != "precomputed" and min(X.shape) >= self.n_components:
@@ -125,5 +130,6 @@ class ForceDirectedLayout(Estimator):
         _layout(Y, G.indptr.astype(np.int64), G.indices.astype(np.int64), self.n_iter, self.n_negative,
                 int(rng.integers(2**31 - 1)))
         self.embedding_ = (Y - Y.mean(axis=0)).astype(np.float32)
+        self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
         return self

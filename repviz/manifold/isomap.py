@@ -13,23 +13,22 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import njit, prange
-from scipy.sparse.csgraph import connected_components
 
-from ..neighbors import check_n_neighbors
-from ._base import (
+from .._validation import (
     BOOLEAN,
+    DEPRECATED,
     NONE,
     RANDOM_STATE,
-    Estimator,
+    Hidden,
     Interval,
     Options,
     check_array,
-    check_dense_memory,
-    check_precomputed,
-    rng_from,
+    check_distance_matrix,
 )
+from ..neighbors import KNN_METHODS
+from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, fix_signs
-from ._graph import connect_components, knn_graph, radius_graph
+from ._graph import neighbour_graph
 from .mds import double_centre, torgerson
 
 _MAX_HUBS = 32  # measured on MNIST kNN graphs: 16-64 hubs per source halve the CPU time of plain Dijkstra
@@ -204,8 +203,10 @@ class Isomap(Estimator):
     tol : float, default=0
         Eigensolver tolerance (0: machine precision).
     max_iter : int or None, default=None
-    neighbors_method : str, default="exact"
-        Passed to :func:`repviz.neighbors.knn` as ``method``.
+    neighbors : {"exact", "nndescent", "auto"}, default="exact"
+        Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
+    neighbors_method : str
+        Deprecated alias of ``neighbors``.
     connect : bool, default=True
     random_state : int, Generator or None, default=None
         Seeds the landmark draw and the eigensolver's start vector.
@@ -228,6 +229,7 @@ class Isomap(Estimator):
     (200, 2)
     """
 
+    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left"), NONE],
         "radius": [Interval(float, 0, None, "neither"), NONE],
@@ -237,14 +239,15 @@ class Isomap(Estimator):
         "eigen_solver": [Options(*SOLVERS)],
         "tol": [Interval(float, 0, None, "left")],
         "max_iter": [Interval(int, 1, None, "left"), NONE],
-        "neighbors_method": [Options("exact", "nndescent", "auto")],
+        "neighbors": [Options(*KNN_METHODS)],
+        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "connect": [BOOLEAN],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, *, n_neighbors=5, radius=None, n_components=2, metric="euclidean", n_landmarks=None,
-                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors_method="exact", connect=True,
-                 random_state=None):
+                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact", connect=True,
+                 random_state=None, neighbors_method=DEPRECATED):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.n_components = n_components
@@ -253,9 +256,10 @@ class Isomap(Estimator):
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
-        self.neighbors_method = neighbors_method
+        self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
+        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Build the graph, compute geodesics and embed them."""
@@ -267,7 +271,7 @@ class Isomap(Estimator):
         X = check_array(X, "Isomap", min_samples=2)
         n = X.shape[0]
         if self.metric == "precomputed":
-            check_precomputed(X, "Isomap")
+            check_distance_matrix(X, "Isomap")
         k = self.n_components
         m = n if self.n_landmarks is None else self.n_landmarks
         if m > n:
@@ -277,16 +281,10 @@ class Isomap(Estimator):
                              f"MDS ({m}: n_landmarks, or n_samples).")
         check_dense_memory(4.0 * m * n, "Isomap", f"a {m}×{n} float32 geodesic-distance matrix",
                            "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
-        if self.n_neighbors is not None:
-            check_n_neighbors(self.n_neighbors, n, "Isomap")
-            G = knn_graph(X, self.n_neighbors, self.metric, method=self.neighbors_method,
-                          random_state=self.random_state)[0]
-            hint = "n_neighbors"
-        else:
-            G = radius_graph(X, self.radius, self.metric)
-            hint = "radius"
-        self.n_connected_components_ = connected_components(G, directed=False)[0]
-        G = connect_components(G, X, self.metric, connect=self.connect, owner="Isomap", hint=hint)
+        nbrs = neighbour_graph(X, owner="Isomap", metric=self.metric, n_neighbors=self.n_neighbors,
+                               radius=self.radius, neighbors=self._param("neighbors"), connect=self.connect,
+                               random_state=self.random_state)
+        G = nbrs.graph
         if self.n_landmarks is None:
             self.landmarks_ = None
             B = np.empty((n, n), dtype=np.float32)
@@ -306,6 +304,7 @@ class Isomap(Estimator):
             self.landmarks_ = landmarks
         self.embedding_ = fix_signs(Y).astype(np.float32)
         self.eigenvalues_ = w
+        self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
         return self
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import NONE, RANDOM_STATE, Estimator, Interval, Options, check_array, check_dense_memory, check_n_features
+from .._validation import NONE, RANDOM_STATE, Interval, Options, check_array, check_n_features
+from ._base import Estimator, check_dense_memory
 from ._eigen import SOLVERS, eigsolve
 
 

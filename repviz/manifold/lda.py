@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh
 
-from ._base import NONE, Estimator, Interval, check_array, check_dense_memory, check_n_features
+from .._validation import NONE, Interval, check_array, check_n_features
+from ._base import Estimator, check_dense_memory
 from ._eigen import fix_signs
 
 

@@ -15,10 +15,21 @@ import scipy.sparse as sp
 from numba import njit
 from scipy.sparse.linalg import LinearOperator, splu
 
-from ..neighbors import check_n_neighbors, knn
-from ._base import NONE, RANDOM_STATE, Estimator, Interval, Options, check_array
-from ._eigen import SOLVERS, check_connected, eigsolve
-from ._graph import symmetrize
+from .._validation import (
+    DEPRECATED,
+    NONE,
+    RANDOM_STATE,
+    Hidden,
+    Interval,
+    Options,
+    check_array,
+    check_n_components,
+    check_n_neighbors,
+)
+from ..neighbors import KNN_METHODS
+from ._base import Estimator
+from ._eigen import SOLVERS, eigsolve
+from ._graph import neighbour_graph
 
 
 @njit(cache=True)
@@ -207,8 +218,10 @@ class LocallyLinearEmbedding(Estimator):
         Thresholds of the Hessian and modified variants (as in scikit-learn).
     metric : {"euclidean", "cosine"}, default="euclidean"
         Metric used to choose neighbours (the local models are Euclidean).
-    neighbors_method : str, default="exact"
-        Passed to :func:`repviz.neighbors.knn` as ``method``.
+    neighbors : {"exact", "nndescent", "auto"}, default="exact"
+        Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
+    neighbors_method : str
+        Deprecated alias of ``neighbors``.
     random_state : int, Generator or None, default=None
         Seeds the eigensolver's start vector.
 
@@ -228,6 +241,7 @@ class LocallyLinearEmbedding(Estimator):
     (200, 2)
     """
 
+    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left")],
         "n_components": [Interval(int, 1, None, "left")],
@@ -239,13 +253,14 @@ class LocallyLinearEmbedding(Estimator):
         "hessian_tol": [Interval(float, 0, None, "left")],
         "modified_tol": [Interval(float, 0, None, "left")],
         "metric": [Options("euclidean", "cosine")],
-        "neighbors_method": [Options("exact", "nndescent", "auto")],
+        "neighbors": [Options(*KNN_METHODS)],
+        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, *, n_neighbors=5, n_components=2, method="standard", reg=1e-3, eigen_solver="auto",
                  tol=1e-6, max_iter=None, hessian_tol=1e-4, modified_tol=1e-12, metric="euclidean",
-                 neighbors_method="exact", random_state=None):
+                 neighbors="exact", random_state=None, neighbors_method=DEPRECATED):
         self.n_neighbors = n_neighbors
         self.n_components = n_components
         self.method = method
@@ -256,8 +271,9 @@ class LocallyLinearEmbedding(Estimator):
         self.hessian_tol = hessian_tol
         self.modified_tol = modified_tol
         self.metric = metric
-        self.neighbors_method = neighbors_method
+        self.neighbors = neighbors
         self.random_state = random_state
+        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (n_samples, n_features)."""
@@ -265,16 +281,15 @@ class LocallyLinearEmbedding(Estimator):
         X = check_array(X, "LocallyLinearEmbedding", min_samples=2)
         n = X.shape[0]
         k, nc = check_n_neighbors(self.n_neighbors, n, "LocallyLinearEmbedding"), self.n_components
-        if nc >= n:
-            raise ValueError(f"n_components ({nc}) must be less than n_samples ({n}) in LocallyLinearEmbedding.")
+        check_n_components(nc, n, "LocallyLinearEmbedding")
         need = _min_neighbors(self.method, nc)
         if k < need:
             raise ValueError(f"method={self.method!r} with n_components={nc} needs n_neighbors >= {need}; "
                              f"got n_neighbors={k}.")
-        ind, dist = knn(X, k, metric=self.metric, method=self.neighbors_method, random_state=self.random_state)
-        graph = symmetrize(ind, dist, n)
-        # checked before the local solves, so that the error comes early and names the fix
-        check_connected(graph, "LocallyLinearEmbedding")
+        # connect=None: a disconnected graph is refused before the local solves, so the error comes early
+        ind = neighbour_graph(X, owner="LocallyLinearEmbedding", metric=self.metric, n_neighbors=k,
+                              neighbors=self._param("neighbors"), connect=None,
+                              random_state=self.random_state).indices
         M, inverse = self._alignment_matrix(X.astype(np.float64), ind)
         w, V = eigsolve(M, nc + 1, largest=False, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                         random_state=self.random_state, inverse=inverse, owner="LocallyLinearEmbedding")

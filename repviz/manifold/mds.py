@@ -12,18 +12,20 @@ import numpy as np
 from numba import njit, prange
 from scipy.linalg import eigh
 
-from ..neighbors import _block_rows
-from ._base import (
+from .._kernels import sq_dist
+from .._validation import (
     ARRAY_LIKE,
+    DEPRECATED,
     NONE,
     RANDOM_STATE,
-    Estimator,
+    Hidden,
     Interval,
     Options,
     check_array,
-    check_dense_memory,
-    check_precomputed,
+    check_distance_matrix,
 )
+from ..neighbors import _block_rows
+from ._base import Estimator, check_dense_memory
 from ._eigen import SOLVERS, eigsolve, fix_signs
 from ._graph import distance_rows
 from .pca import _principal_axes
@@ -54,19 +56,6 @@ def torgerson(B: np.ndarray, n_components: int, *, solver: str = "auto", tol: fl
     return V * np.sqrt(np.clip(w, 0, None)), w
 
 
-def _check_distance_matrix(D, name: str = "D") -> np.ndarray:
-    D = np.asarray(D, dtype=np.float64)
-    if D.ndim != 2 or D.shape[0] != D.shape[1]:
-        raise ValueError(f"{name} must be a square distance matrix (n, n); got shape {D.shape}")
-    if not np.isfinite(D).all():
-        raise ValueError(f"{name} contains NaN or infinity; a distance matrix must be finite")
-    scale = max(float(np.abs(D).max()), 1e-300)
-    if np.abs(D - D.T).max() > 1e-6 * scale:
-        raise ValueError(f"{name} is not symmetric (max |D - D.T| = {np.abs(D - D.T).max():.3g}); "
-                         f"pass (D + D.T) / 2 if the asymmetry is numerical noise")
-    return D
-
-
 def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Torgerson's classical MDS of a distance matrix.
 
@@ -88,7 +77,8 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
         All eigenvalues of B in decreasing order (negative ones say how non-Euclidean D is); the variance
         explained by the embedding is ``eigenvalues[:k].clip(0).sum() / eigenvalues.clip(0).sum()``.
     """
-    D = _check_distance_matrix(D)
+    D = check_array(D, "classical_mds", dtype=np.float64, name="D")
+    check_distance_matrix(D, "classical_mds", symmetric=True, precomputed=False)
     n = D.shape[0]
     if not 1 <= n_components <= n:
         raise ValueError(f"n_components ({n_components}) must be in [1, n_samples ({n})]")
@@ -106,7 +96,7 @@ def _dissimilarities(X, metric: str, owner: str) -> np.ndarray:
     check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
                        "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
     if metric == "precomputed":
-        check_precomputed(X, owner)
+        check_distance_matrix(X, owner)
         return np.ascontiguousarray(np.maximum(X, X.T))
     D = np.empty((n, n), dtype=np.float32)
     step = _block_rows(n, 64 << 20)
@@ -198,10 +188,7 @@ def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
         for j in range(n):
             if j == i:
                 continue
-            d2 = 0.0
-            for c in range(k):
-                diff = Y[i, c] - Y[j, c]
-                d2 += diff * diff
+            d2 = sq_dist(Y, i, Y, j)
             d = np.sqrt(d2)
             r = delta[i, j] - d
             s += r * r
@@ -227,8 +214,10 @@ class MDS(Estimator):
     n_components : int, default=2
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
     max_iter : int, default=300
-    eps : float, default=1e-6
-        Stop when the relative decrease of the stress in one iteration falls below ``eps``.
+    tol : float, default=1e-6
+        Stop when the relative decrease of the stress in one iteration falls below ``tol``.
+    eps : float
+        Deprecated alias of ``tol``.
     init : ndarray (n_samples, n_components) or None, default=None
         Starting configuration; None starts from classical MDS.
     random_state : int, Generator or None, default=None
@@ -244,23 +233,26 @@ class MDS(Estimator):
     n_iter_ : int
     """
 
+    _renamed = {"eps": "tol"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric": [Options(*_METRICS)],
         "max_iter": [Interval(int, 1, None, "left")],
-        "eps": [Interval(float, 0, None, "left")],
+        "tol": [Interval(float, 0, None, "left")],
+        "eps": [Interval(float, 0, None, "left"), Hidden(Options(DEPRECATED))],
         "init": [NONE, ARRAY_LIKE],
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, eps=1e-6, init=None,
-                 random_state=None):
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, tol=1e-6, init=None,
+                 random_state=None, eps=DEPRECATED):
         self.n_components = n_components
         self.metric = metric
         self.max_iter = max_iter
-        self.eps = eps
+        self.tol = tol
         self.init = init
         self.random_state = random_state
+        self.eps = eps
 
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by SMACOF."""
@@ -273,12 +265,13 @@ class MDS(Estimator):
 
     def _optimize(self, delta, Y):
         Y_new = np.empty_like(Y)
+        tol = self._param("tol")
         stress = np.inf
         it = 0
         for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             new = _guttman_transform(delta, Y, Y_new)
             Y, Y_new = Y_new, Y
-            done = stress - new <= self.eps * max(new, 1e-300)
+            done = stress - new <= tol * max(new, 1e-300)
             stress = new
             if done:
                 break
@@ -314,10 +307,7 @@ def _sammon_error(delta, Y):  # pragma: no cover - compiled
             dl = delta[i, j]
             if j == i or dl <= 0:
                 continue
-            d2 = 0.0
-            for c in range(k):
-                diff = Y[i, c] - Y[j, c]
-                d2 += diff * diff
+            d2 = sq_dist(Y, i, Y, j)
             r = dl - np.sqrt(d2)
             e += r * r / dl
         rows[i] = e
@@ -338,10 +328,7 @@ def _sammon_newton_step(delta, Y, step):  # pragma: no cover - compiled
             dl = delta[i, j]
             if j == i or dl <= 0:
                 continue
-            d2 = 0.0
-            for c in range(k):
-                diff = Y[i, c] - Y[j, c]
-                d2 += diff * diff
+            d2 = sq_dist(Y, i, Y, j)
             d = max(np.sqrt(d2), 1e-12)
             a = 1.0 / dl - 1.0 / d   # derivative weight of the pair
             b = 1.0 / (d * d * d)
@@ -366,8 +353,10 @@ class Sammon(Estimator):
     n_components : int, default=2
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
     max_iter : int, default=200
-    eps : float, default=1e-9
-        Stop when the relative decrease of E in one iteration falls below ``eps``.
+    tol : float, default=1e-9
+        Stop when the relative decrease of E in one iteration falls below ``tol``.
+    eps : float
+        Deprecated alias of ``tol``.
     max_halves : int, default=20
         Step halvings tried before stopping.
     init : ndarray (n_samples, n_components) or None, default=None
@@ -382,25 +371,28 @@ class Sammon(Estimator):
     n_iter_ : int
     """
 
+    _renamed = {"eps": "tol"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric": [Options(*_METRICS)],
         "max_iter": [Interval(int, 1, None, "left")],
-        "eps": [Interval(float, 0, None, "left")],
+        "tol": [Interval(float, 0, None, "left")],
+        "eps": [Interval(float, 0, None, "left"), Hidden(Options(DEPRECATED))],
         "max_halves": [Interval(int, 1, None, "left")],
         "init": MDS._parameter_constraints["init"],
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", max_iter=200, eps=1e-9, max_halves=20, init=None,
-                 random_state=None):
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=200, tol=1e-9, max_halves=20, init=None,
+                 random_state=None, eps=DEPRECATED):
         self.n_components = n_components
         self.metric = metric
         self.max_iter = max_iter
-        self.eps = eps
+        self.tol = tol
         self.max_halves = max_halves
         self.init = init
         self.random_state = random_state
+        self.eps = eps
 
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by Sammon's mapping."""
@@ -412,6 +404,7 @@ class Sammon(Estimator):
         Y = _start(self, delta)
         E = _sammon_error(delta, Y)
         step = np.empty_like(Y)
+        tol = self._param("tol")
         it = 0
         for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             _sammon_newton_step(delta, Y, step)
@@ -423,7 +416,7 @@ class Sammon(Estimator):
                 step *= 0.5
             else:
                 break  # no decrease along the step: at a (local) minimum
-            done = E - E_try <= self.eps * E
+            done = E - E_try <= tol * E
             Y, E = Y_try, E_try
             if done:
                 break

@@ -11,18 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import eigh, qr, svd
 
-from ._base import (
-    BOOLEAN,
-    NONE,
-    RANDOM_STATE,
-    Estimator,
-    Interval,
-    Options,
-    check_array,
-    check_dense_memory,
-    check_n_features,
-    rng_from,
-)
+from .._validation import BOOLEAN, NONE, RANDOM_STATE, Interval, Options, check_array, check_n_features
+from ._base import Estimator, check_dense_memory, rng_from
 
 
 def _signed_rows(V: np.ndarray) -> np.ndarray:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._base import BOOLEAN, NONE, RANDOM_STATE, Estimator, Interval, Options
+from .._validation import BOOLEAN, DEPRECATED, NONE, RANDOM_STATE, Hidden, Interval, Options
+from ..neighbors import KNN_METHODS
+from ._base import Estimator
 from ._eigen import SOLVERS, eigsolve, fix_signs
-from ._graph import neighbour_graph
+from ._graph import graph_of
 
 _COMMON_DOC = """n_neighbors : int, default=10
         Neighbours per point (self excluded) of the kNN graph; an edge exists if either end lists the other.
@@ -26,8 +28,10 @@ _COMMON_DOC = """n_neighbors : int, default=10
     tol : float, default=0
         Eigensolver tolerance (0: machine precision).
     max_iter : int or None, default=None
-    neighbors_method : str, default="exact"
-        Passed to :func:`repviz.neighbors.knn` as ``method``.
+    neighbors : {"exact", "nndescent", "auto"}, default="exact"
+        Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
+    neighbors_method : str
+        Deprecated alias of ``neighbors``.
     connect : bool, default=True
         Join a disconnected graph by its shortest bridging edges (with a warning); False raises instead.
     random_state : int, Generator or None, default=None
@@ -40,7 +44,8 @@ _COMMON_CONSTRAINTS = {
     "eigen_solver": [Options(*SOLVERS)],
     "tol": [Interval(float, 0, None, "left")],
     "max_iter": [Interval(int, 1, None, "left"), NONE],
-    "neighbors_method": [Options("exact", "nndescent", "auto")],
+    "neighbors": [Options(*KNN_METHODS)],
+    "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
     "connect": [BOOLEAN],
     "random_state": [RANDOM_STATE],
 }
@@ -112,6 +117,7 @@ class SpectralEmbedding(Estimator):
         Components of the kNN graph before joining.
     """
 
+    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
         "affinity": [Options("binary", "heat")],
@@ -120,8 +126,8 @@ class SpectralEmbedding(Estimator):
     }
 
     def __init__(self, n_components=2, *, affinity="binary", gamma=None, laplacian="random_walk", n_neighbors=10,
-                 metric="euclidean", eigen_solver="auto", tol=0.0, max_iter=None, neighbors_method="exact",
-                 connect=True, random_state=None):
+                 metric="euclidean", eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact",
+                 connect=True, random_state=None, neighbors_method=DEPRECATED):
         self.n_components = n_components
         self.affinity = affinity
         self.gamma = gamma
@@ -131,20 +137,22 @@ class SpectralEmbedding(Estimator):
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
-        self.neighbors_method = neighbors_method
+        self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
+        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, ind, G, bridges = neighbour_graph(self, X)
+        X, nbrs = graph_of(self, X)
+        ind, bridges = nbrs.indices, nbrs.bridges
         n, k = ind.shape
         if self.affinity == "binary":
             A = sp.csr_matrix((np.ones(n * k), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
             W = (0.5 * (A + A.T) + (bridges > 0)).tocsr().astype(np.float64)
         else:
-            W = _floor_bridges(_heat(G, self.gamma), bridges)
+            W = _floor_bridges(_heat(nbrs.graph, self.gamma), bridges)
         nc = self.n_components
         solve = dict(largest=True, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                      random_state=self.random_state, owner="SpectralEmbedding", graph=W)
@@ -163,6 +171,7 @@ class SpectralEmbedding(Estimator):
         self.embedding_ = fix_signs(V[:, 1:]).astype(np.float32)
         self.eigenvalues_ = w[1:]
         self.affinity_matrix_ = W
+        self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
         return self
 
@@ -197,6 +206,7 @@ class DiffusionMap(Estimator):
         Components of the kNN graph before joining.
     """
 
+    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
         "epsilon": [Interval(float, 0, None, "neither"), Options("auto")],
@@ -205,8 +215,8 @@ class DiffusionMap(Estimator):
     }
 
     def __init__(self, n_components=2, *, epsilon="auto", alpha=1.0, t=1.0, n_neighbors=10, metric="euclidean",
-                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors_method="exact", connect=True,
-                 random_state=None):
+                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact", connect=True,
+                 random_state=None, neighbors_method=DEPRECATED):
         self.n_components = n_components
         self.epsilon = epsilon
         self.alpha = alpha
@@ -216,14 +226,16 @@ class DiffusionMap(Estimator):
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
-        self.neighbors_method = neighbors_method
+        self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
+        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, ind, G, bridges = neighbour_graph(self, X)
+        X, nbrs = graph_of(self, X)
+        G, bridges = nbrs.graph, nbrs.bridges
         n = G.shape[0]
         d2 = G.data.astype(np.float64) ** 2
         self.epsilon_ = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon)
@@ -240,6 +252,7 @@ class DiffusionMap(Estimator):
         psi = psi / np.abs(psi[:, :1]).mean()  # psi_0 is constant: scale so that it equals 1
         self.embedding_ = fix_signs(psi[:, 1:] * np.sign(lam[1:]) * np.abs(lam[1:]) ** self.t).astype(np.float32)
         self.eigenvalues_ = lam[1:]
+        self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
         return self
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._kernels import sq_dist
+
 
 @njit(cache=True, fastmath=True, inline="always")
 def _row_start(i, n):
@@ -72,10 +74,7 @@ def pair_dists(X, I, J, half_power, out):
     """(||x_I - x_J||²)^half_power of sampled pairs, from differences (no cancellation)."""
     for p in prange(I.shape[0]):
         i, j = I[p], J[p]
-        s = 0.0
-        for c in range(X.shape[1]):
-            d = X[i, c] - X[j, c]
-            s += d * d
+        s = sq_dist(X, i, X, j)
         out[p] = _power(s, half_power)
 
 

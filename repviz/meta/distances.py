@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy.stats import spearmanr
 
+from .._validation import check_option
 from ..progress import ProgressCallback, report
 from ..store import temporary_artifacts
 from .bank import VectorBank
@@ -22,13 +23,6 @@ from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors
 
 METRICS = ("chord", "angle")
 DEFAULT_MAX_PROBES = 3000
-
-
-def check_option(value, options, name: str, owner: str) -> str:
-    if value not in options:
-        raise ValueError(f"The {name!r} parameter of {owner} must be a str among {set(options)}. "
-                         f"Got {value!r} instead.")
-    return value
 
 
 def pair_sample(n: int, max_probes: int, n_pairs: int | None, random_state: int) -> PairSample | None:

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._validation import NONE, Interval, Options, validate_params
 from ..progress import ProgressCallback
 from ..store import LogDir, checksum, open_logdir, temporary_artifacts
 from .bank import VectorBank
@@ -31,7 +32,6 @@ from .distances import (
     DEFAULT_MAX_PROBES,
     METRICS,
     add_vectors,
-    check_option,
     from_sq_chords,
     pair_sample,
     rank_correlation,
@@ -185,21 +185,18 @@ class MetaSNE:
         self.random_state = random_state
         self.progress = progress
 
+    _parameter_constraints = {
+        "transform": [Options(*TRANSFORMS)],
+        "metric": [Options(*METRICS)],
+        "embedding": [Options(*EMBEDDINGS)],
+        "n_components": [Interval(int, 1, None, "left")],
+        "max_probes": [Interval(int, 3, None, "left")],
+        "n_pairs": [Interval(int, 1, None, "left"), NONE],
+        "perplexity": [Interval(float, 0, None, "neither"), Options("auto")],
+    }
+
     def _validate_params(self) -> None:
-        check_option(self.transform, TRANSFORMS, "transform", "MetaSNE")
-        check_option(self.metric, METRICS, "metric", "MetaSNE")
-        check_option(self.embedding, EMBEDDINGS, "embedding", "MetaSNE")
-        for name, low in (("n_components", 1), ("max_probes", 3)):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-                raise ValueError(f"The {name!r} parameter of MetaSNE must be an int in the range [{low}, inf). "
-                                 f"Got {value!r} instead.")
-        if self.n_pairs is not None and (not isinstance(self.n_pairs, (int, np.integer)) or self.n_pairs < 1):
-            raise ValueError(f"The 'n_pairs' parameter of MetaSNE must be an int in the range [1, inf) or None. "
-                             f"Got {self.n_pairs!r} instead.")
-        if self.perplexity != "auto" and not (isinstance(self.perplexity, (int, float)) and self.perplexity > 0):
-            raise ValueError(f"The 'perplexity' parameter of MetaSNE must be a float in the range (0, inf) or "
-                             f"'auto'. Got {self.perplexity!r} instead.")
+        validate_params(vars(self), self._parameter_constraints, "MetaSNE")
 
     def _bank(self, transform: str, n: int, pairs, logdir: LogDir | None, probe_id: str,
               scratch: contextlib.ExitStack) -> VectorBank:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from .._validation import check_option
 from . import _kernels
 
 TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka")
@@ -108,9 +109,7 @@ def representation_vectors(X, transforms, pairs: PairSample | None = None,
     # rbf_cka last: it overwrites the Gram matrix that "cka" reads.
     transforms = sorted(dict.fromkeys(transforms), key=lambda t: t == "rbf_cka")
     for t in transforms:
-        if t not in TRANSFORMS:
-            raise ValueError(f"The 'transform' parameter of representation_vectors must be a str among "
-                             f"{set(TRANSFORMS)}. Got {t!r} instead.")
+        check_option(t, TRANSFORMS, "transform", "representation_vectors")
     X = _centred(X, name)
     n = X.shape[0]
     if pairs is not None and pairs.n != n:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..._kernels import sq_dist
 from ._kernels import _weight
 
 _MAX_DEPTH = 48
@@ -133,10 +134,7 @@ def _traverse(Y, children, half, mass, com, theta, dof, rep, z_rows):
             m = mass[node]
             if m == 0.0:
                 continue
-            d2 = 0.0
-            for d in range(dim):
-                t = Y[i, d] - com[node, d]
-                d2 += t * t
+            d2 = sq_dist(Y, i, com, node)
             is_leaf = children[node, 0] == -2
             width = 2.0 * half[node]
             if is_leaf or width * width < theta2 * d2:

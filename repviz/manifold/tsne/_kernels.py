@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..._kernels import sq_dist
+
 _PERPLEXITY_TOL = 1e-8  # on the entropy in nats; keeps the perplexity within ~1e-6 of its target
 _PERPLEXITY_MAX_ITER = 200
 
@@ -103,10 +105,7 @@ def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, c
             out[i, d] = 0.0
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
-            d2 = 0.0
-            for d in range(dim):
-                t = Y[i, d] - Y[j, d]
-                d2 += t * t
+            d2 = sq_dist(Y, i, Y, j)
             w, f = _weight(d2, dof)
             c = exaggeration * pdata[e] * f / w
             for d in range(dim):
@@ -150,10 +149,7 @@ def exact_repulsive(Y, dof, out, z_rows):
         for j in range(n):
             if j == i:
                 continue
-            d2 = 0.0
-            for d in range(dim):
-                t = Y[i, d] - Y[j, d]
-                d2 += t * t
+            d2 = sq_dist(Y, i, Y, j)
             w, f = _weight(d2, dof)
             z += w
             for d in range(dim):

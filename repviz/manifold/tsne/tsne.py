@@ -3,26 +3,25 @@ exaggeration, optimisation) with timings, threads and progress output."""
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 
 import numba
 import numpy as np
 
-from ...neighbors import knn
-from .._base import (
+from ..._validation import (
     ARRAY_LIKE,
     BOOLEAN,
     NONE,
     RANDOM_STATE,
-    Estimator,
     Interval,
     Options,
     check_array,
-    check_precomputed,
-    rng_from,
+    check_distance_matrix,
 )
+from ...neighbors import knn
+from ...progress import ProgressCallback, TerminalProgress, fan_out, report
+from .._base import Estimator, rng_from
 from . import init as _init
 from .affinity import joint_affinities, n_neighbors_for
 from .optimize import KLObjective, gradient_descent, make_repulsion, relabel, spatial_order
@@ -54,30 +53,24 @@ class _Threads:
 
 
 class _Log:
-    """Phase lines with timings (verbose >= 1) and an in-place progress line during the optimisation."""
+    """Phase timings, printed with verbose >= 1, and the iterations reported through the progress protocol
+    of :mod:`repviz.progress` (stage "optimise", done/total iterations, the KL as message) to ``progress``
+    and, with verbose >= 1, to a :class:`~repviz.progress.TerminalProgress` line."""
 
-    def __init__(self, owner: str, verbose: int, total_iter: int):
+    def __init__(self, owner: str, verbose: int, total_iter: int, progress: ProgressCallback | None):
         self.owner, self.verbose, self.total = owner, verbose, total_iter
         self.timings: dict[str, float] = {}
-        self._t0 = time.perf_counter()
-        self._tty = sys.stderr.isatty()
+        self._terminal = TerminalProgress(owner) if verbose else None
+        self._progress = fan_out(progress, self._terminal)
 
     def phase(self, name: str, seconds: float, detail: str = "") -> None:
         self.timings[name] = seconds
         if self.verbose:
+            self._terminal.close()  # end the progress line first
             print(f"[{self.owner}] {name}: {seconds:.2f} s{(' (' + detail + ')') if detail else ''}", flush=True)
 
-    def progress(self, state) -> None:
-        if not self.verbose:
-            return
-        done = state.n_iter
-        bar = "#" * int(20 * done / self.total)
-        line = (f"[{self.owner}] [{bar:<20}] iteration {done}/{self.total}, KL {state.kl:.4f}, "
-                f"{time.perf_counter() - self._t0:.1f} s")
-        if self._tty:
-            print("\r" + line, end="\n" if done == self.total else "", file=sys.stderr, flush=True)
-        else:
-            print(line, file=sys.stderr, flush=True)
+    def iteration(self, state) -> None:
+        report(self._progress, "optimise", state.n_iter, self.total, f"KL {state.kl:.4f}")
 
 
 _COMMON_CONSTRAINTS = {
@@ -107,12 +100,7 @@ class _BaseSNE(Estimator):
         owner = type(self).__name__
         X = check_array(X, owner, min_samples=2)
         if self.metric == "precomputed":
-            check_precomputed(X, owner)
-            asym = float(np.abs(X - X.T).max())
-            if asym > 1e-5 * max(float(X.max()), 1e-30):
-                raise ValueError(f"With metric='precomputed', {owner} expects a symmetric distance matrix; "
-                                 f"max |X - X.T| = {asym:.3g} (max(X) = {float(X.max()):.3g}). Pass (X + X.T) / 2 "
-                                 f"if the asymmetry is numerical noise.")
+            check_distance_matrix(X, owner, symmetric=True)
         return X
 
     def _effective_perplexity(self, n: int) -> float:
@@ -146,8 +134,11 @@ class _BaseSNE(Estimator):
             return _init.rescale(_init.mds(X, k))
         return _init.rescale(_init.pca(X, k))
 
-    def fit(self, X, y=None):
-        """Compute the embedding of X (or of the distance matrix X with ``metric="precomputed"``); returns self."""
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Compute the embedding of X (or of the distance matrix X with ``metric="precomputed"``); returns self.
+
+        ``progress``, a callable of :mod:`repviz.progress`, receives ("optimise", iterations done, max_iter,
+        "KL ...") as the optimisation goes (every 50 iterations and at the end of each phase)."""
         self._validate_params()
         owner = type(self).__name__
         X = self._check_input(X)
@@ -162,7 +153,7 @@ class _BaseSNE(Estimator):
         ee_iter = min(self.early_exaggeration_iter, self.max_iter)
         rng = rng_from(self.random_state)
         knn_seed = int(rng.integers(2**31 - 1))
-        log = _Log(owner, self.verbose, self.max_iter)
+        log = _Log(owner, self.verbose, self.max_iter, progress)
         with _Threads(self.n_jobs) as n_threads:
             t = time.perf_counter()
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
@@ -217,7 +208,7 @@ class _BaseSNE(Estimator):
                 objective = KLObjective(relabel(P, order) if method != "exact" else P, repulsion, dof)
             if n_iter:
                 state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=momentum,
-                                         exaggeration=exaggeration, state=state, progress=log.progress)
+                                         exaggeration=exaggeration, state=state, progress=log.iteration)
             log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
                 f", KL {state.kl:.4f}" if name == "optimisation" and state is not None else ""))
         out = np.empty_like(Y)
@@ -270,7 +261,9 @@ _SHARED_DOC = """
         Seed of random initialisation and of approximate nearest neighbours. Fits are deterministic for a given
         random_state whatever ``n_jobs``.
     verbose : int, default=0
-        1 prints each phase with its time, and a progress line during the optimisation (on stderr).
+        1 prints each phase with its time, and a progress line with ETA during the optimisation (on stderr, on
+        an interactive terminal only; see :class:`repviz.progress.TerminalProgress`). To follow the
+        optimisation programmatically, pass ``progress=`` to :meth:`fit`.
 """
 
 
