@@ -458,7 +458,6 @@ class App {
       ...m, disabled: (m.value !== "label" && !hasPreds) || (m.value === "correct" && !hasLabels),
     }));
     this.el.header.replaceChildren(
-      h("span", { class: "title", text: "Repviz" }),
       V.picker("Run", "run", runOptions, s.run, (v) => this.choose({ run: v })),
       V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.choose({ layer: v })),
       V.picker("Method", "method", methodOptions, s.method, (v) => this.choose({ method: v })),

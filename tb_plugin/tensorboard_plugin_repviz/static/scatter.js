@@ -165,11 +165,11 @@ export class Scatter {
 
   _startFrameClock() {
     const stats = window.__repvizStats;
-    let last = performance.now();
+    let last = null;
     const times = [];
     stats.transitionFrames = times;
     const tick = (now) => {
-      times.push(now - last);
+      if (last !== null) times.push(now - last);
       last = now;
       if (this._clock) this._clock = requestAnimationFrame(tick);
     };
