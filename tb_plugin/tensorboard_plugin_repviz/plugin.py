@@ -171,6 +171,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     # TensorBoard's plugin interface ---------------------------------------------------------------------------
     def get_plugin_apps(self):
+        self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile
         return {
             "/runs": self._serve_runs,
             "/info": self._serve_info,
