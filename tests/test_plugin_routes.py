@@ -124,6 +124,7 @@ def test_runs_index_etag_gives_304(served):
     first = _get(client, "runs")
     again = _get(client, "runs", **{"If-None-Match": first.headers["ETag"]})
     assert again.status_code == 304 and again.data == b""
+    assert again.headers["Content-Type"] == "application/json" and again.headers["X-Content-Type-Options"] == "nosniff"
 
 
 def test_info_layer_record_and_embedding_scores(served, logdir):
@@ -163,6 +164,7 @@ def test_coords_are_the_stored_embedding_with_etag(served, logdir):
     np.testing.assert_array_equal(_array(r, "<f4").reshape(N, 2), stored)
     again = _get(client, f"coords?run=mlp&layer=out&step=1&key={key}", **{"If-None-Match": r.headers["ETag"]})
     assert again.status_code == 304 and again.data == b""
+    assert again.headers["Content-Type"] == "application/octet-stream"  # TensorBoard's security check wants one
     other = _get(client, f"coords?run=mlp&layer=out&step=2&key={key}")
     assert other.headers["ETag"] != r.headers["ETag"]
 

@@ -59,6 +59,10 @@ class Catalog:
             return None
         return self._logdir
 
+    def prefetch(self) -> None:
+        """Start the first scan in the background (returns at once)."""
+        self._refresh_if_stale()
+
     def runs(self) -> dict[str, Run]:
         log = self.logdir()
         return dict(log.runs) if log is not None else {}

@@ -117,13 +117,27 @@ def _int_arg(request, name: str, default: int | None = None) -> int:
     return number
 
 
+class _NotModified(wrappers.Response):
+    """A 304 that keeps its Content-Type: werkzeug drops it, and TensorBoard's security check warns on every
+    response without one (and plans to refuse them)."""
+
+    def __init__(self, headers: dict, content_type: str):
+        super().__init__(status=304, headers=headers)
+        self._kept_type = content_type
+
+    def get_wsgi_headers(self, environ):
+        headers = super().get_wsgi_headers(environ)
+        headers["Content-Type"] = self._kept_type
+        return headers
+
+
 def _binary(request, array: np.ndarray) -> wrappers.Response:
     """A little-endian array as ``application/octet-stream`` with its shape, a strong ETag and 304 support."""
     tag = data.etag(array)
     headers = {"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Repviz-Shape": ",".join(map(str, array.shape)),
                "X-Content-Type-Options": "nosniff"}
     if request.if_none_match.contains_raw(tag):
-        return wrappers.Response(status=304, headers=headers, content_type="application/octet-stream")
+        return _NotModified(headers, "application/octet-stream")
     body = b"" if request.method == "HEAD" else np.ascontiguousarray(array).tobytes()
     return wrappers.Response(body, status=200, headers=headers, content_type="application/octet-stream")
 
@@ -157,6 +171,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     # TensorBoard's plugin interface ---------------------------------------------------------------------------
     def get_plugin_apps(self):
+        self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile
         return {
             "/runs": self._serve_runs,
             "/info": self._serve_info,
@@ -185,8 +200,8 @@ class RepvizPlugin(base_plugin.TBPlugin):
         index = self.catalog.cached("runs", lambda: _indexed(data.runs_impl(self.catalog, sorted(METHODS))))
         body, tag = index
         if request.if_none_match.contains_raw(tag):
-            return wrappers.Response(status=304, headers={"ETag": tag, "Cache-Control": _ARRAY_CACHE},
-                                     content_type="application/json")
+            return _NotModified({"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Content-Type-Options": "nosniff"},
+                                "application/json")
         return http_util.Respond(request, body, "application/json", headers=[("ETag", tag)])
 
     @_route

@@ -1,0 +1,194 @@
+"""The Repviz TensorBoard plugin: payloads, server time, and what it adds to TensorBoard's start-up.
+
+    python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup]
+
+A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
+``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
+2-D embedding of each. Then:
+
+- server side, in this process through werkzeug's test client on TensorBoard's WSGI app: bytes and median
+  time of ``coords`` (one embedding), ``labels``, ``predictions``, ``ids``, one ``thumbnails`` block, the
+  ``runs`` index, and the ``coords`` revalidation (304); targets: one embedding <= 600 KB and <= 50 ms;
+- TensorBoard start-up, each start in its own process, alternating with and without the plugin (the same
+  TensorBoard, plugin lists given explicitly), median of ``--starts``: time from process start to the first
+  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s.
+
+Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table, so
+other parts (the page's timings in a browser) can add their rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tb_plugin")]
+KEY = "pca-bench000000"
+Row = tuple[str, float, str, str]
+
+
+def write_logdir(path: Path, n: int) -> None:
+    """One run of ``n`` points: probe, 2 snapshots of one layer, predictions and a stored embedding of each."""
+    import numpy as np
+
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, n)
+    writer = RunWriter(path / "bench")
+    writer.begin({"fingerprint": {"model": "bench", "probe": "synthetic"}, "step_unit": "epoch",
+                  "layers": {"dense": {"class": "Dense", "stored_shape": [n, 16], "output_shape": [None, 16],
+                                       "reduction": {"kind": "none"}}}})
+    writer.write_probe(np.arange(n), labels, rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+    run = open_logdir(path).run("bench")
+    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    for step in (0, 1):
+        writer.write_activation("dense", step, rng.normal(size=(n, 16)).astype(np.float32), epoch=step)
+        logits = rng.normal(size=(n, 10)).astype(np.float32)
+        writer.write_prediction(step, np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
+        centres = rng.normal(size=(10, 2)) * 10
+        Y = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
+        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+
+
+def _median_ms(call, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def server_rows(logdir: Path, repeats: int) -> list[Row]:
+    """Payload bytes and median server time of each route, through TensorBoard's WSGI app."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    from werkzeug import test, wrappers
+
+    plugin = RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    base = "/data/plugin/repviz/"
+    start = time.perf_counter()
+    assert client.get(base + "runs").status_code == 200
+    rows: list[Row] = [("first runs index (listing scan)", 1000 * (time.perf_counter() - start), "ms", "")]
+    routes = [("coords (one embedding)", f"coords?run=bench&layer=dense&step=1&key={KEY}", "<= 600 KB, <= 50 ms"),
+              ("labels", "labels?run=bench", ""), ("predictions", "predictions?run=bench&step=1", ""),
+              ("ids", "ids?run=bench", ""), ("thumbnails (1024)", "thumbnails?run=bench&start=0&count=1024", ""),
+              ("runs index (cached)", "runs", "")]
+    for name, route, target in routes:
+        response = client.get(base + route)
+        assert response.status_code == 200, (route, response.data[:200])
+        rows.append((f"{name}: payload", len(response.data) / 1000, "KB", target.split(",")[0]))
+        rows.append((f"{name}: server time (median of {repeats})",
+                     _median_ms(lambda route=route: client.get(base + route), repeats), "ms",
+                     target.split(", ")[-1] if target else ""))
+    tag = client.get(base + routes[0][1]).headers["ETag"]
+    rows.append(("coords revalidation (304)",
+                 _median_ms(lambda: client.get(base + routes[0][1], headers={"If-None-Match": tag}), repeats), "ms",
+                 ""))
+    plugin.jobs.close()
+    return rows
+
+
+_SERVE = """
+import sys
+from tensorboard import default, program
+plugins = default.get_static_plugins()
+if sys.argv[1] == "with":
+    sys.path[:0] = sys.argv[4:]
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    plugins = plugins + [RepvizLoader()]
+tb = program.TensorBoard(plugins=plugins)
+tb.configure(argv=[None, "--logdir", sys.argv[2], "--host", "127.0.0.1", "--port", sys.argv[3]])
+tb.main()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_seconds(logdir: Path, with_plugin: bool) -> float:
+    """Seconds from process start to a served plugin listing (that lists repviz, with the plugin)."""
+    port = _free_port()
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with" if with_plugin else "without", str(logdir),
+                             str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while time.perf_counter() - start < 120:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10) as r:
+                    listing = json.loads(r.read())
+                elapsed = time.perf_counter() - start
+                if with_plugin and not listing.get("repviz", {}).get("enabled"):
+                    raise RuntimeError(f"repviz is not enabled in the listing: {listing.get('repviz')}")
+                return elapsed
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"tensorboard exited with {proc.returncode}") from None
+                time.sleep(0.05)
+        raise RuntimeError("tensorboard did not start within 120 s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def startup_rows(logdir: Path, starts: int) -> list[Row]:
+    """TensorBoard start-up to a served /data/plugins_listing, alternating without and with the plugin."""
+    _start_seconds(logdir, False)  # warm the file cache and bytecode once, not counted
+    without, with_ = [], []
+    for _ in range(starts):
+        without.append(_start_seconds(logdir, False))
+        with_.append(_start_seconds(logdir, True))
+    a, b = statistics.median(without), statistics.median(with_)
+    return [(f"TensorBoard start-up without the plugin (median of {starts})", a, "s", ""),
+            (f"TensorBoard start-up with the plugin (median of {starts})", b, "s", ""),
+            ("added by the plugin", b - a, "s", "< 0.5 s")]
+
+
+def print_table(rows: list[Row]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>10}  unit  target")
+    for name, value, unit, target in rows:
+        print(f"{name:<{width}}  {value:>10.3f}  {unit:<4}  {target}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=70_000, help="probe points")
+    ap.add_argument("--repeats", type=int, default=50, help="requests per route (median)")
+    ap.add_argument("--starts", type=int, default=3, help="TensorBoard starts per variant (median)")
+    ap.add_argument("--skip-startup", action="store_true", help="only the server-side rows")
+    args = ap.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp)
+        write_logdir(logdir, args.n)
+        rows = server_rows(logdir, args.repeats)
+        if not args.skip_startup:
+            rows += startup_rows(logdir, args.starts)
+    print(f"n = {args.n} points, {os.cpu_count()} cores")
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
