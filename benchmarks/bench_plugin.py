@@ -1,6 +1,6 @@
 """The Repviz TensorBoard plugin: payloads, server time, and what it adds to TensorBoard's start-up.
 
-    python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup]
+    python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup] [--skip-page]
 
 A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
 ``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
@@ -13,8 +13,14 @@ A synthetic log directory is written through the store API (``RunWriter``, ``Run
   TensorBoard, plugin lists given explicitly), median of ``--starts``: time from process start to the first
   served ``/data/plugins_listing``; target: the plugin adds < 0.5 s.
 
-Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table, so
-other parts (the page's timings in a browser) can add their rows.
+- the page, in headless Chromium with software WebGL (SwiftShader, as CI has it; needs chromium, chromedriver and
+  selenium, else these rows are skipped with the reason): a TensorBoard process serves runs of 100, 20,000 and
+  ``n`` points; the page opens on the small one, then for each large run, time from choosing it in the run
+  picker to its first complete draw (target < 1 s), then the frame intervals while it animates from one
+  snapshot to the other (median and 90th percentile; target <= 33 ms at 20,000 points). Both are read from
+  ``window.__repvizStats``, which the page updates with ``performance.now()`` (see static/index.js).
+
+Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table.
 """
 
 from __future__ import annotations
@@ -165,6 +171,104 @@ def startup_rows(logdir: Path, starts: int) -> list[Row]:
             ("added by the plugin", b - a, "s", "< 0.5 s")]
 
 
+PAGE_SIZES = (100, 20_000)  # besides --n: the page opens on the first; the others are measured
+
+
+def _chromium():
+    """A headless Chromium driver at 1280x800 with software WebGL, or the reason there is none."""
+    import shutil
+
+    binary, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if binary is None or driver is None:
+        return None, "chromium or chromedriver is not on PATH"
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "selenium is not installed"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+                 f"--user-data-dir={tempfile.mkdtemp(prefix='bench-chromium-')}"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(service=Service(driver), options=options)
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+    return chrome, ""
+
+
+def _until(chrome, condition, what: str, timeout: float = 60):
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        value = chrome.execute_script(condition)
+        if value:
+            return value
+        time.sleep(0.02)
+    raise RuntimeError(f"the page did not show {what} within {timeout} s")
+
+
+def page_rows(n: int) -> list[Row]:
+    """Choice-to-draw time and animation frame intervals of the page, at 20,000 and ``n`` points."""
+    chrome, reason = _chromium()
+    if chrome is None:
+        print(f"page rows skipped: {reason}")
+        return []
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    sizes = [*PAGE_SIZES, n]
+    rows: list[Row] = []
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, size in enumerate(sizes):
+            write_logdir(Path(tmp) / f"{i}-{size}", size)
+        proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", tmp, str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz"
+            start = time.perf_counter()
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
+                    break
+                except OSError:
+                    if time.perf_counter() - start > 120:
+                        raise RuntimeError("tensorboard did not start within 120 s") from None
+                    time.sleep(0.1)
+            chrome.get(url)
+            _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {sizes[0]}", "the first run")
+            for i, size in enumerate(sizes[1:], start=1):
+                label = f"{size:,} points"
+                Select(chrome.find_element(By.CSS_SELECTOR, 'select[name="run"]')).select_by_value(f"{i}-{size}/bench")
+                _until(chrome, f"return window.__repvizStats.n === {size}", label)
+                rows.append((f"page: choice to first complete draw, {label}",
+                             chrome.execute_script("return window.__repvizStats.drawnMs"), "ms", "< 1000 ms"))
+                frames = []
+                slider = chrome.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
+                for _ in range(3):  # back and forth between the two snapshots
+                    before = chrome.execute_script("return window.__repvizStats.transitions")
+                    slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
+                    _until(chrome, f"return window.__repvizStats.transitions > {before}", f"a transition of {label}")
+                    frames += chrome.execute_script("return window.__repvizStats.transitionFrames")
+                frames.sort()
+                target = "<= 33 ms" if size == 20_000 else ""
+                rows.append((f"page: animation frame interval, {label} (median of {len(frames)})",
+                             statistics.median(frames), "ms", target))
+                rows.append((f"page: animation frame interval, {label} (90th percentile)",
+                             frames[int(0.9 * (len(frames) - 1))], "ms", ""))
+        finally:
+            chrome.quit()
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return rows
+
+
 def print_table(rows: list[Row]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'value':>10}  unit  target")
@@ -177,7 +281,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=70_000, help="probe points")
     ap.add_argument("--repeats", type=int, default=50, help="requests per route (median)")
     ap.add_argument("--starts", type=int, default=3, help="TensorBoard starts per variant (median)")
-    ap.add_argument("--skip-startup", action="store_true", help="only the server-side rows")
+    ap.add_argument("--skip-startup", action="store_true", help="no TensorBoard start-up rows")
+    ap.add_argument("--skip-page", action="store_true", help="no browser rows")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,6 +291,8 @@ def main() -> None:
         rows = server_rows(logdir, args.repeats)
         if not args.skip_startup:
             rows += startup_rows(logdir, args.starts)
+    if not args.skip_page:
+        rows += page_rows(args.n)
     print(f"n = {args.n} points, {os.cpu_count()} cores")
     print_table(rows)
 

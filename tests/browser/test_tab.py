@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import shutil
 import socket
@@ -81,20 +82,6 @@ def _train(run_dir, activation, x, y, xp, yp):
     model.fit(x, y, epochs=EPOCHS, batch_size=64, verbose=0, callbacks=[logger])
 
 
-@pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    """Run "relu": PCA and t-SNE of both layers at every epoch; run "tanh" (same probe): nothing embedded."""
-    (x, y), (xt, yt) = load_mnist(BUNDLED_MNIST)
-    x, y = x[:1500].astype(np.float32) / 255, y[:1500]
-    xp, yp = xt[:N_PROBE].astype(np.float32) / 255, yt[:N_PROBE]
-    root = tmp_path_factory.mktemp("tab_logs")
-    _train(root / "relu", "relu", x, y, xp, yp)
-    _train(root / "tanh", "tanh", x, y, xp, yp)
-    repviz.embed_logdir(root, methods=["pca", "tsne"], params={"tsne": {"max_iter": 400}}, runs=["relu"],
-                        progress=False)
-    return root
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,34 +89,57 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir, tmp_path_factory):
-    """A TensorBoard process on 127.0.0.1 and a free port; stopped by its PID."""
+def server(tmp_path_factory):
+    """A TensorBoard process on 127.0.0.1 and a free port over a log directory still empty (it starts while the
+    runs are trained); stopped by its PID."""
+    root = tmp_path_factory.mktemp("tab_logs")
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tb_plugin"),
                                                         os.environ.get("PYTHONPATH", "")])}
     log = (tmp_path_factory.mktemp("tb") / "tensorboard.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--logdir", str(logdir), "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCH, "--logdir", str(root), "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=2) as r:
-                if b'"repviz"' in r.read():
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"TensorBoard did not serve the plugin listing; see {log.name}")
-        time.sleep(0.3)
-    yield base
+    yield root, f"http://127.0.0.1:{port}", proc, log.name
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture(scope="module")
+def logdir(server):
+    """Run "relu": PCA of both layers and t-SNE of "hidden" at every epoch; run "tanh" (same probe): nothing
+    embedded."""
+    root = server[0]
+    (x, y), (xt, yt) = load_mnist(BUNDLED_MNIST)
+    x, y = x[:1500].astype(np.float32) / 255, y[:1500]
+    xp, yp = xt[:N_PROBE].astype(np.float32) / 255, yt[:N_PROBE]
+    _train(root / "relu", "relu", x, y, xp, yp)
+    _train(root / "tanh", "tanh", x, y, xp, yp)
+    repviz.embed_logdir(root, methods=["pca"], runs=["relu"], progress=False)
+    repviz.embed_logdir(root, methods=["tsne"], params={"tsne": {"max_iter": 400}}, runs=["relu"],
+                        layers=["hidden"], progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tensorboard(server, logdir):
+    """The base URL, once TensorBoard lists the plugin as enabled for the written log directory."""
+    _, base, proc, log = server
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=5) as r:
+                listing = json.loads(r.read())
+            if listing.get("repviz", {}).get("enabled"):
+                return base
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"TensorBoard did not list the plugin as enabled; see {log}")
+        time.sleep(0.3)
 
 
 @pytest.fixture(scope="module")
@@ -263,8 +273,7 @@ def test_slider_changes_the_picture(tab, shots):
     after = _canvas(tab)
     assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text != step_before
     assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 500
-    frames = _stats(tab)["transitionFrames"]
-    assert len(frames) >= 3  # animated, not a jump
+    assert _stats(tab)["transitionFrames"]  # animated (frames drawn between the two layouts), not a jump
     _shot(tab, shots, "3-slider")
 
 
@@ -326,6 +335,22 @@ def test_run_without_embeddings_says_what_to_do_and_computes_on_demand(tab, shot
     # The same probe ids: the selection made on run "relu" is still there.
     assert _selected(tab) > 0
     _shot(tab, shots, "5-computed")
+
+
+def test_selection_exports_as_csv(tab):
+    selected = _selected(tab)
+    # Keep the Blob the page hands to the download link, and read it back.
+    tab.execute_script("""
+        const make = URL.createObjectURL;
+        URL.createObjectURL = (blob) => { window.__csvBlob = blob; return make(blob); };
+    """)
+    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
+    lines = text.strip().splitlines()
+    assert lines[0] == "probe_id,label,prediction,confidence"
+    assert len(lines) == selected + 1
+    probe_id, label, prediction, confidence = (v.strip('"') for v in lines[1].split(","))
+    assert int(probe_id) >= 0 and 0 <= int(label) <= 9 and 0 <= int(prediction) <= 9 and 0 < float(confidence) <= 1
 
 
 def test_traversal_urls_get_no_file(tab):

@@ -84,14 +84,14 @@ class App {
       hover: h("div", {}, V.hoverCard(null)),
       legend: h("div", {}),
       selection: h("div", {}),
-      footer: h("footer", {}),
+      snapshots: V.snapshotBar((p) => this.onSlider(p), () => this.togglePlay()),
     };
     root.append(h("div", { class: "repviz" },
       this.el.header, this.el.status, this.el.info,
       h("main", {},
         h("div", { class: "plot" }, this.el.canvas, this.el.tools, this.el.overlay),
         h("aside", {}, this.el.hover, this.el.legend, this.el.selection)),
-      this.el.footer));
+      h("footer", {}, this.el.snapshots)));
     this.scatter = new Scatter(this.el.canvas, {
       onHover: (i) => this.onHover(i),
       onSelect: (indices) => this.onLasso(indices),
@@ -476,8 +476,7 @@ class App {
     const s = this.state;
     const steps = this.steps;
     const unit = (this.run && this.run.step_unit) || "step";
-    this.el.footer.replaceChildren(V.snapshotBar(steps, Math.max(steps.indexOf(s.step), 0), unit, s.playing,
-      (p) => this.onSlider(p), () => this.togglePlay()));
+    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(s.step), 0), unit, s.playing);
   }
 
   renderStatus() {

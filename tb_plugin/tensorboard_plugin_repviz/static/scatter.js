@@ -11,6 +11,7 @@ import { createScatterplot } from "./vendor/regl-scatterplot.js";
  */
 
 const TRANSITION_MS = 700;
+const HOVER_COLOR = "#212121";
 
 /** Scale n×2 row-major coordinates into [-0.95, 0.95] keeping the aspect ratio; non-finite values go to 0. */
 export function normalise(coords) {
@@ -63,8 +64,6 @@ export class Scatter {
       width: "auto",
       height: "auto",
       backgroundColor: [1, 1, 1, 1],
-      pointColorHover: [0.1, 0.1, 0.1, 1],
-      pointColorActive: [0.05, 0.05, 0.05, 1],
       pointOutlineWidth: 2,
       pointSizeSelected: 1,
       lassoColor: [0.96, 0.49, 0, 1],
@@ -132,7 +131,13 @@ export class Scatter {
    * @param {string[]} palette hex colours
    */
   setColors(by, palette) {
-    this._plot.set({ colorBy: by === "category" ? "valueA" : "valueB", pointColor: palette });
+    // Lists as long as the palette: selected points keep their colour, the hovered one turns dark.
+    this._plot.set({
+      colorBy: by === "category" ? "valueA" : "valueB",
+      pointColor: palette,
+      pointColorActive: palette,
+      pointColorHover: palette.map(() => HOVER_COLOR),
+    });
   }
 
   /** Select points by index without firing the select event (selection is owned by the page). */

@@ -163,23 +163,31 @@ export function selectionBar(count, total, onClear, onExport) {
 }
 
 /**
- * Snapshot slider with play/pause and the current step.
- * @param {number[]} steps @param {number} position index into steps
+ * Snapshot slider with play/pause and the current step; `setSnapshotBar` updates it in place (so the slider
+ * keeps the keyboard focus while the user steps through snapshots).
  */
-export function snapshotBar(steps, position, unit, playing, onInput, onPlay) {
-  const last = Math.max(steps.length - 1, 0);
-  const slider = h("input", {
-    type: "range", min: "0", max: String(last), step: "1", value: String(position), "aria-label": "snapshot",
-    "data-testid": "slider", disabled: steps.length < 2, oninput: (e) => onInput(Number(e.target.value)),
-  });
+export function snapshotBar(onInput, onPlay) {
   return h("div", { class: "snapshots" },
-    h("button", {
-      type: "button", class: "play", "data-testid": "play", disabled: steps.length < 2,
-      title: playing ? "pause" : "play through the snapshots", text: playing ? "❚❚" : "▶", onclick: onPlay,
+    h("button", { type: "button", class: "play", "data-testid": "play", onclick: onPlay }),
+    h("input", {
+      type: "range", min: "0", step: "1", "aria-label": "snapshot", "data-testid": "slider",
+      oninput: (e) => onInput(Number(e.target.value)),
     }),
-    slider,
-    h("span", { class: "step", "data-testid": "step", text: steps.length ? `${unit} ${steps[position]}` : "no snapshot" }),
-    h("span", { class: "hint", text: steps.length ? `${position + 1} / ${steps.length}` : "" }));
+    h("span", { class: "step", "data-testid": "step" }),
+    h("span", { class: "hint" }));
+}
+
+/** Show `steps` (position: index of the current one) in a bar made by `snapshotBar`. */
+export function setSnapshotBar(bar, steps, position, unit, playing) {
+  const [play, slider, step, hint] = bar.children;
+  play.disabled = steps.length < 2;
+  play.title = playing ? "pause" : "play through the snapshots";
+  play.textContent = playing ? "❚❚" : "▶";
+  slider.max = String(Math.max(steps.length - 1, 0));
+  slider.value = String(position);
+  slider.disabled = steps.length < 2;
+  step.textContent = steps.length ? `${unit} ${steps[position]}` : "no snapshot";
+  hint.textContent = steps.length ? `${position + 1} / ${steps.length}` : "";
 }
 
 /** A background job's state: progress bar while it runs, the one-line reason when it failed. */
