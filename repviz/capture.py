@@ -144,6 +144,7 @@ class ActivationLogger(keras.callbacks.Callback):
         self._x, self._y = _split_probe(probe)
         self.n_probe = _probe_length(self._x, self._y)
         self.probe_ids = _check_ids(probe_ids, self.n_probe)
+        _warn_nonfinite_inputs(self._x)
         self.layers_spec = _check_layers_spec(layers)
         if freq is not None and batch_freq is not None:
             raise ValueError(f"ActivationLogger takes an epoch schedule (freq={freq!r}) or a batch schedule "
@@ -178,10 +179,19 @@ class ActivationLogger(keras.callbacks.Callback):
     # Keras hooks
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
+        epochs = (self.params or {}).get("epochs")
+        if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
+                0 < f <= epochs for f in self.freq):
+            warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
+                          f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
         self._captures, pred_shape = self._plan(self.model)
         self._pred_shape = pred_shape
         self._writer.begin(self._manifest(self.model))
-        self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        try:
+            self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        except BaseException:
+            self._writer.abandon()  # nothing stored: a retry with corrected data must not be refused
+            raise
         self._run_fn = None  # compiled on the first snapshot
         self._first = True
         self._epoch = 0
@@ -195,7 +205,10 @@ class ActivationLogger(keras.callbacks.Callback):
             if self.batch_freq is None:
                 self._snapshot(epoch, epoch=epoch)
             else:
-                self._batches = epoch * int(self.params.get("steps") or 0)
+                # Batches since the run began: from the epoch when the epoch length is known, and never a step
+                # the run already holds (a resumed generator of unknown length would otherwise restart at 0).
+                last = self._writer.last_step()
+                self._batches = max(epoch * int(self.params.get("steps") or 0), -1 if last is None else last + 1)
                 self._snapshot(self._batches, epoch=epoch, batch=0)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -339,7 +352,7 @@ class ActivationLogger(keras.callbacks.Callback):
             pred_stream.commit()
         self._report(records, step)
         if not self._marker_written:
-            _write_tensorboard_marker(self._writer.run_dir, self._writer.manifest)
+            self._writer.write_tensorboard_marker(_write_summary_event)
             self._marker_written = True
 
     def _report(self, records: list[dict], step: int) -> None:
@@ -498,6 +511,17 @@ def _probe_length(x, y) -> int:
     return n
 
 
+def _warn_nonfinite_inputs(x) -> None:
+    """Warn about NaN/infinite probe inputs now: a network may hide them (some CPU kernels turn ReLU(NaN) into
+    0), so the activations alone would not tell."""
+    bad = sum(int(a.size - np.count_nonzero(np.isfinite(a))) for a in keras.tree.flatten(x)
+              if isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+    if bad:
+        warnings.warn(f"the probe inputs hold {bad} non-finite value(s) (NaN or infinity); activations computed "
+                      f"from them may be NaN, or silently finite, depending on the layers and the CPU",
+                      RuntimeWarning, stacklevel=3)
+
+
 def _check_ids(ids, n: int) -> np.ndarray:
     if ids is None:
         return np.arange(n, dtype=np.int64)
@@ -539,20 +563,21 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _write_tensorboard_marker(run_dir, manifest: dict) -> None:
-    """One tiny summary tagged with the plugin name, so TensorBoard lists the run and enables the repviz tab."""
+def _write_summary_event(directory: str, tag: str, content: bytes) -> None:
+    """Write one event file in ``directory`` holding a string summary ``tag`` owned by the repviz plugin.
+
+    The store says where and what (:meth:`repviz.store.RunWriter.write_tensorboard_marker`); this encodes it.
+    """
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    content = json.dumps({"format_version": manifest["format_version"], "layers": list(manifest["layers"])})
     metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME,
-                                                           content=content.encode()))
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content.encode()],
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME, content=content))
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content],
                                     tensor_shape=tensor_shape_pb2.TensorShapeProto())
     event = event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(
-        value=[summary_pb2.Summary.Value(tag=f"{store.PLUGIN_NAME}/run", metadata=metadata, tensor=tensor)]))
-    writer = EventFileWriter(str(run_dir))
+        value=[summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)]))
+    writer = EventFileWriter(directory)
     try:
         writer.add_event(event)
     finally:

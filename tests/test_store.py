@@ -1,6 +1,11 @@
 """The log-directory store on its own (no Keras): round trips, atomic writes, torn records, refusals, messages."""
 
 import json
+import multiprocessing
+import os
+import re
+import stat
+import time
 
 import numpy as np
 import pytest
@@ -103,14 +108,128 @@ def test_torn_last_record_is_ignored(tmp_path):
     assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
 
 
-def test_corrupt_middle_record_is_an_error(tmp_path):
+def test_damaged_middle_record_is_skipped_with_a_warning(tmp_path):
+    """Non-regression: one damaged line (an old short write) made the whole run unreadable."""
     w = _writer(tmp_path)
-    store.append_record(w.root / "records.jsonl", {"kind": "x"})
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
     with open(w.root / "records.jsonl", "ab") as f:
-        f.write(b"not json\n")
-    store.append_record(w.root / "records.jsonl", {"kind": "x"})
-    with pytest.raises(ValueError, match="line 2 is not valid JSON and is not the last line"):
-        store.read_records(w.root / "records.jsonl")
+        f.write(b'{"kind": "activation", "la\n[1, 2]\n')  # torn, then valid JSON that is not a record
+    w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
+    with pytest.warns(RuntimeWarning, match=r"records.jsonl: skipped line 2, which is not a valid record"):
+        assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
+
+
+def test_short_record_write_is_rolled_back(tmp_path, monkeypatch):
+    """Non-regression: a short append (full disk) left half a line that the next append glued onto."""
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    path = w.root / "records.jsonl"
+    before = path.read_bytes()
+    real_write = store.os.write
+    monkeypatch.setattr(store.os, "write", lambda fd, data: real_write(fd, data[: len(data) // 2]))
+    with pytest.raises(OSError, match=r"only \d+ of \d+ bytes of a record were written .*rolled back"):
+        w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    w.write_activation("dense", 2, np.zeros((5, 3), np.float32))
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0, 2]
+
+
+def test_files_honour_the_umask(tmp_path):
+    """Non-regression: mkstemp made every stored file mode 600, unreadable by a TensorBoard service account."""
+    old = os.umask(0o022)
+    try:
+        w = _writer(tmp_path)
+        w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+        with w.stream_activation("dense", 1, (5, 3), np.float32) as s:
+            s.write(np.zeros((5, 3)))
+            s.commit()
+    finally:
+        os.umask(old)
+    for name in ("manifest.json", "records.jsonl", "activations/dense/0.npy", "activations/dense/1.npy"):
+        assert stat.S_IMODE((w.root / name).stat().st_mode) == 0o644, name
+
+
+def _begin_at(args):
+    root, fingerprint, start = args
+    while time.time() < start:
+        pass
+    try:
+        RunWriter(root).begin({"fingerprint": fingerprint, "layers": {}})
+        return "ok"
+    except IncompatibleRunError:
+        return "refused"
+
+
+def test_concurrent_creation_admits_one_run(tmp_path):
+    """Non-regression: two processes creating a run for different models at the same moment were both accepted."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.map(_begin_at, [(tmp_path / "warm", {"model": "w"}, 0)] * 2)  # start-up cost out of the race
+        for trial in range(5):
+            start = time.time() + 0.3
+            got = pool.map(_begin_at, [(tmp_path / str(trial), {"model": m}, start) for m in ("a", "b")])
+            assert sorted(got) == ["ok", "refused"], got
+
+
+def test_a_run_that_stored_nothing_can_be_abandoned(tmp_path):
+    w = _writer(tmp_path)
+    with pytest.raises(TypeError, match="refusing to store an object array"):
+        w.write_probe(np.arange(5), np.array([None] * 5, dtype=object))
+    w.abandon()
+    _writer(tmp_path, fingerprint={"model": "m1", "probe": "p2"})  # the retry with other data is accepted
+    w2 = _writer(tmp_path, fingerprint={"model": "m1", "probe": "p2"})
+    w2.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    w2.abandon()  # it did not create the run, and the run holds snapshots: nothing happens
+    assert open_logdir(tmp_path).run("run").steps() == [0]
+
+
+def test_continued_run_keeps_every_layer_it_recorded(tmp_path):
+    """Non-regression: logging again with another layer selection hid the earlier layers' snapshots."""
+    _writer(tmp_path, layers=("dense",)).write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    w = _writer(tmp_path, layers=("block/conv",))
+    w.write_activation("block/conv", 1, np.zeros((5, 3), np.float16))
+    run = open_logdir(tmp_path).run("run")
+    assert run.layers == ["dense", "block/conv"] and run.steps("dense") == [0]
+    assert run.record("dense", 0)["dtype"] == "<f4" and run.record("block/conv", 1)["dtype"] == "<f2"
+
+
+@pytest.mark.parametrize("content, why", [(b"{not json", "is not valid JSON"), (b"[1, 2]", "holds a JSON list"),
+                                          (b'{"layers": null}', "'layers' is NoneType"),
+                                          (b"\xff\xfe", "is not valid JSON"), (None, "Is a directory")])
+def test_a_broken_manifest_skips_that_run_only(tmp_path, content, why):
+    _writer(tmp_path, name="good").write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    bad = tmp_path / "bad" / "plugins" / "repviz" / "manifest.json"
+    if content is None:
+        bad.mkdir(parents=True)
+    else:
+        bad.parent.mkdir(parents=True)
+        bad.write_bytes(content)
+    with pytest.warns(RuntimeWarning, match=f"skipped run 'bad': .*{re.escape(why)}"):
+        logdir = open_logdir(tmp_path)
+    assert list(logdir.runs) == ["good"] and why in logdir.skipped["bad"]
+    if content is not None:
+        assert str(bad) in logdir.skipped["bad"]
+
+
+def test_malformed_records_are_left_out(tmp_path):
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    for bad in ({"kind": "activation"}, {"kind": "activation", "file": 3, "step": 1},
+                {"kind": "activation", "file": "activations/dense/0.npy", "step": "1"}):
+        store.append_record(w.root / "records.jsonl", bad)
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0]
+
+
+def test_stale_temporary_files_are_cleaned_when_a_run_is_reopened(tmp_path):
+    w = _writer(tmp_path)
+    old, fresh = w.root / "activations" / ".0.npy.abc.tmp", w.root / ".manifest.json.def.tmp"
+    old.parent.mkdir(parents=True)
+    for p in (old, fresh):
+        p.write_bytes(b"partial")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    _writer(tmp_path)
+    assert not old.exists() and fresh.exists()
 
 
 def test_record_without_file_is_skipped(tmp_path):
@@ -164,6 +283,9 @@ def test_not_found_messages_list_the_choices(tmp_path):
         run.read_embedding("tsne-x", "dense", 0)
     with pytest.raises(NotFoundError, match="does not exist"):
         open_logdir(tmp_path / "missing")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotFoundError, match="is a file, not a directory"):
+        open_logdir(tmp_path / "file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(NotFoundError, match="holds no repviz runs"):
         open_logdir(tmp_path / "empty")
@@ -181,7 +303,135 @@ def test_path_keys_are_safe_and_distinct():
     assert store.path_key("dense") == "dense"
 
 
+def test_a_layer_name_longer_than_a_file_name_is_stored(tmp_path):
+    """Non-regression: a layer name longer than the filesystem allows aborted capture at snapshot 0."""
+    long_a, long_b = "block/" + "x" * 400, "block/" + "x" * 399 + "y"
+    assert len(store.path_key(long_a)) < 140 and store.path_key(long_a) != store.path_key(long_b)
+    w = _writer(tmp_path, layers=(long_a,))
+    w.write_activation(long_a, 0, np.ones((5, 3), np.float32))
+    np.testing.assert_array_equal(open_logdir(tmp_path).run("run").activations(long_a, 0), np.ones((5, 3)))
+
+
 def test_check_writable_names_the_directory(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(OSError, match=r"cannot write repviz logs under '.*f/run'"):
         RunWriter(tmp_path / "f" / "run").check_writable()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What other modules ask of the store instead of knowing paths
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_read_into_equals_a_slice_of_the_loaded_array(tmp_path):
+    art = store.Artifacts(tmp_path / "art")
+    rng = np.random.default_rng(2)
+    vector = rng.normal(size=1000).astype(np.float32)
+    matrix = rng.normal(size=(9, 7))
+    art.save_array("v.npy", vector)
+    art.save_array("m.npy", matrix)
+    ref_v = np.load(art.path("v.npy"), allow_pickle=False)
+    for start, width in ((0, 1000), (0, 1), (123, 456), (999, 1), (1000, 0)):
+        out = np.full(width, np.nan, dtype=np.float32)
+        art.read_into("v.npy", out, start)
+        np.testing.assert_array_equal(out, ref_v[start:start + width])
+    rows = np.empty((3, 7))
+    art.read_into("m.npy", rows, 4 * 7)  # rows 4, 5, 6 of a 2-D array
+    np.testing.assert_array_equal(rows, np.load(art.path("m.npy"))[4:7])
+    buffer = np.zeros((2, 10), dtype=np.float32)
+    art.read_into("v.npy", buffer[1], 10)  # a row of a caller's buffer is filled in place
+    np.testing.assert_array_equal(buffer, [np.zeros(10), vector[10:20]])
+    assert art.header("v.npy") == ((1000,), np.float32) and art.header("m.npy") == ((9, 7), np.float64)
+
+
+def test_read_into_refuses_what_it_cannot_read(tmp_path):
+    art = store.Artifacts(tmp_path)
+    art.save_array("v.npy", np.arange(10, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"'v.npy' .* holds float32; out is float64"):
+        art.read_into("v.npy", np.empty(3), 0)
+    with pytest.raises(ValueError, match=r"elements \[8, 11\) are outside 'v.npy' .* which holds 10"):
+        art.read_into("v.npy", np.empty(3, dtype=np.float32), 8)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        art.read_into("v.npy", np.empty((3, 2), dtype=np.float32)[:, 0], 0)
+    with pytest.raises(NotFoundError, match=r"'w.npy' is not in .* it has: 'v.npy'"):
+        art.read_into("w.npy", np.empty(3, dtype=np.float32), 0)
+    data = art.path("v.npy").read_bytes()
+    art.path("v.npy").write_bytes(data[:-8])  # the last two elements lost
+    with pytest.raises(ValueError, match="'v.npy' .* is truncated"):
+        art.read_into("v.npy", np.empty(4, dtype=np.float32), 6)
+
+
+def test_read_into_follows_a_file_replaced_under_the_same_name(tmp_path):
+    art = store.Artifacts(tmp_path)
+    art.save_array("v.npy", np.arange(10, dtype=np.float32))
+    out = np.empty(2, dtype=np.float32)
+    art.read_into("v.npy", out, 4)
+    np.save(art.path("v.npy"), np.arange(100, 150, dtype=np.float32).reshape(5, 10))  # another header
+    art.read_into("v.npy", out, 4)
+    np.testing.assert_array_equal(out, [104, 105])
+    assert art.header("v.npy") == ((5, 10), np.float32)
+
+
+def test_a_run_pickles_as_a_reference_and_reads_what_a_record_names(tmp_path):
+    import pickle
+
+    w = _writer(tmp_path)
+    w.write_probe(np.arange(5))
+    for step in range(50):
+        w.write_activation("dense", step, np.full((5, 3), step, dtype=np.float32))
+    run = open_logdir(tmp_path).run("run")
+    run.records()
+    data = pickle.dumps(run)
+    assert len(data) < 500  # location and name, not 50 records
+    copy = pickle.loads(data)
+    assert (copy.name, copy.layers, copy.steps()) == (run.name, run.layers, run.steps())
+    np.testing.assert_array_equal(copy.activations("dense", 7), run.activations("dense", 7))
+    record = run.record("dense", 7)
+    np.testing.assert_array_equal(run.read_array(record), np.full((5, 3), 7))
+    assert not isinstance(run.read_array(record, mmap=False), np.memmap)
+
+
+def test_tensorboard_marker_place_and_content_come_from_the_store(tmp_path):
+    w = _writer(tmp_path)
+    events = []
+    w.write_tensorboard_marker(lambda *event: events.append(event))
+    [(directory, tag, content)] = events
+    assert directory == str(tmp_path / "run") and tag == f"{store.PLUGIN_NAME}/run"
+    assert json.loads(content) == {"format_version": store.FORMAT_VERSION, "layers": ["dense", "block/conv"]}
+
+
+def test_cross_run_results_and_scratch_directories_are_named_by_the_store(tmp_path):
+    _writer(tmp_path).write_probe(np.arange(5))
+    logdir = open_logdir(tmp_path)
+    cache = logdir.vector_cache("dist", "0a1b2c3d")
+    sampled = logdir.vector_cache("dist", "0a1b2c3d", n_pairs=4500, pair_seed=0)
+    cache.save_array("x.npy", np.zeros(3))
+    sampled.save_array("x.npy", np.zeros(3))
+    assert logdir.artifact_names() == ["vectors-dist-0a1b2c3d", "vectors-dist-0a1b2c3d-p4500s0"]
+    with store.temporary_artifacts() as scratch:
+        scratch.save_array("x.npy", np.ones(2))
+        np.testing.assert_array_equal(scratch.load_array("x.npy"), np.ones(2))
+        where = scratch.root
+    assert not where.exists()
+
+
+def test_run_directory_is_where_open_logdir_finds_the_run(tmp_path):
+    for name in ("relu", "sweep/lr-0.1"):
+        w = RunWriter(store.run_directory(tmp_path, name))
+        w.begin({"fingerprint": FP, "layers": {}})
+    assert sorted(open_logdir(tmp_path).runs) == ["relu", "sweep/lr-0.1"]
+    for bad in ("", "..", "a/../../b", "/abs"):
+        with pytest.raises(ValueError, match="run names are relative paths"):
+            store.run_directory(tmp_path, bad)
+
+
+@pytest.mark.parametrize("module", ["pipeline", "capture", "demo", "cli", "meta/bank", "meta/metasne",
+                                    "meta/distances", "meta/sources"])
+def test_only_the_store_builds_paths(module):
+    """Grep-style guard (the behaviour is tested above): no path joins, file opens or .npy reads elsewhere."""
+    import re
+    from pathlib import Path
+
+    source = (Path(store.__file__).parent / f"{module}.py").read_text()
+    for pattern in (r"root /", r"Path\(", r"np\.load", r"(?<![\w.])open\(", r"tempfile", r"os\.path\.join",
+                    r"\.run_dir\b"):
+        assert not re.search(pattern, source), f"repviz/{module}.py matches {pattern!r}"
