@@ -69,6 +69,7 @@ class App {
       hidden: new Set(), selectedIds: new Set(), playing: false, hover: null,
     };
     this.error = null;
+    this.notes = []; // one-line remarks of finished jobs (e.g. snapshots skipped)
     this.jobs = new Map(); // jobs this page started, by id
     this.view = null; // data of the drawn representation
     this.generation = 0;
@@ -143,8 +144,10 @@ class App {
     const withEmbeddings = run.layers.filter((l) => run.embeddings.some((e) => (e.steps[l.name] || []).length));
     if (!run.layers.some((l) => l.name === s.layer)) s.layer = (withEmbeddings[0] || run.layers[0] || {}).name ?? null;
     const stored = run.embeddings.filter((e) => (e.steps[s.layer] || []).length);
-    const isCompute = typeof s.method === "string" && s.method.startsWith("compute:");
-    if (!isCompute && !stored.some((e) => e.key === s.method)) {
+    const computing = typeof s.method === "string" && s.method.startsWith("compute:") ? s.method.slice(8) : null;
+    const computed = computing && stored.find((e) => e.method === computing);
+    if (computed) s.method = computed.key; // the job finished (or someone else computed it)
+    if (!computing && !stored.some((e) => e.key === s.method)) {
       const previous = run.embeddings.find((e) => e.key === s.method);
       const same = previous && stored.find((e) => e.method === previous.method);
       s.method = (same || stored.find((e) => e.default && e.method === "tsne") || stored.find((e) => e.default) ||
@@ -391,6 +394,9 @@ class App {
 
   async startCompute(method) {
     const { run, layer } = this.state;
+    for (const [id, job] of this.jobs) {
+      if (job.state === "failed" && job.run === run && job.layer === layer && job.method === method) this.jobs.delete(id);
+    }
     try {
       const job = await this.model.compute(run, layer, method);
       this.jobs.set(job.id, job);
@@ -416,9 +422,10 @@ class App {
         if (job.state === "done" && before.state !== "done") {
           finished = true;
           if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
-            this.state.method = job.key || null;
+            this.state.method = job.key || this.state.method;
           }
           this.jobs.delete(job.id);
+          if (job.error) this.notes.push(`${job.method} of ${job.layer}: ${job.error}`);
         }
       }
       if (finished) {
@@ -482,7 +489,16 @@ class App {
   renderStatus() {
     const parts = [];
     if (this.error) parts.push(V.errorBanner(this.error, () => this.showError(null)));
-    for (const job of this.jobs.values()) parts.push(V.jobView(job));
+    this.notes.forEach((note, i) => parts.push(V.note(note, () => {
+      this.notes.splice(i, 1);
+      this.renderStatus();
+    })));
+    for (const [id, job] of this.jobs) {
+      parts.push(V.jobView(job, () => {
+        this.jobs.delete(id);
+        this.renderStatus();
+      }));
+    }
     this.el.status.replaceChildren(...parts);
   }
 

@@ -191,9 +191,13 @@ export function setSnapshotBar(bar, steps, position, unit, playing) {
 }
 
 /** A background job's state: progress bar while it runs, the one-line reason when it failed. */
-export function jobView(job) {
+export function jobView(job, onDismiss) {
   const what = `${job.method} of ${job.layer}`;
-  if (job.state === "failed") return h("div", { class: "job failed", role: "alert" }, `Computing ${what} failed: ${job.error || "unknown reason"}`);
+  if (job.state === "failed") {
+    return h("div", { class: "job failed", role: "alert" },
+      h("span", { text: `Computing ${what} failed: ${job.error || "unknown reason"}` }),
+      h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+  }
   const p = job.progress || {};
   const fraction = typeof p.fraction === "number" ? p.fraction : null;
   return h("div", { class: "job", "data-testid": "job" },
@@ -214,5 +218,11 @@ export function code(text) {
 /** One-line error banner (server messages are shown as they are). */
 export function errorBanner(message, onDismiss) {
   return h("div", { class: "error", role: "alert", "data-testid": "error" }, h("span", { text: message }),
+    h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+}
+
+/** A one-line remark that is no error (e.g. a finished job skipped some snapshots). */
+export function note(message, onDismiss) {
+  return h("div", { class: "note", role: "status" }, h("span", { text: message }),
     h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
 }
