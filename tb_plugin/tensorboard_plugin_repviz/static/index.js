@@ -573,6 +573,13 @@ export function render() {
   window.__repvizStats = { draws: 0, n: 0, drawnMs: null, transitions: 0, transitionFrames: [] };
   // Relative to the module, so the iframe's <base href> and --path_prefix cannot misplace it.
   document.head.append(h("link", { rel: "stylesheet", href: new URL("style.css", import.meta.url).href }));
-  const app = new App(document.body);
+  let app;
+  try {
+    app = new App(document.body);
+  } catch (e) {
+    // regl-scatterplot throws when the browser gives no WebGL context.
+    document.body.replaceChildren(V.emptyState("The Repviz tab needs WebGL", `This browser refused it: ${e.message}`));
+    return;
+  }
   app.start();
 }
