@@ -220,9 +220,11 @@ def _select(driver, name, text_prefix):
     raise AssertionError(f"no {name} option starting with {text_prefix!r}: {[o.text for o in select.options]}")
 
 
-def _step_once(driver, key=Keys.LEFT):
+def _step_once(driver):
+    """One snapshot back (forward from the first) with the keyboard, waiting for the animated transition."""
     before = _stats(driver)["transitions"]
-    driver.find_element(By.CSS_SELECTOR, '[data-testid="slider"]').send_keys(key)
+    slider = driver.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
+    slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
     _wait(driver, lambda d: _stats(d)["transitions"] > before, "the snapshot transition")
 
 
@@ -269,12 +271,18 @@ def test_hover_shows_the_thumbnail_and_prediction(tab, shots):
 def test_slider_changes_the_picture(tab, shots):
     before = _canvas(tab)
     step_before = tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text
-    _step_once(tab, Keys.LEFT)
+    _step_once(tab)
     after = _canvas(tab)
     assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text != step_before
     assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 500
     assert _stats(tab)["transitionFrames"]  # animated (frames drawn between the two layouts), not a jump
     _shot(tab, shots, "3-slider")
+    # Play runs to the last snapshot and stops there.
+    transitions = _stats(tab)["transitions"]
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="play"]').click()
+    _wait(tab, lambda d: _stats(d)["transitions"] > transitions and
+          d.find_element(By.CSS_SELECTOR, '[data-testid="play"]').text == "▶", "play to reach the end")
+    assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text == f"epoch {EPOCHS}"
 
 
 def _rectangle_select(driver) -> int:
@@ -298,7 +306,7 @@ def _selected(driver) -> int:
 def test_rectangle_selection_survives_snapshot_and_method_changes(tab, shots):
     selected = _rectangle_select(tab)
     assert 0 < selected < N_PROBE
-    _step_once(tab, Keys.RIGHT)
+    _step_once(tab)
     assert _selected(tab) == selected
     _select(tab, "method", "pca")
     _wait(tab, lambda d: "pca" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the PCA info line")
@@ -330,11 +338,12 @@ def test_run_without_embeddings_says_what_to_do_and_computes_on_demand(tab, shot
     assert "repviz embed" in empty[0].text
     _select(tab, "method", "compute pca")
     _wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed'), "the job indicator")
+    _shot(tab, shots, "5-computing")
     _wait(tab, lambda d: "pca" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the computed embedding", 120)
     assert _ink(_canvas(tab)).sum() > 2000
     # The same probe ids: the selection made on run "relu" is still there.
     assert _selected(tab) > 0
-    _shot(tab, shots, "5-computed")
+    _shot(tab, shots, "6-computed")
 
 
 def test_selection_exports_as_csv(tab):
