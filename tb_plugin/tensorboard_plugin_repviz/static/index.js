@@ -273,6 +273,7 @@ class App {
       return;
     }
     this.renderEmpty(null);
+    if (this.view && this.view.run.name !== run.name) this.el.hover.replaceChildren(V.hoverCard(null));
     const { x, y } = normalise(data.coords);
     const n = x.length;
     const idIndex = this.view && this.view.ids === data.ids ? this.view.idIndex : new Map(Array.from(data.ids, (id, i) => [id, i]));
@@ -508,6 +509,7 @@ class App {
     if (node) {
       this.el.info.replaceChildren();
       this.el.legend.replaceChildren();
+      this.el.hover.replaceChildren(V.hoverCard(null));
     }
   }
 
