@@ -59,8 +59,8 @@ import numpy as np
 from . import __version__
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
-from .store import NotFoundError, Run, open_logdir
-from .workers import WorkerPool
+from .store import NotFoundError, Run, checksum, open_logdir
+from .workers import WorkerDied, WorkerPool
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
 PIPELINE_VERSION = 1
@@ -282,12 +282,24 @@ def _failure(run: str, layer: str, step: int, method: str, error: Exception) -> 
             "error": f"{type(error).__name__}: {error}"}
 
 
+def _damaged(run: Run, record: dict) -> RepresentationError | None:
+    """The error of a snapshot whose file no longer matches its record (known from its header and size)."""
+    if run.record_intact(record):
+        return None
+    return RepresentationError("the activations file is truncated or does not hold the shape and dtype recorded "
+                               "when it was captured (replaced or damaged); record the snapshot again")
+
+
 def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     """The activations as a float32 matrix and the checksum of the file they came from."""
     record = run.record(layer, step)
     if error := _nonfinite(record):
         raise error
-    X = np.asarray(run.read_array(record), dtype=np.float32)
+    stored = run.read_array(record)
+    if checksum(stored) != record["crc32"]:
+        raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
+                                  "(corrupted, or replaced by hand); record the snapshot again")
+    X = np.asarray(stored, dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
@@ -426,14 +438,14 @@ class _CacheWalk:
         previous = None
         for i, (layer, step) in enumerate(items):
             record = run.record(layer, step)
-            if run.has_embedding(key, layer, step):
+            if run.embedding_intact(key, layer, step, record["shape"][0]):
                 info = run.embedding_info(key, layer, step)
-                if (info.get("source", {}).get("crc32") == record["crc32"]
+                if (info.get("source", {}).get("crc32") == record["crc32"] and run.record_intact(record)
                         and info.get("init_from") == (None if previous is None else list(previous))):
                     previous = (layer, step)
                     self.cached += 1
                     continue
-            if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
+            if error := _nonfinite(record) or _damaged(run, record):  # fails the same way every time
                 self.failed.append(_failure(run.name, layer, step, method, error))
                 continue
             self.todo.append(_Todo(run, items[i:], previous))
@@ -662,6 +674,15 @@ def _check_jobs(jobs: int, owner: str) -> None:
                          f"Got {jobs!r} instead.")
 
 
+def _lost_chain(death: WorkerDied) -> list[dict]:
+    """The results of a chain whose worker died: what it stored counts as computed, the rest as failed."""
+    task: ChainTask = death.task
+    key, method = task.resolved.key, task.resolved.method.name
+    return [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
+             "seconds": float("nan")} if task.run.has_embedding(key, layer, step)
+            else _failure(task.run.name, layer, step, method, death) for layer, step in task.items]
+
+
 def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = None) -> EmbedResult:
     """Compute what ``plan`` lists, storing every embedding as soon as it is computed.
 
@@ -681,7 +702,8 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     EmbedResult
 
     Ctrl-C (or any error) stops the workers at once; what they stored is kept, and planning again resumes from
-    there.
+    there. Workers end with this process however it ends. A worker that dies (e.g. killed by the out-of-memory
+    killer) is replaced: the rest of its chain is reported failed and the other chains go on.
     """
     start = time.perf_counter()
     _check_jobs(jobs, "execute")
@@ -702,7 +724,8 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     else:
         env = {name: str(tasks[0].threads) for name in _THREAD_VARIABLES}
         with WorkerPool(run_chain, workers, env=env) as pool:
-            results = [r for chain_results in pool.run(tasks, advance) for r in chain_results]
+            results = [r for chain_results in pool.run(tasks, advance, on_death=_lost_chain)
+                       for r in chain_results]
     return EmbedResult.from_plan(plan, results, time.perf_counter() - start)
 
 def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,

@@ -119,6 +119,18 @@ def _npy_header(f) -> tuple[tuple[int, ...], np.dtype, int]:
     return tuple(shape), np.dtype(dtype), f.tell()
 
 
+def _intact(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype] | None:
+    """Shape and dtype of a complete ``.npy`` file; None when it is missing, unreadable, or not as long as its
+    header says (truncated by a full disk, or appended to). Reads the header only."""
+    try:
+        with open(path, "rb") as f:
+            shape, dtype, offset = _npy_header(f)
+            size = os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        return None
+    return (shape, dtype) if size == offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize else None
+
+
 def save_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as JSON atomically. Key order is kept (``manifest['layers']`` lists layers in model order)."""
     with atomic_path(path) as tmp:
@@ -559,6 +571,13 @@ class Run:
         """
         return load_array(self.root / record["file"], mmap=mmap)
 
+    def record_intact(self, record: dict) -> bool:
+        """The file ``record`` describes is complete and holds the shape and dtype the record says (a check of
+        its header and size; the checksum needs the data, see :func:`checksum`)."""
+        found = _intact(self.root / record["file"])
+        return found is not None and list(found[0]) == list(record.get("shape", ())) and \
+            found[1].str == record.get("dtype")
+
     def activations(self, layer: str, step: int, mmap: bool = True) -> np.ndarray:
         """Activations of ``layer`` at ``step``: (n_probe, width), memory-mapped read-only."""
         return self.read_array(self.record(layer, step), mmap=mmap)
@@ -596,6 +615,12 @@ class Run:
 
     def has_embedding(self, method_key: str, layer: str, step: int) -> bool:
         return self._embedding_path(method_key, layer, step).exists()
+
+    def embedding_intact(self, method_key: str, layer: str, step: int, n_rows: int) -> bool:
+        """The stored embedding exists, is as long as its header says, and has ``n_rows`` rows (a truncated or
+        foreign file is not a cached result)."""
+        found = _intact(self._embedding_path(method_key, layer, step))
+        return found is not None and len(found[0]) == 2 and found[0][0] == n_rows
 
     def write_embedding(self, method_key: str, layer: str, step: int, embedding: np.ndarray,
                         info: dict) -> None:
@@ -730,6 +755,10 @@ class Artifacts:
         if not self.exists(name):
             raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
         return load_array(self.path(name), mmap=mmap)
+
+    def intact(self, name: str) -> bool:
+        """The stored array ``name`` exists and is as long as its header says."""
+        return _intact(self.path(name)) is not None
 
     def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
         """Shape and dtype of the stored array ``name``, read from its header alone."""

@@ -13,9 +13,13 @@ pipe closes) rather than waiting for it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
 import signal
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +30,8 @@ from typing import Any
 # A task function is called as fn(task, advance): advance(n) reports n more units of work done.
 TaskFunction = Callable[[Any, Callable[[int], None]], Any]
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
 
 class WorkerDied(RuntimeError):
     """A worker process ended in the middle of a task (killed, e.g. for lack of memory); ``task`` is that task."""
@@ -35,7 +41,30 @@ class WorkerDied(RuntimeError):
         self.task = task
 
 
-def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection) -> None:
+def _die_with_parent(parent: int) -> None:
+    """End this process when the parent ends, however it ends (SIGKILL by the OOM killer or a scheduler
+    included), so no worker goes on writing for a job nobody waits for.
+
+    Linux delivers SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``); elsewhere a daemon thread
+    polls the parent id once a second.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl failed")
+    except (OSError, AttributeError):
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True, name="repviz-parent-watch").start()
+    if os.getppid() != parent:  # the parent died before we asked
+        os._exit(1)
+
+
+def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection, parent: int) -> None:
+    _die_with_parent(parent)
     # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
@@ -97,17 +126,20 @@ class WorkerPool:
     """
 
     def __init__(self, fn: TaskFunction, processes: int, *, env: dict[str, str] | None = None):
+        self._fn, self._env = fn, dict(env or {})
+        self._workers: list[_Worker] = [self._start() for _ in range(processes)]
+
+    def _start(self) -> _Worker:
         ctx = multiprocessing.get_context("spawn")
-        self._workers: list[_Worker] = []
-        with _environment(env or {}):
-            for _ in range(processes):
-                task_out, task_in = ctx.Pipe(duplex=False)
-                event_out, event_in = ctx.Pipe(duplex=False)
-                process = ctx.Process(target=_worker_main, args=(fn, task_out, event_in), daemon=True)
-                process.start()
-                task_out.close()  # the child's ends: once closed here, a worker's death closes its pipe
-                event_in.close()
-                self._workers.append(_Worker(process, task_in, event_out))
+        task_out, task_in = ctx.Pipe(duplex=False)
+        event_out, event_in = ctx.Pipe(duplex=False)
+        with _environment(self._env):
+            process = ctx.Process(target=_worker_main, args=(self._fn, task_out, event_in, os.getpid()),
+                                  daemon=True)
+            process.start()
+        task_out.close()  # the child's ends: once closed here, a worker's death closes its pipe
+        event_in.close()
+        return _Worker(process, task_in, event_out)
 
     @property
     def processes(self) -> list[multiprocessing.process.BaseProcess]:
@@ -122,10 +154,15 @@ class WorkerPool:
         else:
             self.terminate()
 
-    def run(self, tasks: Sequence[Any], advance: Callable[[int], None]) -> Iterator[Any]:
+    def run(self, tasks: Sequence[Any], advance: Callable[[int], None],
+            on_death: Callable[[WorkerDied], Any] | None = None) -> Iterator[Any]:
         """Yield the result of every task, in the order they finish; ``advance(n)`` receives the workers'
-        progress. A task's exception is raised here (with the worker's traceback as a note); a worker that dies
-        raises :class:`WorkerDied`."""
+        progress. A task's exception is raised here (with the worker's traceback as a note).
+
+        A worker that dies mid-task (SIGKILL, e.g. by the OOM killer) raises :class:`WorkerDied`, or, with
+        ``on_death``, is replaced by a new worker while ``on_death(error)`` gives the result yielded for its
+        task, and the other tasks go on.
+        """
         queued = iter(tasks)
         busy: dict[Connection, _Worker] = {}
 
@@ -144,10 +181,15 @@ class WorkerPool:
                 try:
                     kind, value = conn.recv()
                 except EOFError:
-                    worker.process.join()
-                    raise WorkerDied(f"a worker process stopped in the middle of a task (exit code "
-                                     f"{worker.process.exitcode}), e.g. killed for lack of memory; what finished "
-                                     f"before is stored", worker.task) from None
+                    del busy[conn]
+                    death = self._bury(worker)
+                    if on_death is None:
+                        raise death from None
+                    replacement = self._start()
+                    self._workers[self._workers.index(worker)] = replacement
+                    give(replacement)
+                    yield on_death(death)
+                    continue
                 if kind == "advance":
                     advance(value)
                     continue
@@ -157,6 +199,16 @@ class WorkerPool:
                     raise value
                 give(worker)
                 yield value
+
+    @staticmethod
+    def _bury(worker: _Worker) -> WorkerDied:
+        worker.process.join()
+        worker.tasks.close()
+        worker.events.close()
+        code = worker.process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return WorkerDied(f"a worker process stopped in the middle of a task ({how}, e.g. by the out-of-memory "
+                          f"killer); what it finished before is stored", worker.task)
 
     def close(self) -> None:
         """Let the workers finish their current task and exit."""
@@ -174,5 +226,6 @@ class WorkerPool:
     def _join(self) -> None:
         for worker in self._workers:
             worker.process.join()
-            worker.tasks.close()
-            worker.events.close()
+            if not worker.tasks.closed:
+                worker.tasks.close()
+                worker.events.close()

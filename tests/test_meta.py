@@ -183,6 +183,41 @@ def test_column_blocks_give_the_same_gram(tmp_path):
     np.testing.assert_allclose(res[0], res[1], rtol=1e-12, atol=1e-15)
 
 
+def test_a_truncated_vector_is_rebuilt_not_trusted(tmp_path):
+    """Non-regression: a truncated cached vector counted as banked until deleted by hand."""
+    X = clusters(n=60, width=8)
+    vec = representation_vectors(X, ["dist"])["dist"]
+    bank = VectorBank(Artifacts(tmp_path), len(vec))
+    bank.add("v", vec)
+    bank.add("w", representation_vectors(np.tanh(X), ["dist"])["dist"])
+    bank.sq_chords(["v", "w"])
+    path = tmp_path / "v.npy"
+    path.write_bytes(path.read_bytes()[:-16])
+    reopened = VectorBank(Artifacts(tmp_path), len(vec))
+    assert "v" not in reopened and "w" in reopened and reopened.rows == ["w"]
+
+
+def test_a_cache_torn_between_two_writers_is_dropped(tmp_path):
+    """Non-regression: the index and the two matrices were three renames, so concurrent `repviz meta` runs could
+    leave an index of one with matrices of the other, and it was accepted."""
+    X = clusters(n=60, width=8)
+    vecs = {name: representation_vectors(f(X), ["dist"])["dist"] for name, f in
+            (("a", lambda x: x), ("b", np.tanh), ("c", np.sin))}
+    first, second = Artifacts(tmp_path / "first"), Artifacts(tmp_path / "second")
+    for art, names in ((first, "ab"), (second, "ac")):  # same shapes, other distances
+        bank = VectorBank(art, len(vecs["a"]))
+        for n in names:
+            bank.add(n, vecs[n])
+        bank.sq_chords(list(names))
+    (tmp_path / "first" / "chord2.npy").write_bytes((tmp_path / "second" / "chord2.npy").read_bytes())
+    torn = VectorBank(first, len(vecs["a"]))
+    assert torn.rows == [] and "a" in torn  # the vectors stay; their distances are recomputed
+    expected = VectorBank(Artifacts(tmp_path / "fresh"), len(vecs["a"]))
+    for n in "ab":
+        expected.add(n, vecs[n])
+    np.testing.assert_allclose(torn.sq_chords(["a", "b"]), expected.sq_chords(["a", "b"]))
+
+
 def test_pair_subset_above_max_probes_approximates_all_pairs():
     rng = np.random.default_rng(9)
     X = clusters(n=400, width=10)

@@ -134,6 +134,33 @@ def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path
     assert info["source"]["crc32"] == run.record("a", 2)["crc32"] and info["init_from"] == ["a", 1]
 
 
+def test_the_cache_checks_what_it_finds(tmp_path):
+    """Non-regression: a truncated embedding counted as cached, and a damaged or hand-replaced snapshot was never
+    noticed (the recorded checksum was not compared with the file)."""
+    make_run(tmp_path / "r1")
+    key = embed_logdir(tmp_path, ["pca"]).keys["pca"]
+    run = open_logdir(tmp_path).run("r1")
+    emb = run.root / "embeddings" / key / "b" / "1.npy"
+    emb.write_bytes(emb.read_bytes()[:-8])  # a full disk cut the file short
+    again = embed_logdir(tmp_path, ["pca"])
+    assert (again.computed, again.cached, again.failed) == (3, 5, [])  # b/1 and the rest of its chain
+    assert run.read_embedding(key, "b", 1).shape == (120, 2)
+
+    source = run.root / run.record("a", 2)["file"]
+    data = bytearray(source.read_bytes())
+    data[-5] ^= 0xFF  # one flipped bit pattern, same size: found when the source is read
+    source.write_bytes(bytes(data))
+    embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}})  # another key reads every source
+    flipped = embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}})
+    assert [(f["layer"], f["step"]) for f in flipped.failed] == [("a", 2)]
+    assert "does not match the checksum recorded" in flipped.failed[0]["error"]
+
+    np.save(source, np.zeros((120, 5), np.float32))  # replaced by hand with another shape: found from its header
+    replaced = embed_logdir(tmp_path, ["pca"])
+    assert ("a", 2) in [(f["layer"], f["step"]) for f in replaced.failed]
+    assert "does not hold the shape and dtype recorded" in replaced.failed[0]["error"]
+
+
 def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
     make_run(tmp_path / "r1")
     default = embed_logdir(tmp_path, ["pca"])
@@ -196,8 +223,12 @@ if __name__ == "__main__":  # spawned workers import this script too
 """
 
 
-@pytest.mark.parametrize("sig, jobs", [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGINT, 2)])
+@pytest.mark.parametrize("sig, jobs", [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGINT, 2),
+                                       (signal.SIGTERM, 2), (signal.SIGKILL, 2)])
 def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
+    """Workers die with the command however it is stopped (non-regression: after SIGTERM or SIGKILL of the main
+    process, workers went on writing, then hung)."""
+    psutil = pytest.importorskip("psutil")
     make_run(tmp_path / "logs" / "r1", steps=range(8))
     make_run(tmp_path / "fresh" / "r1", steps=range(8))
     script = tmp_path / "slow.py"
@@ -207,12 +238,18 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
     deadline = time.monotonic() + 60
     while len(_mtimes(tmp_path / "logs")) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert len(workers) >= (jobs if jobs > 1 else 0)
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "repviz embed: interrupted" in err
+    elif sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM and "repviz embed: terminated" in err
     else:
         assert proc.returncode == -signal.SIGKILL
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
     stored = _mtimes(tmp_path / "logs")
     assert 3 <= len(stored) < 16
     time.sleep(1.0)
@@ -229,6 +266,33 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
         for s in range(8):
             np.testing.assert_allclose(done.embedding(lay, s, "slowpca"), fresh.embedding(lay, s, "slowpca"),
                                        atol=1e-5)
+
+
+def test_a_killed_worker_fails_its_chain_and_the_rest_finishes(tmp_path):
+    """Non-regression: SIGKILL of one worker (the OOM killer) ended the command with a BrokenProcessPool
+    traceback."""
+    psutil = pytest.importorskip("psutil")
+    make_run(tmp_path / "logs" / "r1", layers=("a", "b", "c"), steps=range(8))
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs"), "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_mtimes(tmp_path / "logs")) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
+    workers[0].kill()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "WorkerDied: a worker process stopped in the middle of a task (killed by " \
+                                      "signal 9" in err
+    failed = err.count("repviz embed: skipped")
+    assert failed >= 1 and "computed" in out and "failed in" in out
+    resumed = embed_logdir(tmp_path / "logs", ["pca"], align="snapshots")  # a fresh method finishes everything
+    assert resumed.failed == []
+    register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+    again = embed_logdir(tmp_path / "logs", ["slowpca"])
+    assert again.failed == [] and again.computed >= 1 and again.computed + again.cached == 24
 
 
 def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path):

@@ -75,11 +75,24 @@ def test_an_exception_in_the_caller_stops_every_worker_mid_task():
 
 
 def test_a_worker_that_dies_is_reported_with_its_task_not_waited_for():
-    with pytest.raises(WorkerDied, match=r"stopped in the middle of a task \(exit code -9\)") as info, \
+    with pytest.raises(WorkerDied, match=r"stopped in the middle of a task \(killed by signal 9,") as info, \
             WorkerPool(_die, 1) as pool:
         list(pool.run(["the task"], lambda n: None))
     assert info.value.task == "the task"
     assert all(not p.is_alive() for p in pool.processes)
+
+
+def _die_on_negative(task, advance):
+    if task < 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return task * task
+
+
+def test_a_dead_worker_is_replaced_and_the_other_tasks_finish():
+    with WorkerPool(_die_on_negative, 2) as pool:
+        got = list(pool.run([1, -1, 2, 3, -2, 4], lambda n: None, on_death=lambda e: ("lost", e.task)))
+        assert len(pool.processes) == 2 and all(p.is_alive() for p in pool.processes)
+    assert sorted(map(str, got)) == sorted(map(str, [1, 4, 9, 16, ("lost", -1), ("lost", -2)]))
 
 
 def test_more_workers_than_tasks_and_no_tasks():

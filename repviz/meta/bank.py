@@ -20,7 +20,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..progress import ProgressCallback, report
-from ..store import Artifacts, NotFoundError
+from ..store import Artifacts, NotFoundError, checksum
 from . import _kernels
 
 
@@ -60,10 +60,12 @@ class VectorBank:
         except NotFoundError:
             return
         rows = index.get("rows", [])
-        # A cache torn between its files (or of another length) is dropped, not trusted.
-        if index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),):
+        # The index names the checksums of the matrices it belongs with: a cache torn between its files (two
+        # writers at once, a kill between the renames) or of another length is dropped, not trusted.
+        if (index.get("length") != self.length or chord2.shape != (len(rows),) * 2 or norms2.shape != (len(rows),)
+                or index.get("crc32") != {"chord2": checksum(chord2), "norms2": checksum(norms2)}):
             return
-        keep = [i for i, r in enumerate(rows) if self.artifacts.exists(f"{r}.npy")]
+        keep = [i for i, r in enumerate(rows) if r in self]
         self.rows = [rows[i] for i in keep]
         self.chord2 = chord2[np.ix_(keep, keep)]
         self.norms2 = norms2[keep]
@@ -72,11 +74,14 @@ class VectorBank:
     def _save_index(self) -> None:
         self.artifacts.save_array("chord2.npy", self.chord2)
         self.artifacts.save_array("norms2.npy", self.norms2)
-        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info})
+        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info,
+                                                "crc32": {"chord2": checksum(self.chord2),
+                                                          "norms2": checksum(self.norms2)}})
 
     # vectors --------------------------------------------------------------------------------------------------
     def __contains__(self, vid: str) -> bool:
-        return self.artifacts.exists(f"{vid}.npy")
+        """The vector ``vid`` is stored whole (a truncated file is rebuilt, not trusted)."""
+        return self.artifacts.intact(f"{vid}.npy") and self.artifacts.header(f"{vid}.npy")[0] == (self.length,)
 
     def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
         """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
