@@ -57,10 +57,11 @@ def _run_job(job_id: str, logdir: str, run: str, layer: str, method: str) -> dic
         _QUEUE.put((job_id, snapshot))
 
     _QUEUE.put((job_id, None))  # started
-    result = embed_logdir(logdir, methods=[method], runs=[run], layers=[layer], progress=False,
-                          on_progress=ProgressState(sink, min_interval=0.25))
+    state = ProgressState(sink, min_interval=0.25)
+    result = embed_logdir(logdir, methods=[method], runs=[run], layers=[layer], progress=False, on_progress=state)
+    # the last event also travels with the result: queued events may arrive after the job is marked finished
     return {"key": result.keys.get(method), "stored": result.computed + result.cached,
-            "failures": result.failure_lines()}
+            "failures": result.failure_lines(), "progress": state.snapshot()}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -177,6 +178,7 @@ class JobManager:
                 if "BrokenProcessPool" in error:
                     self._pool = None
             else:
+                job["progress"] = {k: result["progress"].get(k) for k in _PROGRESS_KEYS}
                 job.update(state="done", key=result["key"],
                            error=(f"{len(result['failures'])} snapshot group(s) skipped: {result['failures'][0]}"
                                   if result["failures"] else None))
