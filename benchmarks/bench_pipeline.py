@@ -114,6 +114,32 @@ def spawn(mode: str, args, threads: int) -> dict:
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": time.perf_counter() - start}
 
 
+def bench_info(layers: int, snapshots: int) -> None:
+    """`repviz info` on a run with many snapshots: record lookups must not grow quadratically."""
+    import numpy as np
+
+    from repviz.store import RunWriter
+
+    with tempfile.TemporaryDirectory(prefix="bench_info_") as tmp:
+        writer = RunWriter(Path(tmp) / "run")
+        names = [f"dense_{i}" for i in range(layers)]
+        writer.begin({"fingerprint": {"model": "bench", "probe": "tiny"}, "step_unit": "batch",
+                      "layers": {n: {"stored_shape": [4, 2]} for n in names}})
+        writer.write_probe(np.arange(4))
+        tiny = np.zeros((4, 2), np.float32)
+        for step in range(snapshots):
+            for name in names:
+                writer.write_activation(name, step, tiny)
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "repviz.cli", "info", tmp], check=True, capture_output=True,
+                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            times.append(time.perf_counter() - start)
+        print(f"repviz info, {layers} layers x {snapshots} snapshots: median of 3 processes "
+              f"{sorted(times)[1]:.2f} s (target < 1 s)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
@@ -127,6 +153,9 @@ def main() -> None:
     p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one)")
     p.add_argument("--warm-only", action="store_true",
                    help="only time the warm-cache command on --logdir, an already embedded log directory")
+    p.add_argument("--info-snapshots", type=int, metavar="N",
+                   help="only time `repviz info` on one run of --layers layers x N snapshots (target < 1 s at "
+                        "4 x 3000)")
     args = p.parse_args()
     if args.worker == "embed":
         return worker_embed(args)
@@ -134,6 +163,8 @@ def main() -> None:
         return worker_peer(args)
 
     cores = os.cpu_count() or 1
+    if args.info_snapshots:
+        return bench_info(args.layers, args.info_snapshots)
     if args.warm_only:
         if args.logdir is None:
             p.error("--warm-only needs --logdir, a log directory embedded by an earlier run of this script")

@@ -144,6 +144,7 @@ class ActivationLogger(keras.callbacks.Callback):
         self._x, self._y = _split_probe(probe)
         self.n_probe = _probe_length(self._x, self._y)
         self.probe_ids = _check_ids(probe_ids, self.n_probe)
+        _warn_nonfinite_inputs(self._x)
         self.layers_spec = _check_layers_spec(layers)
         if freq is not None and batch_freq is not None:
             raise ValueError(f"ActivationLogger takes an epoch schedule (freq={freq!r}) or a batch schedule "
@@ -178,10 +179,19 @@ class ActivationLogger(keras.callbacks.Callback):
     # Keras hooks
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
+        epochs = (self.params or {}).get("epochs")
+        if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
+                0 < f <= epochs for f in self.freq):
+            warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
+                          f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
         self._captures, pred_shape = self._plan(self.model)
         self._pred_shape = pred_shape
         self._writer.begin(self._manifest(self.model))
-        self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        try:
+            self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+        except BaseException:
+            self._writer.abandon()  # nothing stored: a retry with corrected data must not be refused
+            raise
         self._run_fn = None  # compiled on the first snapshot
         self._first = True
         self._epoch = 0
@@ -195,7 +205,10 @@ class ActivationLogger(keras.callbacks.Callback):
             if self.batch_freq is None:
                 self._snapshot(epoch, epoch=epoch)
             else:
-                self._batches = epoch * int(self.params.get("steps") or 0)
+                # Batches since the run began: from the epoch when the epoch length is known, and never a step
+                # the run already holds (a resumed generator of unknown length would otherwise restart at 0).
+                last = self._writer.last_step()
+                self._batches = max(epoch * int(self.params.get("steps") or 0), -1 if last is None else last + 1)
                 self._snapshot(self._batches, epoch=epoch, batch=0)
 
     def on_epoch_end(self, epoch, logs=None):
@@ -496,6 +509,17 @@ def _probe_length(x, y) -> int:
     if y is not None and len(y) != n:
         raise ValueError(f"the probe has {n} input rows but {len(y)} labels")
     return n
+
+
+def _warn_nonfinite_inputs(x) -> None:
+    """Warn about NaN/infinite probe inputs now: a network may hide them (some CPU kernels turn ReLU(NaN) into
+    0), so the activations alone would not tell."""
+    bad = sum(int(a.size - np.count_nonzero(np.isfinite(a))) for a in keras.tree.flatten(x)
+              if isinstance(a, np.ndarray) and a.dtype.kind in "fc")
+    if bad:
+        warnings.warn(f"the probe inputs hold {bad} non-finite value(s) (NaN or infinity); activations computed "
+                      f"from them may be NaN, or silently finite, depending on the layers and the CPU",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _check_ids(ids, n: int) -> np.ndarray:

@@ -7,7 +7,11 @@ the library; heavy modules are imported inside the ``_run_`` functions so ``repv
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import warnings
+from collections.abc import Iterator
 
 from .store import NotFoundError, open_logdir
 
@@ -80,8 +84,15 @@ def _add_embed(sub) -> None:
     p.set_defaults(func=_run_embed)
 
 
-def _split(text: str | None) -> list[str] | None:
-    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+def _split(text: str | None, option: str = "") -> list[str] | None:
+    """Comma-separated names; None when the option was not given. An option given but empty is an error (it
+    would otherwise silently select everything or nothing)."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ValueError(f"{option or 'the option'} was given but names nothing; leave it out to select all")
+    return items
 
 
 def _parse_value(text: str):
@@ -110,13 +121,14 @@ def _parse_params(items: list[str]) -> dict[str, dict]:
 def _run_embed(args) -> int:
     from .pipeline import embed_logdir
 
-    steps = _split(args.steps)
+    steps = _split(args.steps, "--steps")
     try:
         steps = None if steps is None else [int(s) for s in steps]
     except ValueError:
         raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
-    result = embed_logdir(args.logdir, methods=_split(args.method), params=_parse_params(args.param),
-                          runs=_split(args.runs), layers=_split(args.layers), steps=steps, align=args.align,
+    result = embed_logdir(args.logdir, methods=_split(args.method, "--method"), params=_parse_params(args.param),
+                          runs=_split(args.runs, "--runs"), layers=_split(args.layers, "--layers"), steps=steps,
+                          align=args.align,
                           jobs=args.jobs, progress=False if args.no_progress else None)
     for line in result.failure_lines():
         print(f"repviz embed: skipped {line}", file=sys.stderr)
@@ -189,7 +201,7 @@ def _run_meta(args) -> int:
 
     bar = TerminalProgress("repviz meta", enabled=False if args.no_progress else None)
     logdir = open_logdir(args.logdir)
-    runs = _split(args.runs)
+    runs = _split(args.runs, "--runs")
     names = runs or list(logdir.runs)
     inputs = None
     if args.include_input and names:  # all compared runs share one probe set (checked by fit)
@@ -200,7 +212,9 @@ def _run_meta(args) -> int:
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    random_state=args.seed, progress=bar)
-    result = meta.fit(logdir, runs=runs, layers=_split(args.layers), inputs=inputs)
+    with warnings.catch_warnings():  # the representations left out are listed below, one line each
+        warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
+        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs)
     bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:
@@ -224,13 +238,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _warnings_as_lines(command: str) -> Iterator[None]:
+    """Show each distinct warning once as ``repviz CMD: warning: ...`` (no source paths, no repeats)."""
+    seen: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = str(message)
+        if text not in seen:
+            seen.add(text)
+            print(f"repviz {command}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (NotFoundError, ValueError) as e:  # a user error: one clear line, no traceback
+        with _warnings_as_lines(args.command):
+            return args.func(args)
+    except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
         print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `repviz info logs | head -1`: the reader has all it wanted
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"repviz {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -226,7 +226,11 @@ def resolve(name: str, params: dict | None = None, align: str = "snapshots") -> 
         if k not in _NOT_HASHED and not (v is None or isinstance(v, (bool, int, float, str, np.generic))):
             raise ValueError(f"the {k!r} parameter of {name!r} must be a number, string, bool or None for the "
                              f"pipeline to cache results by it; got a {type(v).__name__}")
-    return Resolved(method, full, align, default=not set(params) - _NOT_HASHED and align == "snapshots")
+    # "default" is a property of the values, not of how they were given: whiten=False spelled out is the default.
+    defaults = {**accepted, **{k: v for k, v in method.defaults.items() if k in accepted}}
+    default = align == "snapshots" and all(_canonical(full[k]) == _canonical(defaults[k])
+                                           for k in full if k not in _NOT_HASHED)
+    return Resolved(method, full, align, default=default)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -26,8 +26,10 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
+import warnings
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ _RUN_SUBDIR = ("plugins", PLUGIN_NAME)
 _META_SUBDIR = ("plugins", "repviz-meta")
 _MANIFEST = "manifest.json"
 _RECORDS = "records.jsonl"
+_TMP_SUFFIX = ".tmp"
 
 
 class NotFoundError(LookupError):
@@ -56,14 +59,26 @@ class IncompatibleRunError(ValueError):
 # Atomic file primitives
 # --------------------------------------------------------------------------------------------------------------
 
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """Create a new temporary file beside ``path``: (open descriptor, its path).
+
+    Unlike ``mkstemp`` (always mode 600) the file gets mode 666 minus the umask, as ``open`` and ``np.save``
+    give, so a TensorBoard server running as another user, or a shared cluster filesystem, can read the logs.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}{_TMP_SUFFIX}"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds, else delete it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_path = _temp_beside(Path(path))
     os.close(fd)
-    tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -92,8 +107,27 @@ def save_json(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=1, default=_json_default))
 
 
+def _create_exclusive(path: Path, obj: Any) -> bool:
+    """Write ``obj`` as JSON to ``path`` only if no file is there (atomically: hard-link of a complete temporary
+    file); False if one already was."""
+    fd, tmp = _temp_beside(path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(obj, indent=1, default=_json_default))
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+
+
 def load_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """Parse a JSON file; a file that is not valid UTF-8 JSON raises ``ValueError`` naming the file."""
+    try:
+        return json.loads(Path(path).read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON ({e})") from None
 
 
 def _json_default(obj: Any) -> Any:
@@ -112,43 +146,79 @@ def checksum(array: np.ndarray) -> str:
 
 
 def read_records(path: str | os.PathLike) -> list[dict]:
-    """Parse a JSON-lines record log, skipping a torn (half-written) last line."""
+    """Parse a JSON-lines record log.
+
+    A torn last line (a kill mid-append) is dropped silently; a damaged line elsewhere (an old short write, a
+    disk error) is skipped with a warning naming the file and line, so one bad record never hides the others.
+    """
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         return []
-    records = []
-    lines = raw.split(b"\n")
+    records, lines = [], raw.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i >= len(lines) - 2:  # the last non-empty line may be torn by a kill mid-append
-                break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON and is not the last line") from None
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        elif i < len(lines) - 1:  # the last line has no newline yet: a torn append, not damage
+            warnings.warn(f"{path}: skipped line {i + 1}, which is not a valid record", RuntimeWarning,
+                          stacklevel=2)
     return records
 
 
 def append_record(path: str | os.PathLike, record: dict) -> None:
-    """Append one JSON line with a single ``write`` on an ``O_APPEND`` descriptor."""
+    """Append one JSON line with a single ``write`` on an ``O_APPEND`` descriptor.
+
+    A short write (full disk, file-size limit) is rolled back by truncating to the old length and raises
+    ``OSError``, so the next append never glues onto half a line.
+    """
     data = (json.dumps(record, sort_keys=True, default=_json_default) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
-        os.write(fd, data)
+        start = os.fstat(fd).st_size
+        written = os.write(fd, data)
+        if written != len(data):
+            os.ftruncate(fd, start)
+            raise OSError(f"{path}: only {written} of {len(data)} bytes of a record were written (disk full?); "
+                          f"the record was rolled back")
     finally:
         os.close(fd)
+
+
+def remove_stale_temps(root: str | os.PathLike, older_than: float = 3600.0) -> int:
+    """Delete temporary files (``.*.tmp``) under ``root`` left by killed writers; returns how many.
+
+    Only files untouched for ``older_than`` seconds go, so a writer still filling one is never disturbed.
+    """
+    cutoff, removed = time.time() - older_than, 0
+    for tmp in Path(root).rglob(f".*{_TMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if tmp.is_file() and tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+                removed += 1
+    return removed
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+_MAX_KEY = 120  # bytes: far below the usual 255-byte limit of a file name, leaving room for suffixes
+
+
 def path_key(name: str) -> str:
-    """A file-system-safe, reversible-enough key for a layer or method name (``/`` in nested names, etc.)."""
+    """A file-system-safe, reversible-enough key for a layer or method name (``/`` in nested names, etc.).
+
+    Names that need sanitising, or longer than a file name may safely be, get a checksum suffix that keeps
+    distinct names distinct.
+    """
     key = _UNSAFE.sub("_", name).strip(".") or "_"
-    if key != name:  # keep distinct names distinct after sanitising
-        key = f"{key}-{zlib.crc32(name.encode()) & 0xFFFFFFFF:08x}"
+    if key != name or len(key) > _MAX_KEY:
+        key = f"{key[:_MAX_KEY]}-{zlib.crc32(name.encode()) & 0xFFFFFFFF:08x}"
     return key
 
 
@@ -168,6 +238,7 @@ class RunWriter:
     def __init__(self, run_dir: str | os.PathLike):
         self.run_dir = Path(run_dir)
         self.root = self.run_dir.joinpath(*_RUN_SUBDIR)
+        self.created = False  # set by begin(): this writer created the run
 
     def check_writable(self) -> None:
         """Raise a clear ``PermissionError``/``NotADirectoryError`` now rather than after the first epoch."""
@@ -185,20 +256,43 @@ class RunWriter:
         refused, because snapshots of another model or probe set cannot be compared with the ones stored.
         """
         self.check_writable()
+        remove_stale_temps(self.root)
         path = self.root / _MANIFEST
-        if path.exists():
-            old = load_json(path)
-            if old.get("fingerprint") != manifest.get("fingerprint"):
-                what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
-                        != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
-                raise IncompatibleRunError(
-                    f"{str(self.run_dir)!r} already holds a repviz run of a different {' and '.join(what)}; "
-                    f"snapshots of the two could not be compared. Log to a new directory "
-                    f"(e.g. log_dir={str(self.run_dir) + '_2'!r}) or delete the old one.")
-            manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
-        manifest = {"format_version": FORMAT_VERSION, "created": time.time(), **manifest}
-        save_json(path, manifest)
-        self.manifest = manifest
+        fresh = {"format_version": FORMAT_VERSION, "created": time.time(), **manifest}
+        self.created = _create_exclusive(path, fresh)  # atomic: of two writers racing to create it, one wins
+        if self.created:
+            self.manifest = fresh
+            return
+        old = load_json(path)
+        if old.get("fingerprint") != manifest.get("fingerprint"):
+            what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
+                    != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
+            raise IncompatibleRunError(
+                f"{str(self.run_dir)!r} already holds a repviz run of a different {' and '.join(what)}; "
+                f"snapshots of the two could not be compared. Log to a new directory "
+                f"(e.g. log_dir={str(self.run_dir) + '_2'!r}) or delete the old one.")
+        # The same model and probe: continue the run. Layers recorded before stay listed even when this fit
+        # records others, so no stored snapshot is hidden.
+        layers = {**(old.get("layers") or {}), **(manifest.get("layers") or {})} if "layers" in manifest else None
+        self.manifest = {"format_version": FORMAT_VERSION, **old, **manifest,
+                         "created": old.get("created", fresh["created"])}
+        if layers is not None:
+            self.manifest["layers"] = layers
+        save_json(path, self.manifest)
+
+    def last_step(self) -> int | None:
+        """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
+        steps = [r["step"] for r in read_records(self.root / _RECORDS) if _valid_record(r)]
+        return max(steps) if steps else None
+
+    def abandon(self) -> None:
+        """Undo :meth:`begin` of a run this writer created and stored nothing in (a fit that failed while
+        starting), so that a retry with other data is not refused as a different run."""
+        if self.created and not read_records(self.root / _RECORDS):
+            for name in ("ids.npy", "labels.npy", "thumbnails.npy"):
+                (self.root / "probe" / name).unlink(missing_ok=True)
+            (self.root / _MANIFEST).unlink(missing_ok=True)
+            self.created = False
 
     def update_manifest(self, **fields: Any) -> None:
         """Merge ``fields`` into the manifest and rewrite it atomically."""
@@ -263,10 +357,8 @@ class ArrayStream:
     def __init__(self, root: Path, kind: str, rel: str, shape: tuple[int, ...], dtype: Any, fields: dict):
         self._root, self._rel, self._fields = root, rel, {"kind": kind, **fields}
         self.shape, self.dtype = tuple(int(s) for s in shape), np.dtype(dtype)
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        self._tmp, self._file = Path(tmp), os.fdopen(fd, "wb")
+        fd, self._tmp = _temp_beside(root / rel)
+        self._file = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_2_0(
             self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
                          "shape": self.shape})
@@ -333,6 +425,20 @@ def _choices(items) -> str:
     return ", ".join(items[:20]) + (f", ... ({len(items)} in all)" if len(items) > 20 else "")
 
 
+def _check_manifest(path: Path, manifest: Any) -> dict:
+    """``manifest`` if it has the shape readers rely on, else ``ValueError`` naming the file."""
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{path} holds a JSON {type(manifest).__name__}, not an object")
+    if not isinstance(manifest.get("layers", {}), dict):
+        raise ValueError(f"{path}: 'layers' is {type(manifest['layers']).__name__}, not an object")
+    return manifest
+
+
+def _valid_record(record: dict) -> bool:
+    return (isinstance(record.get("kind"), str) and isinstance(record.get("file"), str)
+            and isinstance(record.get("step"), int) and not isinstance(record.get("step"), bool))
+
+
 class Run:
     """One run of a log directory, read lazily. Arrays come back memory-mapped and read-only.
 
@@ -342,8 +448,9 @@ class Run:
     def __init__(self, root: str | os.PathLike, name: str):
         self.root = Path(root)
         self.name = name
-        self.manifest: dict = load_json(self.root / _MANIFEST)
-        self._records: list[dict] | None = None
+        self.manifest: dict = _check_manifest(self.root / _MANIFEST, load_json(self.root / _MANIFEST))
+        self._records: list[dict] = []
+        self._index: dict[str, dict[tuple, dict]] = {}
         self._records_size = -1
 
     def __repr__(self) -> str:
@@ -356,20 +463,29 @@ class Run:
 
     # records --------------------------------------------------------------------------------------------------
     def records(self) -> list[dict]:
-        """All valid records, re-read when the record log has grown (new snapshots during training)."""
-        path = self.root / _RECORDS
-        size = path.stat().st_size if path.exists() else 0
+        """All valid records, re-read when the record log has grown (new snapshots during training).
+
+        A record whose file is gone, or that is malformed, is left out.
+        """
+        path = os.path.join(self.root, _RECORDS)
+        try:
+            size = os.stat(path).st_size  # one cheap call per lookup: new snapshots appear while training runs
+        except FileNotFoundError:
+            size = 0
         if size != self._records_size:
-            self._records = [r for r in read_records(path) if (self.root / r["file"]).exists()]
+            root = str(self.root)
+            self._records = [r for r in read_records(path)
+                             if _valid_record(r) and os.path.exists(os.path.join(root, r["file"]))]
+            self._index = {}
+            for r in self._records:  # one pass: later records for the same key win (resumed training)
+                self._index.setdefault(r["kind"], {})[(r.get("layer"), r["step"])] = r
             self._records_size = size
         return self._records
 
     def _latest(self, kind: str) -> dict[tuple, dict]:
-        out: dict[tuple, dict] = {}
-        for r in self.records():
-            if r["kind"] == kind:
-                out[(r.get("layer"), r["step"])] = r  # a later record for the same key wins (resumed training)
-        return out
+        """(layer, step) -> the latest record of ``kind``; built once per read of the record log."""
+        self.records()
+        return self._index.get(kind, {})
 
     # layers and steps -----------------------------------------------------------------------------------------
     @property
@@ -419,7 +535,10 @@ class Run:
     # probe ----------------------------------------------------------------------------------------------------
     @property
     def probe(self) -> Probe:
+        """The probe set (ids, labels, thumbnails), memory-mapped."""
         d = self.root / "probe"
+        if not (d / "ids.npy").exists():
+            raise NotFoundError(f"run {self.name!r} has no probe stored (its recording stopped while starting)")
         opt = {k: load_array(d / f"{k}.npy") if (d / f"{k}.npy").exists() else None
                for k in ("labels", "thumbnails")}
         return Probe(ids=load_array(d / "ids.npy"), **opt)
@@ -523,7 +642,19 @@ class Run:
 
     # sizes ----------------------------------------------------------------------------------------------------
     def disk_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        """Bytes of every file of the run (its repviz data)."""
+        return _tree_bytes(self.root)
+
+
+def _tree_bytes(root: str | os.PathLike) -> int:
+    total = 0
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                total += _tree_bytes(entry.path)
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+    return total
 
 
 class Artifacts:
@@ -573,14 +704,20 @@ class LogDir:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        if not self.path.is_dir():
+        if not self.path.exists():
             raise NotFoundError(f"log directory {str(self.path)!r} does not exist")
+        if not self.path.is_dir():
+            raise NotFoundError(f"log directory {str(self.path)!r} is a file, not a directory")
         self.runs: dict[str, Run] = {}
+        self.skipped: dict[str, str] = {}  # run name -> why it could not be read
         for manifest in sorted(self.path.rglob("/".join(_RUN_SUBDIR) + "/" + _MANIFEST)):
             root = manifest.parent
-            run_dir = root.parent.parent
-            name = run_dir.relative_to(self.path).as_posix()
-            self.runs[name] = Run(root, name)
+            name = root.parent.parent.relative_to(self.path).as_posix()
+            try:
+                self.runs[name] = Run(root, name)
+            except (OSError, ValueError) as e:  # one broken run must not hide the others
+                self.skipped[name] = str(e)
+                warnings.warn(f"skipped run {name!r}: {e}", RuntimeWarning, stacklevel=2)
 
     def __repr__(self) -> str:
         return f"LogDir({str(self.path)!r}, runs={list(self.runs)})"

@@ -195,10 +195,37 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
     assert (rec["epoch"], rec["batch"]) == (1, 1)  # 6th batch overall = 1st batch of the 2nd epoch
 
 
+def test_resumed_batch_schedule_of_unknown_length_continues_the_count(tmp_path):
+    """Non-regression: a resumed batch_freq run fed by a generator (no known epoch length) restarted the batch
+    count at 0 and overwrote the stored snapshots."""
+    import tensorflow as tf
+
+    x, y = _images(96)
+    data = tf.data.Dataset.from_generator(  # cardinality unknown: Keras reports params["steps"] = None
+        lambda: ((x[i:i + 32], y[i:i + 32]) for i in range(0, 96, 32)),
+        output_signature=(tf.TensorSpec((None, 28, 28), tf.float32), tf.TensorSpec((None,), tf.int64)))
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    for initial in (0, 2):
+        logger = ActivationLogger(tmp_path / "run", probe=x[:8], batch_freq=2, layers=["hidden"])
+        model.fit(data, epochs=initial + 2, initial_epoch=initial, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0, 2, 4, 6, 7, 8, 10, 12]  # 7: the resumed start, then every 2nd batch
+    assert [run.record("hidden", s)["epoch"] for s in (0, 2, 4, 6, 7)] == [0, 0, 1, 1, 2]
+
+
 def test_epoch_list_schedule(tmp_path):
     x, y = _images()
     run = _fit(_mlp(), tmp_path / "run", x, y, epochs=3, freq=[1, 3])
     assert run.steps() == [0, 1, 3]
+
+
+def test_a_schedule_beyond_the_fit_is_reported(tmp_path):
+    """Non-regression: freq=[100] with 2 epochs recorded only step 0 without a word."""
+    x, y = _images()
+    with pytest.warns(RuntimeWarning, match=r"freq=\[100\] schedules no snapshot within the 2 epoch\(s\)"):
+        run = _fit(_mlp(), tmp_path / "run", x, y, epochs=2, freq=[100])
+    assert run.steps() == [0]
 
 
 def test_resumed_training_continues_run(tmp_path):
@@ -277,17 +304,37 @@ def test_mixed_precision_stored_as_float32(tmp_path):
 
 
 def test_nonfinite_activations_are_stored_and_counted(tmp_path):
+    """Non-finite activations are stored as they are, counted and reported.
+
+    Non-regression: this test relied on ReLU(NaN) = NaN, which oneDNN's kernels on AVX-512 CPUs turn into 0.
+    A linear layer keeps NaN on every CPU; the probe's NaN is also reported before training.
+    """
     x, y = _images()
     probe = x[:N].copy()
     probe[5, 3, 3] = np.nan
-    model = _mlp()
+    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(name="flat"),
+                              keras.layers.Dense(16, name="hidden"), keras.layers.Dense(2, activation="softmax")])
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    with pytest.warns(RuntimeWarning, match=r"the probe inputs hold 1 non-finite value\(s\)"):
+        logger = ActivationLogger(tmp_path / "run", probe=probe, layers=["hidden"])
     with pytest.warns(RuntimeWarning, match="layer 'hidden' has 16 non-finite activation value"):
-        model.fit(x, y, epochs=1, verbose=0,
-                  callbacks=[ActivationLogger(tmp_path / "run", probe=probe, layers=["hidden"])])
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
     run = repviz.open_logdir(tmp_path).run("run")
     assert run.record("hidden", 0)["nonfinite"] == 16
     assert np.isnan(run.activations("hidden", 0)[5]).all() and np.isfinite(run.activations("hidden", 0)[4]).all()
+
+
+def test_a_fit_that_fails_while_starting_does_not_lock_the_directory(tmp_path):
+    """Non-regression: bad labels failed on_train_begin after the manifest was written; the retry with correct
+    labels was refused as a different probe although nothing was stored."""
+    x, y = _images()
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    bad = ActivationLogger(tmp_path / "run", probe=(x[:N], np.array([None] * N, dtype=object)))
+    with pytest.raises(TypeError, match="refusing to store an object array"):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[bad])
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]))])
+    assert repviz.open_logdir(tmp_path).run("run").steps() == [0, 1]
 
 
 def test_tensorboard_marker_names_the_plugin(mlp_run):

@@ -1,6 +1,9 @@
 """The ``repviz`` command: ``info`` on a store-written log directory, ``demo`` end to end (offline)."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,3 +68,82 @@ def test_demo_writes_two_runs_offline(tmp_path, capsys):
 def test_demo_bad_arguments(tmp_path, capsys, args, match):
     assert main(["demo", str(tmp_path / "logs"), *args]) == 2
     assert match in capsys.readouterr().err
+
+
+def _small_logdir(root, runs=("a",), steps=3):
+    for name in runs:
+        w = RunWriter(root / name)
+        w.begin({"fingerprint": {"model": "m", "probe": "p"}, "step_unit": "epoch",
+                 "layers": {"dense": {"stored_shape": [30, 4]}}})
+        rng = np.random.default_rng(0)
+        w.write_probe(np.arange(30), np.arange(30) % 3)
+        for step in range(steps):
+            w.write_activation("dense", step, rng.normal(size=(30, 4)).astype(np.float32))
+    return root
+
+
+def test_info_into_a_closed_pipe_ends_quietly(tmp_path):
+    """Non-regression: `repviz info LOG | head -1` ended in a BrokenPipeError traceback."""
+    w = RunWriter(tmp_path / "run0")  # 3,000 layers: more output than a pipe buffers
+    w.begin({"fingerprint": {}, "layers": {f"layer_{i}": {"stored_shape": [30, 4]} for i in range(3000)}})
+    out = subprocess.run(f"{sys.executable} -m repviz.cli info {tmp_path} | head -1", shell=True,
+                         capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert out.stdout.startswith("run 'run0'") and out.stderr == ""
+
+
+@pytest.mark.parametrize("command, option", [("embed", "--steps"), ("embed", "--layers"), ("embed", "--runs"),
+                                             ("meta", "--runs"), ("meta", "--layers")])
+def test_an_empty_selection_is_an_error(tmp_path, capsys, command, option):
+    """Non-regression: `--steps ""` did nothing and exited 0."""
+    _small_logdir(tmp_path)
+    assert main([command, str(tmp_path), option, ""]) == 2
+    assert f"{option} was given but names nothing" in capsys.readouterr().err
+
+
+def test_a_logdir_that_is_a_file_says_so(tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    assert main(["info", str(tmp_path / "f")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_warnings_are_one_line_each_without_source_paths(tmp_path, capsys):
+    _small_logdir(tmp_path, runs=("a", "b"))
+    broken = tmp_path / "c" / "plugins" / "repviz" / "manifest.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("[]")
+    assert main(["info", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("repviz info: warning: skipped run 'c': ") and "holds a JSON list" in err[0]
+
+
+def test_meta_lists_left_out_representations_once(tmp_path, capsys):
+    _small_logdir(tmp_path)
+    w = RunWriter(tmp_path / "a")
+    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"dense": {"stored_shape": [30, 4]}}})
+    w.write_activation("dense", 3, np.full((30, 4), np.nan, np.float32))
+    assert main(["meta", str(tmp_path), "--no-robustness", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("('a', 'dense', 3)") == 1 and "warning" not in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into read-only directories")
+def test_a_read_only_logdir_is_one_line(tmp_path, capsys):
+    _small_logdir(tmp_path)
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        if p.is_dir():
+            p.chmod(0o555)
+    try:
+        assert main(["embed", str(tmp_path), "--method", "pca"]) == 2
+        assert "Permission denied" in capsys.readouterr().err
+    finally:
+        for p in [tmp_path, *tmp_path.rglob("*")]:
+            if p.is_dir():
+                p.chmod(0o755)
+
+
+def test_meta_ignores_a_run_killed_before_its_probe_was_stored(tmp_path, capsys):
+    """Non-regression: a manifest without probe ids gave a FileNotFoundError traceback from `repviz meta`."""
+    _small_logdir(tmp_path, runs=("a",))
+    RunWriter(tmp_path / "b").begin({"fingerprint": {"model": "m2"}, "layers": {"dense": {}}})
+    assert main(["meta", str(tmp_path), "--no-robustness", "--no-progress"]) == 0
+    assert "3 representations of 30 probes from run(s) a" in capsys.readouterr().out

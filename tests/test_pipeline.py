@@ -144,6 +144,19 @@ def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
         run.embedding("b", 3, "tsne")
 
 
+def test_default_values_spelled_out_find_the_default_embedding(tmp_path):
+    """Non-regression: embed pca, then whiten=true, then whiten=false (the default) left two keys neither marked
+    default, so run.embedding(..., method="pca") failed with "2 'pca' embeddings matching {}"."""
+    make_run(tmp_path / "r1", steps=range(2))
+    first = embed_logdir(tmp_path, ["pca"]).keys["pca"]
+    whitened = embed_logdir(tmp_path, ["pca"], {"pca": {"whiten": True}}).keys["pca"]
+    again = embed_logdir(tmp_path, ["pca"], {"pca": {"whiten": False}})
+    assert again.keys["pca"] == first != whitened and again.computed == 0
+    run = open_logdir(tmp_path).run("r1")
+    assert run.embedding_key("pca") == first
+    np.testing.assert_array_equal(run.embedding("a", 1, method="pca"), run.read_embedding(first, "a", 1))
+
+
 def test_parallel_jobs_give_the_same_embeddings(tmp_path):
     make_run(tmp_path / "one" / "r1")
     make_run(tmp_path / "two" / "r1")

@@ -1,6 +1,11 @@
 """The log-directory store on its own (no Keras): round trips, atomic writes, torn records, refusals, messages."""
 
 import json
+import multiprocessing
+import os
+import re
+import stat
+import time
 
 import numpy as np
 import pytest
@@ -103,14 +108,128 @@ def test_torn_last_record_is_ignored(tmp_path):
     assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
 
 
-def test_corrupt_middle_record_is_an_error(tmp_path):
+def test_damaged_middle_record_is_skipped_with_a_warning(tmp_path):
+    """Non-regression: one damaged line (an old short write) made the whole run unreadable."""
     w = _writer(tmp_path)
-    store.append_record(w.root / "records.jsonl", {"kind": "x"})
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
     with open(w.root / "records.jsonl", "ab") as f:
-        f.write(b"not json\n")
-    store.append_record(w.root / "records.jsonl", {"kind": "x"})
-    with pytest.raises(ValueError, match="line 2 is not valid JSON and is not the last line"):
-        store.read_records(w.root / "records.jsonl")
+        f.write(b'{"kind": "activation", "la\n[1, 2]\n')  # torn, then valid JSON that is not a record
+    w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
+    with pytest.warns(RuntimeWarning, match=r"records.jsonl: skipped line 2, which is not a valid record"):
+        assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
+
+
+def test_short_record_write_is_rolled_back(tmp_path, monkeypatch):
+    """Non-regression: a short append (full disk) left half a line that the next append glued onto."""
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    path = w.root / "records.jsonl"
+    before = path.read_bytes()
+    real_write = store.os.write
+    monkeypatch.setattr(store.os, "write", lambda fd, data: real_write(fd, data[: len(data) // 2]))
+    with pytest.raises(OSError, match=r"only \d+ of \d+ bytes of a record were written .*rolled back"):
+        w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    w.write_activation("dense", 2, np.zeros((5, 3), np.float32))
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0, 2]
+
+
+def test_files_honour_the_umask(tmp_path):
+    """Non-regression: mkstemp made every stored file mode 600, unreadable by a TensorBoard service account."""
+    old = os.umask(0o022)
+    try:
+        w = _writer(tmp_path)
+        w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+        with w.stream_activation("dense", 1, (5, 3), np.float32) as s:
+            s.write(np.zeros((5, 3)))
+            s.commit()
+    finally:
+        os.umask(old)
+    for name in ("manifest.json", "records.jsonl", "activations/dense/0.npy", "activations/dense/1.npy"):
+        assert stat.S_IMODE((w.root / name).stat().st_mode) == 0o644, name
+
+
+def _begin_at(args):
+    root, fingerprint, start = args
+    while time.time() < start:
+        pass
+    try:
+        RunWriter(root).begin({"fingerprint": fingerprint, "layers": {}})
+        return "ok"
+    except IncompatibleRunError:
+        return "refused"
+
+
+def test_concurrent_creation_admits_one_run(tmp_path):
+    """Non-regression: two processes creating a run for different models at the same moment were both accepted."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.map(_begin_at, [(tmp_path / "warm", {"model": "w"}, 0)] * 2)  # start-up cost out of the race
+        for trial in range(5):
+            start = time.time() + 0.3
+            got = pool.map(_begin_at, [(tmp_path / str(trial), {"model": m}, start) for m in ("a", "b")])
+            assert sorted(got) == ["ok", "refused"], got
+
+
+def test_a_run_that_stored_nothing_can_be_abandoned(tmp_path):
+    w = _writer(tmp_path)
+    with pytest.raises(TypeError, match="refusing to store an object array"):
+        w.write_probe(np.arange(5), np.array([None] * 5, dtype=object))
+    w.abandon()
+    _writer(tmp_path, fingerprint={"model": "m1", "probe": "p2"})  # the retry with other data is accepted
+    w2 = _writer(tmp_path, fingerprint={"model": "m1", "probe": "p2"})
+    w2.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    w2.abandon()  # it did not create the run, and the run holds snapshots: nothing happens
+    assert open_logdir(tmp_path).run("run").steps() == [0]
+
+
+def test_continued_run_keeps_every_layer_it_recorded(tmp_path):
+    """Non-regression: logging again with another layer selection hid the earlier layers' snapshots."""
+    _writer(tmp_path, layers=("dense",)).write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    w = _writer(tmp_path, layers=("block/conv",))
+    w.write_activation("block/conv", 1, np.zeros((5, 3), np.float16))
+    run = open_logdir(tmp_path).run("run")
+    assert run.layers == ["dense", "block/conv"] and run.steps("dense") == [0]
+    assert run.record("dense", 0)["dtype"] == "<f4" and run.record("block/conv", 1)["dtype"] == "<f2"
+
+
+@pytest.mark.parametrize("content, why", [(b"{not json", "is not valid JSON"), (b"[1, 2]", "holds a JSON list"),
+                                          (b'{"layers": null}', "'layers' is NoneType"),
+                                          (b"\xff\xfe", "is not valid JSON"), (None, "Is a directory")])
+def test_a_broken_manifest_skips_that_run_only(tmp_path, content, why):
+    _writer(tmp_path, name="good").write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    bad = tmp_path / "bad" / "plugins" / "repviz" / "manifest.json"
+    if content is None:
+        bad.mkdir(parents=True)
+    else:
+        bad.parent.mkdir(parents=True)
+        bad.write_bytes(content)
+    with pytest.warns(RuntimeWarning, match=f"skipped run 'bad': .*{re.escape(why)}"):
+        logdir = open_logdir(tmp_path)
+    assert list(logdir.runs) == ["good"] and why in logdir.skipped["bad"]
+    if content is not None:
+        assert str(bad) in logdir.skipped["bad"]
+
+
+def test_malformed_records_are_left_out(tmp_path):
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    for bad in ({"kind": "activation"}, {"kind": "activation", "file": 3, "step": 1},
+                {"kind": "activation", "file": "activations/dense/0.npy", "step": "1"}):
+        store.append_record(w.root / "records.jsonl", bad)
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0]
+
+
+def test_stale_temporary_files_are_cleaned_when_a_run_is_reopened(tmp_path):
+    w = _writer(tmp_path)
+    old, fresh = w.root / "activations" / ".0.npy.abc.tmp", w.root / ".manifest.json.def.tmp"
+    old.parent.mkdir(parents=True)
+    for p in (old, fresh):
+        p.write_bytes(b"partial")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    _writer(tmp_path)
+    assert not old.exists() and fresh.exists()
 
 
 def test_record_without_file_is_skipped(tmp_path):
@@ -164,6 +283,9 @@ def test_not_found_messages_list_the_choices(tmp_path):
         run.read_embedding("tsne-x", "dense", 0)
     with pytest.raises(NotFoundError, match="does not exist"):
         open_logdir(tmp_path / "missing")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotFoundError, match="is a file, not a directory"):
+        open_logdir(tmp_path / "file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(NotFoundError, match="holds no repviz runs"):
         open_logdir(tmp_path / "empty")
@@ -179,6 +301,15 @@ def test_path_keys_are_safe_and_distinct():
     keys = {store.path_key(n) for n in ("dense", "block/conv", "block_conv", "dense#1", "split:0", "../x")}
     assert len(keys) == 6 and all("/" not in k and not k.startswith(".") for k in keys)
     assert store.path_key("dense") == "dense"
+
+
+def test_a_layer_name_longer_than_a_file_name_is_stored(tmp_path):
+    """Non-regression: a layer name longer than the filesystem allows aborted capture at snapshot 0."""
+    long_a, long_b = "block/" + "x" * 400, "block/" + "x" * 399 + "y"
+    assert len(store.path_key(long_a)) < 140 and store.path_key(long_a) != store.path_key(long_b)
+    w = _writer(tmp_path, layers=(long_a,))
+    w.write_activation(long_a, 0, np.ones((5, 3), np.float32))
+    np.testing.assert_array_equal(open_logdir(tmp_path).run("run").activations(long_a, 0), np.ones((5, 3)))
 
 
 def test_check_writable_names_the_directory(tmp_path):

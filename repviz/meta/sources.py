@@ -39,7 +39,8 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
 
     ``runs`` and ``layers`` default to all; a layer name is taken from every selected run that has it.
     """
-    chosen = [logdir.run(r) for r in (runs if runs is not None else list(logdir.runs))]
+    # By default, runs with no snapshot (e.g. killed before storing its probe) have nothing to compare.
+    chosen = [logdir.run(r) for r in runs] if runs is not None else [r for r in logdir.runs.values() if r.steps()]
     if not chosen:
         raise NotFoundError(f"{str(logdir.path)!r} holds no repviz runs to compare")
     ids = np.asarray(chosen[0].probe.ids)
