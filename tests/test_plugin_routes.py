@@ -326,6 +326,15 @@ def test_static_files_with_content_types(static_client):
     assert missing.status_code == 404 and missing.json["error"]
 
 
+@pytest.mark.parametrize("prefix", ["/tb/", "/tb/experiment/123/"])
+def test_routes_under_path_prefix_and_experiment(static_client, logdir, prefix):
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin], path_prefix="/tb"), wrappers.Response)
+    assert client.get(prefix + BASE[1:] + "static/index.js").status_code == 200
+    assert client.get(prefix + BASE[1:] + "labels?run=mlp").status_code == 200
+    assert client.get(prefix + BASE[1:] + "static/../plugin.py").status_code in (400, 404)
+
+
 @pytest.mark.parametrize("path", [
     "static/../plugin.py", "static/%2e%2e/plugin.py", "static/%2E%2E/%2E%2E/store.py", "static/..%2fplugin.py",
     "static/%252e%252e/plugin.py", "static/%252e%252e%252fplugin.py", "static/..%5cplugin.py",
