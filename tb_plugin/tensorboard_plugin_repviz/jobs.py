@@ -17,12 +17,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
-import multiprocessing
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor
 from queue import Empty
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 _PROGRESS_KEYS = ("stage", "done", "total", "fraction", "message", "eta")
 
@@ -140,6 +142,9 @@ class JobManager:
         if self._closed:
             raise RuntimeError("the job manager is closed")
         if self._pool is None:
+            import multiprocessing  # here: TensorBoard pays for process machinery only once a job is asked for
+            from concurrent.futures import ProcessPoolExecutor
+
             ctx = multiprocessing.get_context("spawn")
             if self._queue is None:
                 self._queue = ctx.Queue()
