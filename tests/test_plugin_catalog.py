@@ -112,3 +112,29 @@ def test_log_directory_walk_finds_nested_runs_and_skips_run_data(tmp_path):
     from repviz.store import open_logdir
 
     assert sorted(open_logdir(tmp_path).runs) == ["a", "group/b", "group/deeper/c"]
+
+
+def test_index_rebuilds_a_run_only_when_it_changed(tmp_path, monkeypatch):
+    from tensorboard_plugin_repviz import data
+
+    writers = {name: _run(tmp_path / name) for name in ("a", "b")}
+    built = []
+    real = data._run_summary
+    monkeypatch.setattr(data, "_run_summary", lambda run: built.append(run.name) or real(run))
+    catalog = Catalog(str(tmp_path), ttl=60)
+    data.runs_impl(catalog, [])
+    data.runs_impl(catalog, [])
+    assert sorted(built) == ["a", "b"]
+    writers["b"].write_activation("a", 1, np.ones((5, 2), np.float32))
+    index = data.runs_impl(catalog, [])
+    assert sorted(built) == ["a", "b", "b"]
+    assert [lay["steps"] for lay in index["runs"][1]["layers"]] == [[0, 1]]
+
+
+def test_run_without_probe_yet_is_left_out_of_the_index(tmp_path):
+    from tensorboard_plugin_repviz import data
+
+    _run(tmp_path / "ok")
+    RunWriter(tmp_path / "starting").begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}})
+    index = data.runs_impl(Catalog(str(tmp_path)), [])
+    assert [r["name"] for r in index["runs"]] == ["ok"]
