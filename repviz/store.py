@@ -581,7 +581,10 @@ class Run:
 
     def embedding_steps(self, method_key: str, layer: str) -> list[int]:
         d = self.root / "embeddings" / path_key(method_key) / path_key(layer)
-        return sorted(int(p.stem) for p in d.glob("*.npy")) if d.exists() else []
+        try:  # scandir, not glob: an index of hundreds of runs calls this thousands of times
+            return sorted(int(e.name[:-4]) for e in os.scandir(d) if e.name.endswith(".npy"))
+        except FileNotFoundError:
+            return []
 
     def write_embedding_method(self, method_key: str, info: dict) -> None:
         """Describe a method key (``method``, full ``params``, ``align``, ``default``) so readers find it by name."""
@@ -647,14 +650,16 @@ class Run:
         stamps = [os.stat(self.root / _MANIFEST).st_mtime_ns]
         with contextlib.suppress(FileNotFoundError):
             stamps.append(os.stat(self.root / _RECORDS).st_size)
-        # adding a file or directory changes its directory's mtime: the embeddings tree is three levels deep
-        level = [self.root / "embeddings"]
-        for _ in range(3):
+        # adding a file or directory changes its directory's mtime: embeddings/<key>/<layer>/<step>.npy, so the
+        # mtimes of embeddings/, of each key and of each key's layers (whose files are not listed)
+        level = [str(self.root / "embeddings")]
+        for depth in range(3):
             below = []
             for d in level:
                 with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                     stamps.append(os.stat(d).st_mtime_ns)
-                    below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+                    if depth < 2:
+                        below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
             level = below
         return tuple(stamps)
 
