@@ -11,7 +11,8 @@ A synthetic log directory is written through the store API (``RunWriter``, ``Run
   ``runs`` index, and the ``coords`` revalidation (304); targets: one embedding <= 600 KB and <= 50 ms;
 - TensorBoard start-up, each start in its own process, alternating with and without the plugin (the same
   TensorBoard, plugin lists given explicitly), median of ``--starts``: time from process start to the first
-  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s. Start-up differences of a tenth of a second
+  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s;
+- the listing of a log directory of ``--runs`` runs: scan, ``is_active``, the ``runs`` index cold and unchanged. Start-up differences of a tenth of a second
   are noise on a shared machine, so the import of the plugin is also timed on its own.
 
 Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table, so
@@ -100,6 +101,43 @@ def server_rows(logdir: Path, repeats: int) -> list[Row]:
                  _median_ms(lambda: client.get(base + routes[0][1], headers={"If-None-Match": tag}), repeats), "ms",
                  ""))
     plugin.jobs.close()
+    return rows
+
+
+def many_runs_rows(path: Path, n_runs: int) -> list[Row]:
+    """The listing on a log directory of ``n_runs`` runs (4 layers x 10 snapshots, 2 embedding methods each):
+    a full scan, ``is_active`` and the ``runs`` index built cold and again with nothing changed."""
+    import numpy as np
+    from tensorboard_plugin_repviz import data
+    from tensorboard_plugin_repviz.catalog import Catalog
+
+    from repviz.store import RunWriter, open_logdir
+
+    n, zeros = 500, np.zeros((500, 4), np.float32)
+    for r in range(n_runs):
+        writer = RunWriter(path / f"run{r:03d}")
+        writer.begin({"fingerprint": {"model": "m", "probe": "p"},
+                      "layers": {f"l{i}": {"stored_shape": [n, 4]} for i in range(4)}})
+        writer.write_probe(np.arange(n), np.arange(n) % 10)
+        for s in range(10):
+            for i in range(4):
+                writer.write_activation(f"l{i}", s, zeros)
+    for run in open_logdir(path).runs.values():
+        for key in ("pca-0000000000", "tsne-0000000000"):
+            run.write_embedding_method(key, {"method": key.split("-")[0]})
+            for i in range(4):
+                for s in range(10):
+                    run.write_embedding(key, f"l{i}", s, zeros[:, :2], {})
+    catalog = Catalog(str(path), ttl=3600)
+    start = time.perf_counter()
+    catalog.scan()
+    rows: list[Row] = [(f"{n_runs} runs: listing scan", 1000 * (time.perf_counter() - start), "ms", "background")]
+    rows.append((f"{n_runs} runs: is_active (median of 100)", _median_ms(catalog.is_active, 100), "ms", "cheap"))
+    start = time.perf_counter()
+    data.runs_impl(catalog, [])
+    rows.append((f"{n_runs} runs: runs index, cold", 1000 * (time.perf_counter() - start), "ms", ""))
+    rows.append((f"{n_runs} runs: runs index, unchanged (median of 5)",
+                 _median_ms(lambda: data.runs_impl(catalog, []), 5), "ms", ""))
     return rows
 
 
@@ -199,15 +237,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=70_000, help="probe points")
     ap.add_argument("--repeats", type=int, default=50, help="requests per route (median)")
     ap.add_argument("--starts", type=int, default=3, help="TensorBoard starts per variant (median)")
+    ap.add_argument("--runs", type=int, default=300, help="runs in the listing benchmark (0: skip it)")
     ap.add_argument("--skip-startup", action="store_true", help="only the server-side rows")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory() as tmp:
         logdir = Path(tmp)
-        write_logdir(logdir, args.n)
-        rows = server_rows(logdir, args.repeats)
+        write_logdir(logdir / "one", args.n)
+        rows = server_rows(logdir / "one", args.repeats)
+        if args.runs:
+            rows += many_runs_rows(logdir / "many", args.runs)
         if not args.skip_startup:
-            rows += import_rows(args.starts) + startup_rows(logdir, args.starts)
+            rows += import_rows(args.starts) + startup_rows(logdir / "one", args.starts)
     print(f"n = {args.n} points, {os.cpu_count()} cores")
     print_table(rows)
 
