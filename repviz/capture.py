@@ -352,7 +352,7 @@ class ActivationLogger(keras.callbacks.Callback):
             pred_stream.commit()
         self._report(records, step)
         if not self._marker_written:
-            _write_tensorboard_marker(self._writer.run_dir, self._writer.manifest)
+            self._writer.write_tensorboard_marker(_write_summary_event)
             self._marker_written = True
 
     def _report(self, records: list[dict], step: int) -> None:
@@ -563,20 +563,21 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _write_tensorboard_marker(run_dir, manifest: dict) -> None:
-    """One tiny summary tagged with the plugin name, so TensorBoard lists the run and enables the repviz tab."""
+def _write_summary_event(directory: str, tag: str, content: bytes) -> None:
+    """Write one event file in ``directory`` holding a string summary ``tag`` owned by the repviz plugin.
+
+    The store says where and what (:meth:`repviz.store.RunWriter.write_tensorboard_marker`); this encodes it.
+    """
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    content = json.dumps({"format_version": manifest["format_version"], "layers": list(manifest["layers"])})
     metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME,
-                                                           content=content.encode()))
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content.encode()],
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME, content=content))
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content],
                                     tensor_shape=tensor_shape_pb2.TensorShapeProto())
     event = event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(
-        value=[summary_pb2.Summary.Value(tag=f"{store.PLUGIN_NAME}/run", metadata=metadata, tensor=tensor)]))
-    writer = EventFileWriter(str(run_dir))
+        value=[summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)]))
+    writer = EventFileWriter(directory)
     try:
         writer.add_event(event)
     finally:

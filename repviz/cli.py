@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -224,7 +226,7 @@ def _run_meta(args) -> int:
           f"{args.embedding} map; classical MDS in 2-D shows {100 * result.explained_variance:.1f}% of the variance")
     if result.robustness is not None:
         print(f"robustness: rank correlation of dist and cka distances = {result.robustness:.3f}")
-    print(f"wrote {logdir.artifacts(name).root} in {result.info['seconds']['total']:.1f} s")
+    print(f"wrote {logdir.artifacts(name).location} in {result.info['seconds']['total']:.1f} s")
     return 0
 
 
@@ -255,11 +257,35 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         yield
 
 
+class _Terminated(Exception):
+    """SIGTERM (``kill``, ``timeout``, a scheduler) arrived: unwind so worker processes are stopped."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into an exception while a command runs, so ``with`` blocks (worker pools) clean up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _warnings_as_lines(args.command):
+        with _warnings_as_lines(args.command), _sigterm_unwinds():
             return args.func(args)
+    except _Terminated:
+        print(f"repviz {args.command}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
         print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2

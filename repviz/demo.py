@@ -63,6 +63,7 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     import keras
 
     from .capture import ActivationLogger
+    from .store import run_directory
 
     (x, y), (xt, yt) = load_mnist(cfg.mnist if cfg.mnist is not None else BUNDLED_MNIST)
     if not 1 <= cfg.n_probe <= len(xt):
@@ -74,7 +75,7 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
         model = mlp(activation)
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"])
-        run_dir = Path(cfg.logdir) / activation
+        run_dir = run_directory(cfg.logdir, activation)
         logger = ActivationLogger(run_dir, probe=(probe, yt[: cfg.n_probe]), seed=cfg.seed)
         history = model.fit(x, y, epochs=cfg.epochs, batch_size=64, verbose=0, callbacks=[logger])
         acc = model.evaluate(probe, yt[: cfg.n_probe], verbose=0)[1]
@@ -104,7 +105,7 @@ def compare_representations(cfg: DemoConfig, out: Callable[[str], None] = print)
     result = MetaSNE(random_state=cfg.seed).fit(logdir, runs=cfg.runs, inputs=inputs)
     name = result.save(logdir)
     out(f"meta-SNE: {len(result)} representations mapped ({100 * result.explained_variance:.1f}% of the variance "
-        f"in 2-D) -> {logdir.artifacts(name).root}")
+        f"in 2-D) -> {logdir.artifacts(name).location}")
 
 
 STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks, embed_layers,

@@ -1,6 +1,9 @@
 """Embed every layer of every run at every snapshot: aligned, cached, resumable, in parallel.
 
-One call, :func:`embed_logdir`, serves the CLI (``repviz embed``), Python and the TensorBoard plugin.
+One call, :func:`embed_logdir`, serves the CLI (``repviz embed``), Python and the TensorBoard plugin. It is two
+steps that can be called apart: :func:`plan_embeddings` reads the store and returns a :class:`Plan` (the
+:class:`ChainTask` s left to compute, what is cached, what is known to fail), and :func:`execute` carries a plan
+out, here or in worker processes; another executor (a cluster) runs the same tasks with :func:`run_chain`.
 
 Alignment (``align=``)
     ``"snapshots"`` (default): the snapshots of one layer form a chain, so that consecutive pictures differ only
@@ -28,9 +31,10 @@ Cache
     it, so a repeated request finds its key without importing the numerical code.
 
 Parallelism
-    Chains are sequential (k needs k−1); ``jobs`` worker processes (spawned, not forked, so no numba/BLAS thread
-    pool is copied mid-flight) take whole chains, across runs, layers and methods. Each worker gets
-    ``max(1, cores // jobs)`` numba/BLAS threads, so the machine is never oversubscribed.
+    Chains are sequential (k needs k−1); ``jobs`` worker processes (:class:`repviz.workers.WorkerPool`: spawned,
+    not forked, so no numba/BLAS thread pool is copied mid-flight) take whole chains, across runs, layers and
+    methods. Each worker gets ``max(1, cores // jobs)`` numba/BLAS threads, so the machine is never
+    oversubscribed. Ctrl-C stops the workers at once; what they stored is kept.
 
 Failures
     A representation that cannot be embedded (a dead layer whose activations are all equal, NaN or infinite values
@@ -40,26 +44,23 @@ Failures
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from queue import Empty
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import __version__
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
-from .store import NotFoundError, Run, load_array, open_logdir
+from .store import NotFoundError, Run, open_logdir
+from .workers import WorkerDied, WorkerPool
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
 PIPELINE_VERSION = 1
@@ -237,15 +238,32 @@ def resolve(name: str, params: dict | None = None, align: str = "snapshots") -> 
 # One chain of representations (runs in a worker process or inline)
 # --------------------------------------------------------------------------------------------------------------
 
-@dataclass
-class _Chain:
-    run_root: str
-    run_name: str
+@dataclass(frozen=True)
+class ChainTask:
+    """One chain of representations to embed in order (each continues from the one before): a worker's unit.
+
+    Attributes
+    ----------
+    run : Run
+        The run (pickled as a reference, so a worker process reopens it from the store).
+    resolved : Resolved
+        The method and its full parameters; ``resolved.key`` names the results.
+    items : tuple of (layer, step)
+        The representations to compute, in chain order.
+    init_from : (layer, step) or None
+        The stored embedding that precedes ``items[0]`` in the chain (None: the chain starts here).
+    score_sample : int or None
+        Query points for the quality scores (see :func:`embed_logdir`).
+    threads : int
+        Threads for the estimator (``n_jobs=None`` parameters become this); set by the executor.
+    """
+
+    run: Run
     resolved: Resolved
-    items: list[tuple[str, int]]          # (layer, step) to compute, in chain order
-    init_from: tuple[str, int] | None     # stored embedding that precedes items[0] in the chain
-    score_sample: int | None
-    n_jobs: int = 1                       # threads for the estimator (cores / worker processes)
+    items: tuple[tuple[str, int], ...]
+    init_from: tuple[str, int] | None = None
+    score_sample: int | None = 1000
+    threads: int = 1
 
 
 class RepresentationError(ValueError):
@@ -269,7 +287,7 @@ def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     record = run.record(layer, step)
     if error := _nonfinite(record):
         raise error
-    X = np.asarray(load_array(run.root / record["file"]), dtype=np.float32)
+    X = np.asarray(run.read_array(record), dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
@@ -290,14 +308,14 @@ def _labels(run: Run) -> np.ndarray | None:
 
 
 def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous: np.ndarray | None,
-         n_jobs: int) -> tuple[np.ndarray, dict]:
+         threads: int) -> tuple[np.ndarray, dict]:
     if resolved.method.supervised and labels is None:
         raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
     params = dict(resolved.params)
     if resolved.chain_align == "init" and previous is not None:
         params.update(resolved.method.continuation, init=np.array(previous, dtype=np.float32))
     if "n_jobs" in params and params["n_jobs"] is None:
-        params["n_jobs"] = n_jobs
+        params["n_jobs"] = threads
     estimator = resolved.method.estimator_class()(**params)
     Y = np.asarray(estimator.fit_transform(X, labels if resolved.method.supervised else None), dtype=np.float32)
     if not np.isfinite(Y).all():
@@ -321,22 +339,22 @@ def _scores(X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None, sample: int
     return quality_scores(X, Y, labels, n_neighbors=k, max_exact=sample)
 
 
-def _run_chain(chain: _Chain, report: Callable[[int], None]) -> list[dict]:
-    run = Run(chain.run_root, chain.run_name)
-    resolved = chain.resolved
+def run_chain(task: ChainTask, advance: Callable[[int], None]) -> list[dict]:
+    """Embed the items of ``task`` in order, storing each as soon as it is computed; ``advance(1)`` after each."""
+    run, resolved = task.run, task.resolved
     labels = _labels(run)
-    previous = None if chain.init_from is None else np.array(run.read_embedding(resolved.key, *chain.init_from))
-    previous_ref = None if chain.init_from is None else list(chain.init_from)
+    previous = None if task.init_from is None else np.array(run.read_embedding(resolved.key, *task.init_from))
+    previous_ref = None if task.init_from is None else list(task.init_from)
     results = []
-    for layer, step in chain.items:
+    for layer, step in task.items:
         start = time.perf_counter()
         try:
             X, crc32 = _representation(run, layer, step)
-            Y, diagnostics = _fit(resolved, X, labels, previous, chain.n_jobs)
-            scores = _scores(X, Y, labels, chain.score_sample)
+            Y, diagnostics = _fit(resolved, X, labels, previous, task.threads)
+            scores = _scores(X, Y, labels, task.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
-            results.append(_failure(chain.run_name, layer, step, resolved.method.name, e))
-            report(1)
+            results.append(_failure(run.name, layer, step, resolved.method.name, e))
+            advance(1)
             continue
         seconds = time.perf_counter() - start
         info = {"method": resolved.method.name, "key": resolved.key, "params": resolved.describe()["params"],
@@ -345,28 +363,27 @@ def _run_chain(chain: _Chain, report: Callable[[int], None]) -> list[dict]:
                 "scores": scores, "seconds": round(seconds, 3), **diagnostics}
         run.write_embedding(resolved.key, layer, step, Y, info)
         previous, previous_ref = Y, [layer, step]
-        results.append({"run": chain.run_name, "layer": layer, "step": step, "method": resolved.method.name,
+        results.append({"run": run.name, "layer": layer, "step": step, "method": resolved.method.name,
                         "status": "computed", "seconds": seconds})
-        report(1)
+        advance(1)
     return results
 
-
-# Worker-process state: the queue on which it reports finished representations.
-_WORKER_QUEUE = None
-
-
-def _init_worker(queue) -> None:
-    global _WORKER_QUEUE
-    _WORKER_QUEUE = queue
-
-
-def _run_chain_in_worker(chain: _Chain) -> list[dict]:
-    return _run_chain(chain, _WORKER_QUEUE.put)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Planning: what is cached, what to compute
 # --------------------------------------------------------------------------------------------------------------
+
+def _select(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
+    have = list(have)
+    if names is None:
+        return have
+    names = list(names)
+    for n in names:
+        if n not in have:
+            raise NotFoundError(f"{what} {n!r} is not in {where}; it has: {', '.join(map(repr, have)) or 'none'}")
+    return names
+
 
 def _chains_of(run: Run, layers: list[str], steps: Sequence[int] | None, align: str) -> list[list[tuple[str, int]]]:
     def steps_of(layer: str) -> list[int]:
@@ -387,39 +404,48 @@ def _chains_of(run: Run, layers: list[str], steps: Sequence[int] | None, align: 
     return [[(layer, s)] for layer in layers for s in per_layer[layer]]
 
 
-def _plan_chain(run: Run, key: str, method: str,
-                items: list[tuple[str, int]]) -> tuple[int, list[dict], int, tuple | None]:
-    """Walk a chain through the cache. Returns (first index to compute, failures known without computing,
-    number cached, the stored representation preceding the first to compute)."""
-    previous = None
-    known_failures, cached = [], 0
-    for i, (layer, step) in enumerate(items):
-        record = run.record(layer, step)
-        if run.has_embedding(key, layer, step):
-            info = run.embedding_info(key, layer, step)
-            if (info.get("source", {}).get("crc32") == record["crc32"]
-                    and info.get("init_from") == (None if previous is None else list(previous))):
-                previous = (layer, step)
-                cached += 1
+class _Todo(NamedTuple):
+    """The part of one chain left to compute, and the stored embedding it continues from."""
+
+    run: Run
+    items: list[tuple[str, int]]
+    init_from: tuple[str, int] | None
+
+
+@dataclass
+class _CacheWalk:
+    """What the store holds for the chains of one method key: counts, failures known without computing, and
+    what is left to compute."""
+
+    cached: int = 0
+    failed: list[dict] = field(default_factory=list)
+    todo: list[_Todo] = field(default_factory=list)
+
+    def add_chain(self, run: Run, key: str, method: str, items: list[tuple[str, int]]) -> None:
+        """Walk one chain through the cache up to the first representation to compute."""
+        previous = None
+        for i, (layer, step) in enumerate(items):
+            record = run.record(layer, step)
+            if run.has_embedding(key, layer, step):
+                info = run.embedding_info(key, layer, step)
+                if (info.get("source", {}).get("crc32") == record["crc32"]
+                        and info.get("init_from") == (None if previous is None else list(previous))):
+                    previous = (layer, step)
+                    self.cached += 1
+                    continue
+            if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
+                self.failed.append(_failure(run.name, layer, step, method, error))
                 continue
-        if error := _nonfinite(record):  # fails the same way every time; not a reason to recompute the rest
-            known_failures.append(_failure(run.name, layer, step, method, error))
-            continue
-        return i, known_failures, cached, previous
-    return len(items), known_failures, cached, previous
+            self.todo.append(_Todo(run, items[i:], previous))
+            return
 
 
-def _plan(runs: list[Run], run_chains: dict[str, list], key: str, method: str) -> tuple[int, list[dict], list]:
-    """Plan every chain of one method: (number cached, known failures, [(run, items to compute, previous)])."""
-    cached, failed, todo = 0, [], []
+def _walk(runs: list[Run], run_chains: dict[str, list], key: str, method: str) -> _CacheWalk:
+    walk = _CacheWalk()
     for run in runs:
         for items in run_chains[run.name]:
-            first, known, n_cached, previous = _plan_chain(run, key, method, items)
-            cached += n_cached
-            failed += known
-            if first < len(items):
-                todo.append((run, items[first:], previous))
-    return cached, failed, todo
+            walk.add_chain(run, key, method, items)
+    return walk
 
 
 def _request_id(name: str, params: dict | None, align: str) -> str:
@@ -439,8 +465,129 @@ def _known_key(runs: list[Run], request: str) -> str | None:
     return keys.pop() if len(keys) == 1 else None
 
 
+@dataclass(frozen=True)
+class MethodNote:
+    """A method key's description (``method.json``) to write into a run before anything is computed under it."""
+
+    run: Run
+    key: str
+    description: dict
+
+
+@dataclass
+class Plan:
+    """What embedding a log directory takes: the chains to compute and what is known without computing.
+
+    Built by :func:`plan_embeddings`, which only reads the store. :func:`execute` carries it out; another executor
+    (a cluster) calls :meth:`write_method_notes`, then :func:`run_chain` on every task, then
+    :meth:`EmbedResult.from_plan`.
+
+    Attributes
+    ----------
+    runs : list of Run
+        The selected runs.
+    layers : dict
+        Run name -> the layers it embeds, in model order (the rows of the summary).
+    steps : tuple of int or None
+        The selected snapshots (None: all).
+    keys : dict
+        Method name -> the key its results are stored under.
+    tasks : list of ChainTask
+        What to compute, longest and slowest chains first (so the last worker is not left alone with a long
+        t-SNE chain). Empty when everything is stored.
+    cached : int
+        Representations already stored and valid.
+    failed : list of dict
+        Representations known to fail without computing (non-finite activations).
+    notes : list of MethodNote
+        Method descriptions to write first.
+    """
+
+    runs: list[Run]
+    layers: dict[str, list[str]]
+    steps: tuple[int, ...] | None
+    keys: dict[str, str]
+    tasks: list[ChainTask]
+    cached: int
+    failed: list[dict]
+    notes: list[MethodNote]
+
+    @property
+    def total(self) -> int:
+        """Representations to compute."""
+        return sum(len(task.items) for task in self.tasks)
+
+    def write_method_notes(self) -> None:
+        """Describe every method key in the runs it will store results in, so readers find it by name."""
+        for note in self.notes:
+            note.run.write_embedding_method(note.key, note.description)
+
+
+def plan_embeddings(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
+                    runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
+                    steps: Sequence[int] | None = None, align: str = "snapshots",
+                    score_sample: int | None = 1000) -> Plan:
+    """Check a request and find what the store holds and what is left to compute; nothing is written.
+
+    The parameters are those of :func:`embed_logdir`. A request seen before finds its key in ``method.json``, so a
+    fully cached plan never imports the numerical code (about a second); anything to compute goes through
+    :func:`resolve`, which validates the parameters and hashes them.
+    """
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    if not methods:
+        raise ValueError("no method given; pass e.g. methods=['tsne']")
+    params = dict(params or {})
+    stray = sorted(set(params) - set(methods))
+    if stray:
+        raise ValueError(f"parameters given for method {stray[0]!r}, which is not among the methods to run "
+                         f"({', '.join(methods)})")
+    for name in methods:
+        _check_method(name, align)
+    log = open_logdir(logdir) if not hasattr(logdir, "runs") else logdir
+    if not log.runs:
+        raise NotFoundError(f"{str(log.path)!r} holds no repviz runs (no */plugins/repviz/manifest.json)")
+    run_names = _select(runs, log.runs, "run", repr(str(log.path)))
+    selected_runs = [log.run(n) for n in run_names]
+    if layers is not None:
+        _select(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
+                f"run(s) {', '.join(map(repr, run_names))}")
+    run_chains = {run.name: _chains_of(run, run.layers if layers is None else
+                                       [lay for lay in layers if lay in run.layers], steps, align)
+                  for run in selected_runs}
+
+    tasks: list[ChainTask] = []
+    notes: list[MethodNote] = []
+    failed: list[dict] = []
+    cached = 0
+    keys: dict[str, str] = {}
+    for name in dict.fromkeys(methods):
+        request = _request_id(name, params.get(name), align)
+        key = _known_key(selected_runs, request)
+        walk = None if key is None else _walk(selected_runs, run_chains, key, name)
+        if walk is None or walk.todo:
+            resolved = resolve(name, params.get(name), align)
+            if resolved.key != key:
+                key, walk = resolved.key, _walk(selected_runs, run_chains, resolved.key, name)
+            for run in selected_runs:
+                todo = [t for t in walk.todo if t.run is run]
+                info = run.embedding_method(key)
+                if todo or request not in info.get("requests", []):
+                    requests = sorted({*info.get("requests", []), request})
+                    notes.append(MethodNote(run, key, {**resolved.describe(), "requests": requests}))
+                tasks += [ChainTask(run, resolved, tuple(t.items), t.init_from, score_sample) for t in todo]
+        keys[name] = key
+        cached += walk.cached
+        failed += walk.failed
+    tasks.sort(key=lambda t: (t.resolved.chain_align == "init", len(t.items)), reverse=True)
+    layers_of = {run.name: list(dict.fromkeys(lay for chain in run_chains[run.name] for lay, _ in chain))
+                 for run in selected_runs}
+    return Plan(selected_runs, layers_of, None if steps is None else tuple(steps), keys, tasks, cached, failed,
+                notes)
+
+
 # --------------------------------------------------------------------------------------------------------------
-# The entry point
+# Execution and the entry point
 # --------------------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -453,6 +600,24 @@ class EmbedResult:
     keys: dict[str, str]
     rows: list[dict]
     seconds: float
+
+    @classmethod
+    def from_plan(cls, plan: Plan, results: Iterable[dict], seconds: float) -> EmbedResult:
+        """The outcome of ``plan`` given what :func:`run_chain` returned for its tasks (summary read from the
+        store)."""
+        results = list(results)
+        failed = plan.failed + [r for r in results if r["status"] == "failed"]
+        rows = []
+        for run in plan.runs:
+            for layer in plan.layers[run.name]:
+                for name, key in plan.keys.items():
+                    stored = [s for s in run.embedding_steps(key, layer) if plan.steps is None or s in plan.steps]
+                    last = stored[-1] if stored else None
+                    scores = {} if last is None else run.embedding_info(key, layer, last).get("scores", {})
+                    rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
+                                 "n_embedded": len(stored), "last_step": last, "scores": scores})
+        return cls(sum(r["status"] == "computed" for r in results), plan.cached,
+                   sorted(failed, key=lambda f: (f["run"], f["layer"], f["step"])), dict(plan.keys), rows, seconds)
 
     def failure_lines(self) -> list[str]:
         """One line per run, layer, method and reason: which snapshots were skipped and why."""
@@ -488,70 +653,68 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-@contextlib.contextmanager
-def _thread_env(threads: int):
-    """Thread counts that spawned workers inherit (read by numba and BLAS when they load, so set before)."""
-    names = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    old = {k: os.environ.get(k) for k in names}
-    os.environ.update({k: str(threads) for k in names})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _execute(chains: list[_Chain], workers: int, progress: ProgressCallback | None) -> list[dict]:
-    total = sum(len(c.items) for c in chains)
+def _check_jobs(jobs: int, owner: str) -> None:
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or not (jobs >= 1 or jobs == -1):
+        raise ValueError(f"The 'jobs' parameter of {owner} must be an int in the range [1, inf) or -1. "
+                         f"Got {jobs!r} instead.")
+
+
+def _lost_chain(death: WorkerDied) -> list[dict]:
+    """The results of a chain whose worker died: what it stored counts as computed, the rest as failed."""
+    task: ChainTask = death.task
+    key, method = task.resolved.key, task.resolved.method.name
+    return [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
+             "seconds": float("nan")} if task.run.has_embedding(key, layer, step)
+            else _failure(task.run.name, layer, step, method, death) for layer, step in task.items]
+
+
+def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = None) -> EmbedResult:
+    """Compute what ``plan`` lists, storing every embedding as soon as it is computed.
+
+    Parameters
+    ----------
+    plan : Plan
+        From :func:`plan_embeddings`.
+    jobs : int, default=1
+        Worker processes (spawned); -1 for one per core. Each worker takes whole chains and gets
+        ``max(1, cores // workers)`` numba/BLAS threads, so the machine is never oversubscribed. With 1, the
+        chains run in this process.
+    progress : callable, optional
+        Receives ``("embed", done, total, "")`` events (:mod:`repviz.progress`).
+
+    Returns
+    -------
+    EmbedResult
+
+    Ctrl-C (or any error) stops the workers at once; what they stored is kept, and planning again resumes from
+    there. Workers end with this process however it ends. A worker that dies (e.g. killed by the out-of-memory
+    killer) is replaced: the rest of its chain is reported failed and the other chains go on.
+    """
+    start = time.perf_counter()
+    _check_jobs(jobs, "execute")
+    plan.write_method_notes()
+    cores = _cores()
+    workers = max(1, min(cores if jobs == -1 else jobs, len(plan.tasks)))
+    tasks = [replace(task, threads=max(1, cores // workers)) for task in plan.tasks]
     counted = 0
 
     def advance(n: int = 1) -> None:
         nonlocal counted
         counted += n
-        report(progress, "embed", counted, total)
+        report(progress, "embed", counted, plan.total)
 
-    report(progress, "embed", 0, total)
+    report(progress, "embed", 0, plan.total)
     if workers == 1:
-        return [r for chain in chains for r in _run_chain(chain, advance)]
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    results: list[dict] = []
-    with _thread_env(chains[0].n_jobs):
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                   initializer=_init_worker, initargs=(queue,))
-        pending = {pool.submit(_run_chain_in_worker, chain) for chain in chains}  # spawns the workers here
-    try:
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            with contextlib.suppress(Empty):
-                while True:
-                    advance(queue.get_nowait())
-            for future in done:
-                results.extend(future.result())
-    except BaseException:
-        # Ctrl-C or an error: stop the workers now, not after their current chain (what they stored is kept).
-        # The executor has no public way to do this.
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return results
-
-
-def _select(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
-    have = list(have)
-    if names is None:
-        return have
-    names = list(names)
-    for n in names:
-        if n not in have:
-            raise NotFoundError(f"{what} {n!r} is not in {where}; it has: {', '.join(map(repr, have)) or 'none'}")
-    return names
-
+        results = [r for task in tasks for r in run_chain(task, advance)]
+    else:
+        env = {name: str(tasks[0].threads) for name in _THREAD_VARIABLES}
+        with WorkerPool(run_chain, workers, env=env) as pool:
+            results = [r for chain_results in pool.run(tasks, advance, on_death=_lost_chain)
+                       for r in chain_results]
+    return EmbedResult.from_plan(plan, results, time.perf_counter() - start)
 
 def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
                  runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
@@ -595,82 +758,17 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
         Counts, failures (each: run, layer, step, method, error) and ``table()``, the summary of quality scores.
 
     Cost: one embedding per (run, layer, snapshot, method) not already stored; cached ones cost a sidecar read.
+
+    This is ``execute(plan_embeddings(logdir, ...), jobs=jobs, progress=...)`` with a terminal progress line;
+    call the two apart to inspect or ship the plan (:class:`Plan`).
     """
     start = time.perf_counter()
-    if isinstance(methods, str):
-        methods = [m.strip() for m in methods.split(",") if m.strip()]
-    if not methods:
-        raise ValueError("no method given; pass e.g. methods=['tsne']")
-    params = dict(params or {})
-    stray = sorted(set(params) - set(methods))
-    if stray:
-        raise ValueError(f"parameters given for method {stray[0]!r}, which is not among the methods to run "
-                         f"({', '.join(methods)})")
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or not (jobs >= 1 or jobs == -1):
-        raise ValueError(f"The 'jobs' parameter of embed_logdir must be an int in the range [1, inf) or -1. "
-                         f"Got {jobs!r} instead.")
-    for name in methods:
-        _check_method(name, align)
-    log = open_logdir(logdir) if not hasattr(logdir, "runs") else logdir
-    if not log.runs:
-        raise NotFoundError(f"{str(log.path)!r} holds no repviz runs (no */plugins/repviz/manifest.json)")
-    run_names = _select(runs, log.runs, "run", repr(str(log.path)))
-    selected_runs = [log.run(n) for n in run_names]
-    if layers is not None:
-        _select(layers, dict.fromkeys(lay for run in selected_runs for lay in run.layers), "layer",
-                f"run(s) {', '.join(map(repr, run_names))}")
-    run_chains = {run.name: _chains_of(run, run.layers if layers is None else
-                                       [lay for lay in layers if lay in run.layers], steps, align)
-                  for run in selected_runs}
-
-    chains: list[_Chain] = []
-    failed: list[dict] = []
-    cached = 0
-    keys: dict[str, str] = {}
-    for name in dict.fromkeys(methods):
-        request = _request_id(name, params.get(name), align)
-        # A request seen before names its key in method.json: a fully cached job never imports the numerical
-        # code (about a second). Anything to compute goes through resolve(), which validates and hashes.
-        key = _known_key(selected_runs, request)
-        plan = None if key is None else _plan(selected_runs, run_chains, key, name)
-        if plan is None or plan[2]:
-            resolved = resolve(name, params.get(name), align)
-            if resolved.key != key:
-                key, plan = resolved.key, _plan(selected_runs, run_chains, resolved.key, name)
-            for run in selected_runs:
-                todo = [(items, previous) for r, items, previous in plan[2] if r is run]
-                info = run.embedding_method(key)
-                if todo or request not in info.get("requests", []):
-                    requests = sorted({*info.get("requests", []), request})
-                    run.write_embedding_method(key, {**resolved.describe(), "requests": requests})
-                chains += [_Chain(str(run.root), run.name, resolved, items, previous, score_sample)
-                           for items, previous in todo]
-        keys[name] = key
-        cached += plan[0]
-        failed += plan[1]
-
-    # longest and slowest chains first, so the last worker is not left alone with a long t-SNE chain
-    chains.sort(key=lambda c: (c.resolved.chain_align == "init", len(c.items)), reverse=True)
-    cores = _cores()
-    workers = max(1, min(cores if jobs == -1 else jobs, len(chains)))
-    for chain in chains:
-        chain.n_jobs = max(1, cores // workers)
+    _check_jobs(jobs, "embed_logdir")
+    plan = plan_embeddings(logdir, methods, params, runs=runs, layers=layers, steps=steps, align=align,
+                           score_sample=score_sample)
     bar = TerminalProgress("repviz embed", enabled=progress)
     try:
-        results = _execute(chains, workers, fan_out(bar, on_progress))
+        result = execute(plan, jobs=jobs, progress=fan_out(bar, on_progress))
     finally:
         bar.close()
-    failed += [r for r in results if r["status"] == "failed"]
-    computed = sum(r["status"] == "computed" for r in results)
-
-    rows = []
-    for run in selected_runs:
-        for layer in dict.fromkeys(lay for chain in run_chains[run.name] for lay, _ in chain):
-            for name, key in keys.items():
-                stored = [s for s in run.embedding_steps(key, layer) if steps is None or s in steps]
-                last = stored[-1] if stored else None
-                scores = {} if last is None else run.embedding_info(key, layer, last).get("scores", {})
-                rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
-                             "n_embedded": len(stored), "last_step": last, "scores": scores})
-    return EmbedResult(computed, cached, sorted(failed, key=lambda f: (f["run"], f["layer"], f["step"])),
-                       keys, rows, time.perf_counter() - start)
+    return replace(result, seconds=time.perf_counter() - start)

@@ -13,7 +13,15 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         predictions/<step>.npy              model outputs on the probe set per snapshot
         embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
 
-Results that span runs (meta-SNE) live in ``<logdir>/plugins/repviz-meta/<name>/`` (:meth:`LogDir.artifacts`).
+Results that span runs (meta-SNE) live in ``<logdir>/plugins/repviz-meta/<name>/`` (:meth:`LogDir.artifacts`); the
+caches behind them are named here too (:meth:`LogDir.vector_cache`). Scratch results go to
+:func:`temporary_artifacts`.
+
+Code outside this module reaches files only through these objects: a :class:`Run` pickles as a reference (its
+location and name) so worker processes reopen it, :meth:`Run.read_array` reads what a record describes,
+:meth:`Artifacts.read_into` reads part of a stored array into a caller's buffer, and
+:meth:`RunWriter.write_tensorboard_marker` says where and what TensorBoard's marker event is. A worker on another
+machine, or another storage backend, changes this module only.
 
 Every file is written to a temporary name and renamed into place, and a record is appended only after its
 file exists, so a run killed at any moment (even by SIGKILL) opens with every snapshot completed before the kill.
@@ -31,7 +39,7 @@ import tempfile
 import time
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +107,16 @@ def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
 def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
     """Read an ``.npy`` file, memory-mapped read-only by default; pickles are refused."""
     return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype, int]:
+    """Shape, dtype and data offset of the ``.npy`` file open as ``f`` (read from its header only)."""
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    if fortran and len(shape) > 1:
+        raise ValueError(f"{f.name}: a Fortran-ordered array; repviz stores C-ordered arrays only")
+    return tuple(shape), np.dtype(dtype), f.tell()
 
 
 def save_json(path: str | os.PathLike, obj: Any) -> None:
@@ -294,6 +312,17 @@ class RunWriter:
             (self.root / _MANIFEST).unlink(missing_ok=True)
             self.created = False
 
+    def write_tensorboard_marker(self, write_event: Callable[[str, str, bytes], None]) -> None:
+        """Write the one tiny summary that makes TensorBoard list this run and enable the repviz tab.
+
+        The store decides where it goes (the run directory, where TensorBoard looks for event files), its tag
+        and its content (format version and layers, as JSON); ``write_event(directory, tag, content)`` encodes
+        it as a TensorBoard event, so that this module imports neither TensorFlow nor TensorBoard.
+        """
+        content = json.dumps({"format_version": self.manifest["format_version"],
+                              "layers": list(self.manifest["layers"])})
+        write_event(str(self.run_dir), f"{PLUGIN_NAME}/run", content.encode())
+
     def update_manifest(self, **fields: Any) -> None:
         """Merge ``fields`` into the manifest and rewrite it atomically."""
         self.manifest = {**self.manifest, **fields}
@@ -456,6 +485,11 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({self.name!r}, layers={len(self.layers)}, snapshots={len(self.steps())})"
 
+    def __reduce__(self) -> tuple:
+        """Pickle as a reference (location and name): a worker process reopens the run, re-reading the manifest
+        and the records, rather than receiving a copy of every record."""
+        return type(self), (str(self.root), self.name)
+
     @property
     def run_dir(self) -> Path:
         """The directory the user logged to (the one TensorBoard lists as the run)."""
@@ -517,9 +551,17 @@ class Run:
                                 f"it has steps: {_choices(self.steps(layer))}")
         return rec
 
+    def read_array(self, record: dict, mmap: bool = True) -> np.ndarray:
+        """The array that ``record`` (one of :meth:`records`) describes, memory-mapped read-only by default.
+
+        For callers that already hold the record (its checksum, its non-finite count), so that the array is
+        found without looking the record up again.
+        """
+        return load_array(self.root / record["file"], mmap=mmap)
+
     def activations(self, layer: str, step: int, mmap: bool = True) -> np.ndarray:
         """Activations of ``layer`` at ``step``: (n_probe, width), memory-mapped read-only."""
-        return load_array(self.root / self.record(layer, step)["file"], mmap=mmap)
+        return self.read_array(self.record(layer, step), mmap=mmap)
 
     def prediction_steps(self) -> list[int]:
         return sorted(s for (_, s) in self._latest("prediction"))
@@ -530,7 +572,7 @@ class Run:
         if rec is None:
             raise NotFoundError(f"run {self.name!r} has no predictions at step {step}; "
                                 f"it has: {_choices(self.prediction_steps())}")
-        return load_array(self.root / rec["file"])
+        return self.read_array(rec)
 
     # probe ----------------------------------------------------------------------------------------------------
     @property
@@ -685,6 +727,12 @@ class Artifacts:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._headers: dict[str, tuple[tuple, tuple[tuple[int, ...], np.dtype, int]]] = {}
+
+    @property
+    def location(self) -> str:
+        """Where the directory is, for messages."""
+        return str(self.root)
 
     def path(self, name: str) -> Path:
         """The path of artifact ``name``; ``name`` is a plain file name (no directories)."""
@@ -705,6 +753,51 @@ class Artifacts:
         if not self.exists(name):
             raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
         return load_array(self.path(name), mmap=mmap)
+
+    def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        """Shape and dtype of the stored array ``name``, read from its header alone."""
+        with self._open(name) as f:
+            shape, dtype, _ = self._header(name, f)
+        return shape, dtype
+
+    def read_into(self, name: str, out: np.ndarray, start: int = 0) -> None:
+        """Fill ``out`` with elements ``start, start + 1, ...`` of the stored array ``name`` (in C order).
+
+        For a 1-D array this reads ``array[start:start + out.size]``; for a 2-D array of width w, ``start = i * w``
+        and ``out`` of shape (k, w) read rows ``i:i + k``. One plain read into ``out``'s memory: unlike a memory
+        map, nothing of the file stays resident afterwards, so reading many large arrays block by block keeps
+        memory at the size of the caller's buffers. ``out`` must be C-contiguous, writeable and of the stored
+        dtype.
+        """
+        if not (isinstance(out, np.ndarray) and out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError(f"out must be a writeable C-contiguous numpy array to read {name!r} into")
+        with self._open(name) as f:
+            shape, dtype, offset = self._header(name, f)
+            if out.dtype != dtype:
+                raise ValueError(f"{name!r} in {self.location!r} holds {dtype}; out is {out.dtype}")
+            size = int(np.prod(shape, dtype=np.int64))
+            if not 0 <= start <= start + out.size <= size:
+                raise ValueError(f"elements [{start}, {start + out.size}) are outside {name!r} in "
+                                 f"{self.location!r}, which holds {size} (shape {shape})")
+            f.seek(offset + start * dtype.itemsize)
+            if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                raise ValueError(f"{name!r} in {self.location!r} is truncated; delete it to rebuild it")
+
+    def _open(self, name: str):
+        try:
+            return open(self.path(name), "rb")
+        except FileNotFoundError:
+            raise NotFoundError(f"{name!r} is not in {self.location!r}; it has: {_choices(self.names())}") from None
+
+    def _header(self, name: str, f) -> tuple[tuple[int, ...], np.dtype, int]:
+        """The parsed header of the open file ``f``, cached while the file stays the same one (a file renamed
+        onto ``name`` is parsed again)."""
+        st = os.fstat(f.fileno())
+        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._headers.get(name)
+        if cached is None or cached[0] != identity:
+            cached = self._headers[name] = (identity, _npy_header(f))
+        return cached[1]
 
     def save_json(self, name: str, obj: Any) -> None:
         save_json(self.path(name), obj)
@@ -775,9 +868,32 @@ class LogDir:
             raise ValueError(f"artifact directory names are plain names, got {name!r}")
         return Artifacts(self.path.joinpath(*_META_SUBDIR, name))
 
+    def vector_cache(self, transform: str, probe_id: str, n_pairs: int | None = None,
+                     pair_seed: int | None = None) -> Artifacts:
+        """The cache of meta-SNE representation vectors of one transform over one probe set (``probe_id``) and,
+        above the pair-sample threshold, one sample of ``n_pairs`` probe pairs drawn with ``pair_seed``."""
+        sample = "" if n_pairs is None else f"-p{int(n_pairs)}s{pair_seed}"
+        return self.artifacts(f"vectors-{transform}-{probe_id}{sample}")
+
     def artifact_names(self) -> list[str]:
         d = self.path.joinpath(*_META_SUBDIR)
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.exists() else []
+
+
+@contextlib.contextmanager
+def temporary_artifacts(prefix: str = "repviz-") -> Iterator[Artifacts]:
+    """A scratch :class:`Artifacts` directory, deleted with everything in it when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Artifacts(tmp)
+
+
+def run_directory(logdir: str | os.PathLike, name: str) -> Path:
+    """The directory to log a run called ``name`` of ``logdir`` to (``ActivationLogger(log_dir=...)``), so that
+    :func:`open_logdir` lists it under that name."""
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or any(p in (".", "..") for p in parts):
+        raise ValueError(f"run names are relative paths inside the log directory, got {name!r}")
+    return Path(logdir, *parts)
 
 
 def open_logdir(path: str | os.PathLike) -> LogDir:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -16,7 +17,16 @@ import pytest
 from repviz import manifold, open_logdir
 from repviz.align import align_to, mean_displacement, procrustes_rotation
 from repviz.cli import main
-from repviz.pipeline import METHODS, embed_logdir, params_hash, register_method, resolve
+from repviz.pipeline import (
+    METHODS,
+    ChainTask,
+    embed_logdir,
+    execute,
+    params_hash,
+    plan_embeddings,
+    register_method,
+    resolve,
+)
 from repviz.store import NotFoundError, RunWriter
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
@@ -181,29 +191,42 @@ class SlowPCA(PCA):
         return super().fit(X, y)
 
 register_method("slowpca", "__main__:SlowPCA", align="procrustes", defaults={"random_state": 0})
-sys.exit(main(["embed", sys.argv[1], "--method", "slowpca"]))
+if __name__ == "__main__":  # spawned workers import this script too
+    sys.exit(main(["embed", sys.argv[1], "--method", "slowpca", "--jobs", sys.argv[2]]))
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig):
+@pytest.mark.parametrize("sig, jobs", [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGINT, 2),
+                                       (signal.SIGTERM, 2), (signal.SIGKILL, 2)])
+def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
+    """Workers die with the command however it is stopped (non-regression: after SIGTERM or SIGKILL of the main
+    process, workers went on writing, then hung)."""
+    psutil = pytest.importorskip("psutil")
     make_run(tmp_path / "logs" / "r1", steps=range(8))
     make_run(tmp_path / "fresh" / "r1", steps=range(8))
     script = tmp_path / "slow.py"
     script.write_text(_SLOW_SCRIPT)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs")], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs"), str(jobs)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_mtimes(tmp_path / "logs")) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert len(workers) >= (jobs if jobs > 1 else 0)
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "repviz embed: interrupted" in err
+    elif sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM and "repviz embed: terminated" in err
     else:
         assert proc.returncode == -signal.SIGKILL
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive
     stored = _mtimes(tmp_path / "logs")
     assert 3 <= len(stored) < 16
+    time.sleep(1.0)
+    assert _mtimes(tmp_path / "logs") == stored  # no worker is left computing
 
     # the same method without the sleep: same name and parameters, so the same key
     register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
@@ -216,6 +239,58 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig):
         for s in range(8):
             np.testing.assert_allclose(done.embedding(lay, s, "slowpca"), fresh.embedding(lay, s, "slowpca"),
                                        atol=1e-5)
+
+
+def test_a_killed_worker_fails_its_chain_and_the_rest_finishes(tmp_path):
+    """Non-regression: SIGKILL of one worker (the OOM killer) ended the command with a BrokenProcessPool
+    traceback."""
+    psutil = pytest.importorskip("psutil")
+    make_run(tmp_path / "logs" / "r1", layers=("a", "b", "c"), steps=range(8))
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs"), "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_mtimes(tmp_path / "logs")) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    workers = [c for c in psutil.Process(proc.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
+    workers[0].kill()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "WorkerDied: a worker process stopped in the middle of a task (killed by " \
+                                      "signal 9" in err
+    failed = err.count("repviz embed: skipped")
+    assert failed >= 1 and "computed" in out and "failed in" in out
+    resumed = embed_logdir(tmp_path / "logs", ["pca"], align="snapshots")  # a fresh method finishes everything
+    assert resumed.failed == []
+    register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+    again = embed_logdir(tmp_path / "logs", ["slowpca"])
+    assert again.failed == [] and again.computed >= 1 and again.computed + again.cached == 24
+
+
+def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path):
+    for where in ("planned", "direct"):
+        make_run(tmp_path / where / "r1", nan_at=(("b", 1),))
+    plan = plan_embeddings(tmp_path / "planned", ["pca", "mds"])
+    assert not list((tmp_path / "planned").rglob("embeddings"))  # planning writes nothing
+    assert all(isinstance(task, ChainTask) for task in plan.tasks) and plan.total == 16 and plan.cached == 0
+    assert [(t.resolved.method.name, t.items[0], len(t.items), t.init_from) for t in plan.tasks] == [
+        ("mds", ("a", 0), 4, None), ("mds", ("b", 0), 4, None),  # chains continuing by init= first
+        ("pca", ("a", 0), 4, None), ("pca", ("b", 0), 4, None)]
+    shipped = pickle.loads(pickle.dumps(plan))  # what a cluster client would send
+    assert [t.items for t in shipped.tasks] == [t.items for t in plan.tasks]
+
+    events = []
+    result = execute(shipped, progress=lambda *event: events.append(event))
+    assert events == [("embed", done, 16, "") for done in range(17)]
+    direct = embed_logdir(tmp_path / "direct", ["pca", "mds"])
+    assert (result.computed, result.cached, len(result.failed)) == (direct.computed, direct.cached, 2) == (14, 0, 2)
+    assert result.keys == direct.keys and result.rows == direct.rows
+
+    again = plan_embeddings(tmp_path / "planned", ["pca", "mds"])
+    assert (again.tasks, again.cached, len(again.failed)) == ([], 14, 2)  # (b, 1) is known to fail
+    with pytest.raises(ValueError, match=r"The 'jobs' parameter of execute must be an int .* Got 0 instead"):
+        execute(again, jobs=0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -316,3 +316,122 @@ def test_check_writable_names_the_directory(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(OSError, match=r"cannot write repviz logs under '.*f/run'"):
         RunWriter(tmp_path / "f" / "run").check_writable()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What other modules ask of the store instead of knowing paths
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_read_into_equals_a_slice_of_the_loaded_array(tmp_path):
+    art = store.Artifacts(tmp_path / "art")
+    rng = np.random.default_rng(2)
+    vector = rng.normal(size=1000).astype(np.float32)
+    matrix = rng.normal(size=(9, 7))
+    art.save_array("v.npy", vector)
+    art.save_array("m.npy", matrix)
+    ref_v = np.load(art.path("v.npy"), allow_pickle=False)
+    for start, width in ((0, 1000), (0, 1), (123, 456), (999, 1), (1000, 0)):
+        out = np.full(width, np.nan, dtype=np.float32)
+        art.read_into("v.npy", out, start)
+        np.testing.assert_array_equal(out, ref_v[start:start + width])
+    rows = np.empty((3, 7))
+    art.read_into("m.npy", rows, 4 * 7)  # rows 4, 5, 6 of a 2-D array
+    np.testing.assert_array_equal(rows, np.load(art.path("m.npy"))[4:7])
+    buffer = np.zeros((2, 10), dtype=np.float32)
+    art.read_into("v.npy", buffer[1], 10)  # a row of a caller's buffer is filled in place
+    np.testing.assert_array_equal(buffer, [np.zeros(10), vector[10:20]])
+    assert art.header("v.npy") == ((1000,), np.float32) and art.header("m.npy") == ((9, 7), np.float64)
+
+
+def test_read_into_refuses_what_it_cannot_read(tmp_path):
+    art = store.Artifacts(tmp_path)
+    art.save_array("v.npy", np.arange(10, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"'v.npy' .* holds float32; out is float64"):
+        art.read_into("v.npy", np.empty(3), 0)
+    with pytest.raises(ValueError, match=r"elements \[8, 11\) are outside 'v.npy' .* which holds 10"):
+        art.read_into("v.npy", np.empty(3, dtype=np.float32), 8)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        art.read_into("v.npy", np.empty((3, 2), dtype=np.float32)[:, 0], 0)
+    with pytest.raises(NotFoundError, match=r"'w.npy' is not in .* it has: 'v.npy'"):
+        art.read_into("w.npy", np.empty(3, dtype=np.float32), 0)
+    data = art.path("v.npy").read_bytes()
+    art.path("v.npy").write_bytes(data[:-8])  # the last two elements lost
+    with pytest.raises(ValueError, match="'v.npy' .* is truncated"):
+        art.read_into("v.npy", np.empty(4, dtype=np.float32), 6)
+
+
+def test_read_into_follows_a_file_replaced_under_the_same_name(tmp_path):
+    art = store.Artifacts(tmp_path)
+    art.save_array("v.npy", np.arange(10, dtype=np.float32))
+    out = np.empty(2, dtype=np.float32)
+    art.read_into("v.npy", out, 4)
+    np.save(art.path("v.npy"), np.arange(100, 150, dtype=np.float32).reshape(5, 10))  # another header
+    art.read_into("v.npy", out, 4)
+    np.testing.assert_array_equal(out, [104, 105])
+    assert art.header("v.npy") == ((5, 10), np.float32)
+
+
+def test_a_run_pickles_as_a_reference_and_reads_what_a_record_names(tmp_path):
+    import pickle
+
+    w = _writer(tmp_path)
+    w.write_probe(np.arange(5))
+    for step in range(50):
+        w.write_activation("dense", step, np.full((5, 3), step, dtype=np.float32))
+    run = open_logdir(tmp_path).run("run")
+    run.records()
+    data = pickle.dumps(run)
+    assert len(data) < 500  # location and name, not 50 records
+    copy = pickle.loads(data)
+    assert (copy.name, copy.layers, copy.steps()) == (run.name, run.layers, run.steps())
+    np.testing.assert_array_equal(copy.activations("dense", 7), run.activations("dense", 7))
+    record = run.record("dense", 7)
+    np.testing.assert_array_equal(run.read_array(record), np.full((5, 3), 7))
+    assert not isinstance(run.read_array(record, mmap=False), np.memmap)
+
+
+def test_tensorboard_marker_place_and_content_come_from_the_store(tmp_path):
+    w = _writer(tmp_path)
+    events = []
+    w.write_tensorboard_marker(lambda *event: events.append(event))
+    [(directory, tag, content)] = events
+    assert directory == str(tmp_path / "run") and tag == f"{store.PLUGIN_NAME}/run"
+    assert json.loads(content) == {"format_version": store.FORMAT_VERSION, "layers": ["dense", "block/conv"]}
+
+
+def test_cross_run_results_and_scratch_directories_are_named_by_the_store(tmp_path):
+    _writer(tmp_path).write_probe(np.arange(5))
+    logdir = open_logdir(tmp_path)
+    cache = logdir.vector_cache("dist", "0a1b2c3d")
+    sampled = logdir.vector_cache("dist", "0a1b2c3d", n_pairs=4500, pair_seed=0)
+    cache.save_array("x.npy", np.zeros(3))
+    sampled.save_array("x.npy", np.zeros(3))
+    assert logdir.artifact_names() == ["vectors-dist-0a1b2c3d", "vectors-dist-0a1b2c3d-p4500s0"]
+    with store.temporary_artifacts() as scratch:
+        scratch.save_array("x.npy", np.ones(2))
+        np.testing.assert_array_equal(scratch.load_array("x.npy"), np.ones(2))
+        where = scratch.root
+    assert not where.exists()
+
+
+def test_run_directory_is_where_open_logdir_finds_the_run(tmp_path):
+    for name in ("relu", "sweep/lr-0.1"):
+        w = RunWriter(store.run_directory(tmp_path, name))
+        w.begin({"fingerprint": FP, "layers": {}})
+    assert sorted(open_logdir(tmp_path).runs) == ["relu", "sweep/lr-0.1"]
+    for bad in ("", "..", "a/../../b", "/abs"):
+        with pytest.raises(ValueError, match="run names are relative paths"):
+            store.run_directory(tmp_path, bad)
+
+
+@pytest.mark.parametrize("module", ["pipeline", "capture", "demo", "cli", "meta/bank", "meta/metasne",
+                                    "meta/distances", "meta/sources"])
+def test_only_the_store_builds_paths(module):
+    """Grep-style guard (the behaviour is tested above): no path joins, file opens or .npy reads elsewhere."""
+    import re
+    from pathlib import Path
+
+    source = (Path(store.__file__).parent / f"{module}.py").read_text()
+    for pattern in (r"root /", r"Path\(", r"np\.load", r"(?<![\w.])open\(", r"tempfile", r"os\.path\.join",
+                    r"\.run_dir\b"):
+        assert not re.search(pattern, source), f"repviz/{module}.py matches {pattern!r}"

@@ -44,7 +44,7 @@ class VectorBank:
         self.length = int(length)
         self.block_bytes = int(block_bytes)
         self.near = float(near)
-        self._offsets: dict[str, int] = {}
+        self._checked: set[str] = set()
         self._load_index()
 
     # index ----------------------------------------------------------------------------------------------------
@@ -91,28 +91,20 @@ class VectorBank:
         """One stored vector, memory-mapped."""
         return self.artifacts.load_array(f"{vid}.npy")
 
-    def _offset(self, vid: str) -> int:
-        if vid not in self._offsets:
-            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
-                version = np.lib.format.read_magic(f)
-                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                               else np.lib.format.read_array_header_2_0)
-                shape, fortran, dtype = read_header(f)
-                if shape != (self.length,) or dtype != np.float32:
-                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} holds {dtype} {shape}, not float32 "
-                                     f"({self.length},); delete the directory to rebuild the cache")
-                self._offsets[vid] = f.tell()
-        return self._offsets[vid]
+    def _check(self, vid: str) -> None:
+        if vid not in self._checked:
+            shape, dtype = self.artifacts.header(f"{vid}.npy")
+            if shape != (self.length,) or dtype != np.float32:
+                raise ValueError(f"vector {vid!r} in {self.artifacts.location!r} holds {dtype} {shape}, not "
+                                 f"float32 ({self.length},); delete the directory to rebuild the cache")
+            self._checked.add(vid)
 
     def _read_block(self, vids: list[str], start: int, out: np.ndarray) -> None:
         """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads
         (a memory map would keep every page it touched resident)."""
-        width = out.shape[1]
         for row, vid in zip(out, vids):
-            with open(self.artifacts.path(f"{vid}.npy"), "rb") as f:
-                f.seek(self._offset(vid) + 4 * start)
-                if f.readinto(memoryview(row).cast("B")) != 4 * width:
-                    raise ValueError(f"{self.artifacts.path(vid + '.npy')} is truncated")
+            self._check(vid)
+            self.artifacts.read_into(f"{vid}.npy", row, start)
 
     def _blocks(self, n_rows: int) -> range:
         step = max(1024, self.block_bytes // (12 * max(1, n_rows)))
@@ -127,7 +119,7 @@ class VectorBank:
         """
         missing = [v for v in vids if v not in self]
         if missing:
-            raise NotFoundError(f"{len(missing)} vector(s) are not in {str(self.artifacts.root)!r}, e.g. "
+            raise NotFoundError(f"{len(missing)} vector(s) are not in {self.artifacts.location!r}, e.g. "
                                 f"{missing[0]!r}; add them first")
         cached = set(self.rows)
         new = [v for v in dict.fromkeys(vids) if v not in cached]

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 from scipy.stats import spearmanr
 
 from ..progress import ProgressCallback, report
-from ..store import Artifacts
+from ..store import temporary_artifacts
 from .bank import VectorBank
 from .sources import Representation, from_arrays
 from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors, vector_length
@@ -122,8 +121,8 @@ def representation_distances(representations: Sequence[np.ndarray] | Mapping, *,
     check_option(metric, METRICS, "metric", "representation_distances")
     reps = from_arrays(representations)
     pairs = pair_sample(len(reps[0].load()), max_probes, n_pairs, random_state)
-    with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
-        bank = VectorBank(Artifacts(tmp), vector_length(len(reps[0].load()), transform, pairs))
+    with temporary_artifacts("repviz-meta-") as scratch:
+        bank = VectorBank(scratch, vector_length(len(reps[0].load()), transform, pairs))
         add_vectors(reps, {transform: bank}, pairs)
         chord2 = bank.sq_chords([vector_id(r, transform) for r in reps])
     return from_sq_chords(chord2, metric)

@@ -8,21 +8,22 @@ Results are saved in the log directory as an :class:`~repviz.store.Artifacts` di
     result.json     keys [[run, layer, step], ...] in row order, parameters, explained_variance, robustness,
                     n_probe, the representations left out and why
 
-The vectors behind them are cached next to it in ``vectors-<transform>-<probe set>[-<pair sample>]/``
-(:class:`~repviz.meta.bank.VectorBank`), so a later call embeds new snapshots without recomputing old ones.
+The vectors behind them are cached next to it, one :class:`~repviz.meta.bank.VectorBank` per transform, probe
+set and pair sample (named by :meth:`~repviz.store.LogDir.vector_cache`), so a later call embeds new snapshots
+without recomputing old ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from ..progress import ProgressCallback
-from ..store import Artifacts, LogDir, checksum, open_logdir
+from ..store import LogDir, checksum, open_logdir, temporary_artifacts
 from .bank import VectorBank
 from .distances import (
     DEFAULT_MAX_PROBES,
@@ -134,14 +135,15 @@ class MetaSNE:
             raise ValueError(f"The 'perplexity' parameter of MetaSNE must be a float in the range (0, inf) or "
                              f"'auto'. Got {self.perplexity!r} instead.")
 
-    def _bank(self, transform: str, n: int, pairs, logdir: LogDir | None, probe_id: str, tmp: str) -> VectorBank:
+    def _bank(self, transform: str, n: int, pairs, logdir: LogDir | None, probe_id: str,
+              scratch: contextlib.ExitStack) -> VectorBank:
         """The vector bank of one transform: cached in the log directory (one per probe set and pair sample),
-        else in the temporary directory ``tmp``."""
+        else in a temporary directory that ``scratch`` deletes."""
         if logdir is None:
-            art = Artifacts(os.path.join(tmp, transform))
+            art = scratch.enter_context(temporary_artifacts("repviz-meta-"))
         else:
-            sample = "" if pairs is None else f"-p{len(pairs)}s{pairs.random_state}"
-            art = logdir.artifacts(f"vectors-{transform}-{probe_id}{sample}")
+            n_pairs, seed = (None, None) if pairs is None else (len(pairs), pairs.random_state)
+            art = logdir.vector_cache(transform, probe_id, n_pairs, seed)
         return VectorBank(art, vector_length(n, transform, pairs), block_bytes=self.block_bytes)
 
     def fit(self, source, *, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
@@ -180,8 +182,9 @@ class MetaSNE:
         transforms = list(dict.fromkeys([self.transform] + (["dist", "cka"] if self.robustness else [])))
         pairs = pair_sample(n, self.max_probes, self.n_pairs, self.random_state)
         seconds = {}
-        with tempfile.TemporaryDirectory(prefix="repviz-meta-") as tmp:
-            banks = {t: self._bank(t, n, pairs, logdir if self.cache else None, probe_id, tmp) for t in transforms}
+        with contextlib.ExitStack() as scratch:
+            banks = {t: self._bank(t, n, pairs, logdir if self.cache else None, probe_id, scratch)
+                     for t in transforms}
             kept, skipped = add_vectors(reps, banks, pairs, self.progress, skip_invalid=logdir is not None)
             seconds["vectors"] = time.perf_counter() - t0
             chords = {t: bank.sq_chords([vector_id(r, t) for r in kept], self.progress) for t, bank in banks.items()}

@@ -1,0 +1,231 @@
+"""Run independent tasks in spawned worker processes that can be stopped at once.
+
+:class:`WorkerPool` owns its processes (rather than hiding them inside an executor), so that Ctrl-C or an error
+stops every worker immediately, mid-task, through :meth:`WorkerPool.terminate`; whatever a task stored before
+that stays stored. Workers are spawned, not forked, so no numba or BLAS thread pool is copied mid-flight, and
+they start with the environment given to the pool (thread counts are read by numba and BLAS when they load).
+
+Each worker has two pipes of its own: tasks in, events out. The pool hands a task to a worker as it frees up (the
+tasks queued first start first), knows which task each worker holds, and sees a worker's death at once (its
+pipe closes) rather than waiting for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+# A task function is called as fn(task, advance): advance(n) reports n more units of work done.
+TaskFunction = Callable[[Any, Callable[[int], None]], Any]
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended in the middle of a task (killed, e.g. for lack of memory); ``task`` is that task."""
+
+    def __init__(self, message: str, task: Any):
+        super().__init__(message)
+        self.task = task
+
+
+def _die_with_parent(parent: int) -> None:
+    """End this process when the parent ends, however it ends (SIGKILL by the OOM killer or a scheduler
+    included), so no worker goes on writing for a job nobody waits for.
+
+    Linux delivers SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``); elsewhere a daemon thread
+    polls the parent id once a second.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl failed")
+    except (OSError, AttributeError):
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True, name="repviz-parent-watch").start()
+    if os.getppid() != parent:  # the parent died before we asked
+        os._exit(1)
+
+
+def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection, parent: int) -> None:
+    _die_with_parent(parent)
+    # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
+        while (task := tasks.recv()) is not None:
+            try:
+                result = fn(task, lambda n: events.send(("advance", n)))
+                events.send(("done", result))  # pickles before writing: a failure here sends nothing
+            except BaseException as e:
+                events.send(("error", _portable(e)))
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` with the worker's traceback as a note, or a RuntimeError saying it if it cannot be pickled."""
+    text = "".join(traceback.format_exception(error))
+    try:
+        ForkingPickler.dumps(error)
+    except Exception:
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    error.add_note(f"in a worker process:\n{text}")
+    return error
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    tasks: Connection   # the parent's sending end
+    events: Connection  # the parent's receiving end
+    task: Any = None    # the task it holds
+
+
+class WorkerPool:
+    """``processes`` spawned workers that each call ``fn(task, advance)`` on the tasks given to :meth:`run`.
+
+    Parameters
+    ----------
+    fn : callable
+        A module-level function (it is pickled by name), called as ``fn(task, advance)`` in a worker.
+    processes : int
+        Number of worker processes, started at once.
+    env : dict of str, optional
+        Environment variables the workers start with (e.g. ``OMP_NUM_THREADS``).
+
+    Use it as a context manager: leaving the block normally lets the workers finish and exit; leaving it by an
+    exception (Ctrl-C included) terminates them at once.
+    """
+
+    def __init__(self, fn: TaskFunction, processes: int, *, env: dict[str, str] | None = None):
+        self._fn, self._env = fn, dict(env or {})
+        self._workers: list[_Worker] = [self._start() for _ in range(processes)]
+
+    def _start(self) -> _Worker:
+        ctx = multiprocessing.get_context("spawn")
+        task_out, task_in = ctx.Pipe(duplex=False)
+        event_out, event_in = ctx.Pipe(duplex=False)
+        with _environment(self._env):
+            process = ctx.Process(target=_worker_main, args=(self._fn, task_out, event_in, os.getpid()),
+                                  daemon=True)
+            process.start()
+        task_out.close()  # the child's ends: once closed here, a worker's death closes its pipe
+        event_in.close()
+        return _Worker(process, task_in, event_out)
+
+    @property
+    def processes(self) -> list[multiprocessing.process.BaseProcess]:
+        return [w.process for w in self._workers]
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
+
+    def run(self, tasks: Sequence[Any], advance: Callable[[int], None],
+            on_death: Callable[[WorkerDied], Any] | None = None) -> Iterator[Any]:
+        """Yield the result of every task, in the order they finish; ``advance(n)`` receives the workers'
+        progress. A task's exception is raised here (with the worker's traceback as a note).
+
+        A worker that dies mid-task (SIGKILL, e.g. by the OOM killer) raises :class:`WorkerDied`, or, with
+        ``on_death``, is replaced by a new worker while ``on_death(error)`` gives the result yielded for its
+        task, and the other tasks go on.
+        """
+        queued = iter(tasks)
+        busy: dict[Connection, _Worker] = {}
+
+        def give(worker: _Worker) -> None:
+            for task in queued:
+                worker.task = task
+                worker.tasks.send(task)
+                busy[worker.events] = worker
+                return
+
+        for worker in self._workers:
+            give(worker)
+        while busy:
+            for conn in wait(list(busy)):
+                worker = busy[conn]
+                try:
+                    kind, value = conn.recv()
+                except EOFError:
+                    del busy[conn]
+                    death = self._bury(worker)
+                    if on_death is None:
+                        raise death from None
+                    replacement = self._start()
+                    self._workers[self._workers.index(worker)] = replacement
+                    give(replacement)
+                    yield on_death(death)
+                    continue
+                if kind == "advance":
+                    advance(value)
+                    continue
+                del busy[conn]
+                worker.task = None
+                if kind == "error":
+                    raise value
+                give(worker)
+                yield value
+
+    @staticmethod
+    def _bury(worker: _Worker) -> WorkerDied:
+        worker.process.join()
+        worker.tasks.close()
+        worker.events.close()
+        code = worker.process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return WorkerDied(f"a worker process stopped in the middle of a task ({how}, e.g. by the out-of-memory "
+                          f"killer); what it finished before is stored", worker.task)
+
+    def close(self) -> None:
+        """Let the workers finish their current task and exit."""
+        for worker in self._workers:
+            with contextlib.suppress(OSError):  # a worker that already died
+                worker.tasks.send(None)
+        self._join()
+
+    def terminate(self) -> None:
+        """Stop every worker now (SIGTERM), mid-task."""
+        for worker in self._workers:
+            worker.process.terminate()
+        self._join()
+
+    def _join(self) -> None:
+        for worker in self._workers:
+            worker.process.join()
+            if not worker.tasks.closed:
+                worker.tasks.close()
+                worker.events.close()
