@@ -11,8 +11,9 @@ A synthetic log directory is written through the store API (``RunWriter``, ``Run
   ``runs`` index, and the ``coords`` revalidation (304); targets: one embedding <= 600 KB and <= 50 ms;
 - TensorBoard start-up, each start in its own process, alternating with and without the plugin (the same
   TensorBoard, plugin lists given explicitly), median of ``--starts``: time from process start to the first
-  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s.
-
+  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s;
+- the listing of a log directory of ``--runs`` runs: scan, ``is_active``, the ``runs`` index cold and unchanged. Start-up differences of a tenth of a second
+  are noise on a shared machine, so the import of the plugin is also timed on its own;
 - the page, in headless Chromium with software WebGL (SwiftShader, as CI has it; needs chromium, chromedriver and
   selenium, else these rows are skipped with the reason): a TensorBoard process serves runs of 100, 20,000 and
   ``n`` points; the page opens on the small one, then for each large run, time from choosing it in the run
@@ -108,6 +109,43 @@ def server_rows(logdir: Path, repeats: int) -> list[Row]:
     return rows
 
 
+def many_runs_rows(path: Path, n_runs: int) -> list[Row]:
+    """The listing on a log directory of ``n_runs`` runs (4 layers x 10 snapshots, 2 embedding methods each):
+    a full scan, ``is_active`` and the ``runs`` index built cold and again with nothing changed."""
+    import numpy as np
+    from tensorboard_plugin_repviz import data
+    from tensorboard_plugin_repviz.catalog import Catalog
+
+    from repviz.store import RunWriter, open_logdir
+
+    n, zeros = 500, np.zeros((500, 4), np.float32)
+    for r in range(n_runs):
+        writer = RunWriter(path / f"run{r:03d}")
+        writer.begin({"fingerprint": {"model": "m", "probe": "p"},
+                      "layers": {f"l{i}": {"stored_shape": [n, 4]} for i in range(4)}})
+        writer.write_probe(np.arange(n), np.arange(n) % 10)
+        for s in range(10):
+            for i in range(4):
+                writer.write_activation(f"l{i}", s, zeros)
+    for run in open_logdir(path).runs.values():
+        for key in ("pca-0000000000", "tsne-0000000000"):
+            run.write_embedding_method(key, {"method": key.split("-")[0]})
+            for i in range(4):
+                for s in range(10):
+                    run.write_embedding(key, f"l{i}", s, zeros[:, :2], {})
+    catalog = Catalog(str(path), ttl=3600)
+    start = time.perf_counter()
+    catalog.scan()
+    rows: list[Row] = [(f"{n_runs} runs: listing scan", 1000 * (time.perf_counter() - start), "ms", "background")]
+    rows.append((f"{n_runs} runs: is_active (median of 100)", _median_ms(catalog.is_active, 100), "ms", "cheap"))
+    start = time.perf_counter()
+    data.runs_impl(catalog, [])
+    rows.append((f"{n_runs} runs: runs index, cold", 1000 * (time.perf_counter() - start), "ms", ""))
+    rows.append((f"{n_runs} runs: runs index, unchanged (median of 5)",
+                 _median_ms(lambda: data.runs_impl(catalog, []), 5), "ms", ""))
+    return rows
+
+
 _SERVE = """
 import sys
 from tensorboard import default, program
@@ -150,12 +188,33 @@ def _start_seconds(logdir: Path, with_plugin: bool) -> float:
                 time.sleep(0.05)
         raise RuntimeError("tensorboard did not start within 120 s")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.kill()  # nothing to save: no graceful stop needed
+        proc.wait()
+
+
+_IMPORT = """
+import sys, time
+sys.path[:0] = sys.argv[1:]
+from tensorboard import default  # what TensorBoard has imported before it loads dynamic plugins
+default.get_static_plugins()
+t = time.perf_counter()
+from tensorboard_plugin_repviz.plugin import RepvizPlugin
+print(time.perf_counter() - t, sorted(m for m in sys.modules if m.split(".")[0] in ("keras", "tensorflow", "numba")))
+"""
+
+
+def import_rows(starts: int) -> list[Row]:
+    """Seconds to import the plugin into a process that has TensorBoard's server loaded, median of ``starts``."""
+    times = []
+    for _ in range(starts + 1):  # the first run writes the bytecode caches: not counted
+        out = subprocess.run([sys.executable, "-c", _IMPORT, str(ROOT), str(ROOT / "tb_plugin")], check=True,
+                             capture_output=True, text=True).stdout.split(" ", 1)
+        if out[1].strip() != "[]":
+            raise RuntimeError(f"importing the plugin loaded {out[1].strip()}")
+        times.append(float(out[0]))
+    times = times[1:]
+    return [(f"import of the plugin, after TensorBoard's own plugins (median of {starts})", 1000 * statistics.median(times), "ms",
+             "no keras/tensorflow/numba")]
 
 
 def startup_rows(logdir: Path, starts: int) -> list[Row]:
@@ -281,16 +340,19 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=70_000, help="probe points")
     ap.add_argument("--repeats", type=int, default=50, help="requests per route (median)")
     ap.add_argument("--starts", type=int, default=3, help="TensorBoard starts per variant (median)")
-    ap.add_argument("--skip-startup", action="store_true", help="no TensorBoard start-up rows")
+    ap.add_argument("--runs", type=int, default=300, help="runs in the listing benchmark (0: skip it)")
+    ap.add_argument("--skip-startup", action="store_true", help="no import and TensorBoard start-up rows")
     ap.add_argument("--skip-page", action="store_true", help="no browser rows")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with tempfile.TemporaryDirectory() as tmp:
         logdir = Path(tmp)
-        write_logdir(logdir, args.n)
-        rows = server_rows(logdir, args.repeats)
+        write_logdir(logdir / "one", args.n)
+        rows = server_rows(logdir / "one", args.repeats)
+        if args.runs:
+            rows += many_runs_rows(logdir / "many", args.runs)
         if not args.skip_startup:
-            rows += startup_rows(logdir, args.starts)
+            rows += import_rows(args.starts) + startup_rows(logdir / "one", args.starts)
     if not args.skip_page:
         rows += page_rows(args.n)
     print(f"n = {args.n} points, {os.cpu_count()} cores")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -325,6 +326,15 @@ def test_static_files_with_content_types(static_client):
     assert missing.status_code == 404 and missing.json["error"]
 
 
+@pytest.mark.parametrize("prefix", ["/tb/", "/tb/experiment/123/"])
+def test_routes_under_path_prefix_and_experiment(static_client, logdir, prefix):
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin], path_prefix="/tb"), wrappers.Response)
+    assert client.get(prefix + BASE[1:] + "static/index.js").status_code == 200
+    assert client.get(prefix + BASE[1:] + "labels?run=mlp").status_code == 200
+    assert client.get(prefix + BASE[1:] + "static/../plugin.py").status_code in (400, 404)
+
+
 @pytest.mark.parametrize("path", [
     "static/../plugin.py", "static/%2e%2e/plugin.py", "static/%2E%2E/%2E%2E/store.py", "static/..%2fplugin.py",
     "static/%252e%252e/plugin.py", "static/%252e%252e%252fplugin.py", "static/..%5cplugin.py",
@@ -403,16 +413,30 @@ def test_compute_on_demand_then_serve(served, logdir):
     assert runs["bare"]["embeddings"][0]["steps"] == {"hidden": [0, 1, 2]}
 
 
-def test_job_failure_has_a_one_line_reason_and_queue_is_bounded(served, monkeypatch):
+def test_job_failure_has_a_one_line_reason(served):
     client, plugin = served
-    monkeypatch.setattr(plugin.jobs, "max_pending", 1)
     job, new = plugin.jobs.submit("ghost", "hidden", "pca")  # past the route's checks: fails in the worker
     assert new
-    full = client.post(BASE + "compute", json={"run": "bare", "layer": "out", "method": "pca"})
-    assert full.status_code == 429 and "at most 1" in full.json["error"]
     job = _wait_job(client, job["id"])
     assert job["state"] == "failed" and job["key"] is None
     assert job["error"].startswith("NotFoundError: run 'ghost' is not in") and "\n" not in job["error"]
+
+
+def test_job_queue_is_bounded(logdir, monkeypatch):
+    client, plugin = _client(logdir)
+
+    class IdlePool:  # jobs stay queued: the bound is checked without racing a worker
+        def submit(self, *args):
+            return Future()
+
+    monkeypatch.setattr(plugin.jobs, "_start", IdlePool)
+    monkeypatch.setattr(plugin.jobs, "max_pending", 2)
+    for layer in ("hidden", "out"):
+        assert client.post(BASE + "compute", json={"run": "bare", "layer": layer, "method": "tsne"}).status_code == 202
+    assert client.post(BASE + "compute", json={"run": "bare", "layer": "out", "method": "tsne"}).status_code == 200
+    full = client.post(BASE + "compute", json={"run": "bare", "layer": "out", "method": "isomap"})
+    assert full.status_code == 429 and "at most 2" in full.json["error"]
+    assert [j["state"] for j in _get(client, "jobs").json["jobs"]] == ["queued", "queued"]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ class Catalog:
         self._scanned = -float("inf")
         self._scanning = False
         self._cache: dict[str, tuple[float, Any]] = {}
+        self._per_run: dict[str, tuple[Run, tuple, Any]] = {}
 
     # listing ------------------------------------------------------------------------------------------------
     def logdir(self) -> LogDir | None:
@@ -89,6 +90,8 @@ class Catalog:
             with self._lock:
                 self._logdir, self._scanned = log, time.monotonic()
                 self._cache.clear()
+                listed = log.runs if log is not None else {}
+                self._per_run = {k: v for k, v in self._per_run.items() if listed.get(k) is v[0]}
             self._ready.set()
 
     def _refresh_if_stale(self) -> None:
@@ -123,6 +126,19 @@ class Catalog:
         return log
 
     # derived values -----------------------------------------------------------------------------------------
+    def per_run(self, run: Run, build: Callable[[Run], Any]) -> Any:
+        """``build(run)``, rebuilt only when :meth:`repviz.store.Run.stamp` changes (a record or an embedding
+        written), so an index of hundreds of runs costs a few ``stat`` calls per run while nothing changes."""
+        stamp = run.stamp()
+        with self._lock:
+            hit = self._per_run.get(run.name)
+        if hit is not None and hit[0] is run and hit[1] == stamp:
+            return hit[2]
+        value = build(run)
+        with self._lock:
+            self._per_run[run.name] = (run, stamp, value)
+        return value
+
     def cached(self, name: str, build: Callable[[], Any], ttl: float = 2.0) -> Any:
         """``build()``, reused for ``ttl`` seconds and dropped at every rescan (e.g. the runs index, which
         clients poll every few seconds)."""

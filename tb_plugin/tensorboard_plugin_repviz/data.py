@@ -7,6 +7,7 @@ little-endian numpy arrays; the WSGI layer (``plugin.py``) turns them into bytes
 
 from __future__ import annotations
 
+import logging
 import os
 import zlib
 
@@ -16,6 +17,8 @@ from repviz.meta.result import MetaResult
 from repviz.store import NotFoundError, Run, checksum
 
 from .catalog import Catalog, _inside
+
+logger = logging.getLogger(__name__)
 
 #: At most this many thumbnails per request, and at most this many bytes (large colour thumbnails get fewer).
 MAX_THUMBNAILS = 1024
@@ -129,8 +132,13 @@ def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
     log = catalog.logdir()
     if log is None:
         return {"runs": [], "methods": methods, "meta": []}
-    return {"runs": [_run_summary(run) for run in catalog.runs().values()], "methods": methods,
-            "meta": _meta_names(log)}
+    runs = []
+    for run in catalog.runs().values():
+        try:
+            runs.append(catalog.per_run(run, _run_summary))
+        except (OSError, ValueError, NotFoundError) as e:  # a run being created (no probe yet): listed later
+            logger.info("repviz: run %r left out of the index: %s", run.name, e)
+    return {"runs": runs, "methods": methods, "meta": _meta_names(log)}
 
 
 def _meta_names(log) -> list[str]:

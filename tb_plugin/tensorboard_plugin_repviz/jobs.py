@@ -17,12 +17,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
-import multiprocessing
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future, ProcessPoolExecutor
 from queue import Empty
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 _PROGRESS_KEYS = ("stage", "done", "total", "fraction", "message", "eta")
 
@@ -57,10 +59,11 @@ def _run_job(job_id: str, logdir: str, run: str, layer: str, method: str) -> dic
         _QUEUE.put((job_id, snapshot))
 
     _QUEUE.put((job_id, None))  # started
-    result = embed_logdir(logdir, methods=[method], runs=[run], layers=[layer], progress=False,
-                          on_progress=ProgressState(sink, min_interval=0.25))
+    state = ProgressState(sink, min_interval=0.25)
+    result = embed_logdir(logdir, methods=[method], runs=[run], layers=[layer], progress=False, on_progress=state)
+    # the last event also travels with the result: queued events may arrive after the job is marked finished
     return {"key": result.keys.get(method), "stored": result.computed + result.cached,
-            "failures": result.failure_lines()}
+            "failures": result.failure_lines(), "progress": state.snapshot()}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -139,6 +142,9 @@ class JobManager:
         if self._closed:
             raise RuntimeError("the job manager is closed")
         if self._pool is None:
+            import multiprocessing  # here: TensorBoard pays for process machinery only once a job is asked for
+            from concurrent.futures import ProcessPoolExecutor
+
             ctx = multiprocessing.get_context("spawn")
             if self._queue is None:
                 self._queue = ctx.Queue()
@@ -177,6 +183,7 @@ class JobManager:
                 if "BrokenProcessPool" in error:
                     self._pool = None
             else:
+                job["progress"] = {k: result["progress"].get(k) for k in _PROGRESS_KEYS}
                 job.update(state="done", key=result["key"],
                            error=(f"{len(result['failures'])} snapshot group(s) skipped: {result['failures'][0]}"
                                   if result["failures"] else None))
