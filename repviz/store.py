@@ -656,8 +656,13 @@ class Run:
         return load_array(path)
 
     def embedding_steps(self, method_key: str, layer: str) -> list[int]:
-        return sorted({int(p.stem) for d in self._embedding_dirs(method_key, path_key(layer)) if d.exists()
-                       for p in d.glob("*.npy")})
+        steps = set()
+        for d in self._embedding_dirs(method_key, path_key(layer)):
+            try:  # scandir, not glob: an index of hundreds of runs calls this thousands of times
+                steps.update(int(e.name[:-4]) for e in os.scandir(d) if e.name.endswith(".npy"))
+            except FileNotFoundError:
+                pass
+        return sorted(steps)
 
     def write_embedding_method(self, method_key: str, info: dict) -> None:
         """Describe a method key (``method``, full ``params``, ``align``, ``default``) so readers find it by name."""
@@ -715,6 +720,26 @@ class Run:
                     f"(compute them with `repviz embed`)")
         return (f"run {self.name!r} has no {method_key!r} embedding of layer {layer!r} at step {step}; it has "
                 f"steps: {_choices(self.embedding_steps(method_key, layer))}")
+
+    def stamp(self) -> tuple:
+        """A cheap value that changes whenever a listing of this run would: a record appended, an embedding
+        (method, layer or step) written. A few ``stat`` calls, no file read; for readers that cache what they
+        derive from a run (the TensorBoard plugin's index)."""
+        stamps = [os.stat(self.root / _MANIFEST).st_mtime_ns]
+        with contextlib.suppress(FileNotFoundError):
+            stamps.append(os.stat(self.root / _RECORDS).st_size)
+        # adding a file or directory changes its directory's mtime: embeddings/<key>/<layer>/<step>.npy, so the
+        # mtimes of embeddings/, of each key and of each key's layers (whose files are not listed)
+        level = [str(base / "embeddings") for base in dict.fromkeys((self.results, self.root))]
+        for depth in range(3):
+            below = []
+            for d in level:
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    stamps.append(os.stat(d).st_mtime_ns)
+                    if depth < 2:
+                        below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+            level = below
+        return tuple(stamps)
 
     # sizes ----------------------------------------------------------------------------------------------------
     def disk_bytes(self) -> int:
@@ -843,6 +868,24 @@ class Artifacts:
             yield tmp
 
 
+def _find_manifests(root: Path) -> list[Path]:
+    """Every ``<run>/plugins/repviz/manifest.json`` below ``root``, at any depth, sorted.
+
+    The walk does not enter a run's own data (``plugins/repviz/``, thousands of arrays) nor the cross-run results
+    (``plugins/repviz-meta/``), which makes it more than 10x faster than a recursive glob on a log directory of 300
+    runs. Like that glob, it does not follow symbolic links to directories, except as the ``plugins`` directory
+    of a run.
+    """
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        manifest = Path(dirpath).joinpath(*_RUN_SUBDIR, _MANIFEST)
+        if "plugins" in dirnames and manifest.exists():
+            found.append(manifest)
+        if Path(dirpath).name == _RUN_SUBDIR[0]:
+            dirnames[:] = [d for d in dirnames if d not in (_RUN_SUBDIR[1], _META_SUBDIR[1])]
+    return sorted(found)
+
+
 class LogDir:
     """A log directory holding one or more repviz runs (found at any depth, as TensorBoard finds runs)."""
 
@@ -855,7 +898,7 @@ class LogDir:
             raise NotFoundError(f"log directory {str(self.path)!r} is a file, not a directory")
         self.runs: dict[str, Run] = {}
         self.skipped: dict[str, str] = {}  # run name -> why it could not be read
-        for manifest in sorted(self.path.rglob("/".join(_RUN_SUBDIR) + "/" + _MANIFEST)):
+        for manifest in _find_manifests(self.path):
             root = manifest.parent
             name = root.parent.parent.relative_to(self.path).as_posix()
             results = None if self.out is None else self.out.joinpath(*Path(name).parts, *_RUN_SUBDIR)

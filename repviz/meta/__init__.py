@@ -7,14 +7,23 @@
 Modules, one job each: ``vectors`` (representation → unit vector), ``bank`` (vectors on disk, blocked float64
 Gram, incremental cache), ``distances`` (chord/angle, ``representation_distances``), ``sources`` (what to
 compare, probe checks), ``embedding`` (MDS/SMACOF/t-SNE of the R×R distances), ``metasne`` (the estimator and
-its saved result).
+its fit), ``result`` (the saved map, numpy only).
 """
 
-from .distances import METRICS, representation_distances
-from .embedding import EMBEDDINGS
-from .metasne import MetaResult, MetaSNE, Trajectory
-from .sources import INPUT_KEY
-from .vectors import TRANSFORMS
+from __future__ import annotations
 
-__all__ = ["EMBEDDINGS", "INPUT_KEY", "METRICS", "MetaResult", "MetaSNE", "TRANSFORMS", "Trajectory",
-           "representation_distances"]
+import importlib
+
+# Lazy: reading a saved map (MetaResult, used by the TensorBoard plugin) must not import numba and the manifold
+# code that computing one needs. Each public name is imported from its module on first use.
+_EXPORTS = {"EMBEDDINGS": "embedding", "INPUT_KEY": "sources", "METRICS": "distances", "MetaResult": "result",
+            "MetaSNE": "metasne", "TRANSFORMS": "vectors", "Trajectory": "result",
+            "representation_distances": "distances"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'repviz.meta' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -19,8 +19,6 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
@@ -38,73 +36,9 @@ from .distances import (
     vector_id,
 )
 from .embedding import EMBEDDINGS, embed
-from .sources import Key, from_arrays, from_logdir, input_representation, warn_skipped
+from .result import MetaResult
+from .sources import from_arrays, from_logdir, input_representation, warn_skipped
 from .vectors import TRANSFORMS, vector_length
-
-
-class Trajectory(NamedTuple):
-    """The snapshots of one (run, layer) in step order: rows of the result, their steps and coordinates."""
-
-    rows: np.ndarray
-    steps: np.ndarray
-    coords: np.ndarray
-
-
-@dataclass
-class MetaResult:
-    """A meta-SNE map: row i is the representation ``keys[i]`` = (run, layer, step) at ``coords[i]``."""
-
-    keys: list[Key]
-    coords: np.ndarray
-    distances: np.ndarray
-    params: dict
-    explained_variance: float | None = None
-    robustness: float | None = None
-    info: dict = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def trajectories(self) -> dict[tuple[str, str], Trajectory]:
-        """Snapshots of each (run, layer) ordered by step, for drawing training paths."""
-        groups: dict[tuple[str, str], list[int]] = {}
-        for i, (run, layer, _) in enumerate(self.keys):
-            groups.setdefault((run, layer), []).append(i)
-        out = {}
-        for group, rows in groups.items():
-            rows = np.array(sorted(rows, key=lambda i: self.keys[i][2]), dtype=np.intp)
-            out[group] = Trajectory(rows, np.array([self.keys[i][2] for i in rows], dtype=np.int64),
-                                    self.coords[rows])
-        return out
-
-    @staticmethod
-    def default_name(params: dict) -> str:
-        return f"meta-{params['transform']}-{params['metric']}-{params['embedding']}"
-
-    def save(self, logdir: LogDir | str | os.PathLike, name: str | None = None) -> str:
-        """Write the result into ``logdir`` (``plugins/repviz-meta/<name>/``); returns ``name``."""
-        logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
-        name = name or self.default_name(self.params)
-        art = logdir.artifacts(name)
-        art.save_array("coords.npy", np.asarray(self.coords, dtype=np.float32))
-        art.save_array("distances.npy", np.asarray(self.distances, dtype=np.float64))
-        # result.json last: a result whose json exists has its arrays.
-        art.save_json("result.json", {"keys": [list(k) for k in self.keys], "params": self.params,
-                                      "explained_variance": self.explained_variance,
-                                      "robustness": self.robustness, "info": self.info})
-        return name
-
-    @classmethod
-    def load(cls, logdir: LogDir | str | os.PathLike, name: str) -> MetaResult:
-        """Read a result written by :meth:`save` (arrays are loaded into memory; nothing is unpickled)."""
-        logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
-        art = logdir.artifacts(name)
-        meta = art.load_json("result.json")
-        return cls(keys=[(str(r), str(lay), int(s)) for r, lay, s in meta["keys"]],
-                   coords=art.load_array("coords.npy", mmap=False),
-                   distances=art.load_array("distances.npy", mmap=False), params=meta["params"],
-                   explained_variance=meta.get("explained_variance"), robustness=meta.get("robustness"),
-                   info=meta.get("info", {}))
 
 
 class MetaSNE:

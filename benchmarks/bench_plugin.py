@@ -1,0 +1,363 @@
+"""The Repviz TensorBoard plugin: payloads, server time, and what it adds to TensorBoard's start-up.
+
+    python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup] [--skip-page]
+
+A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
+``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
+2-D embedding of each. Then:
+
+- server side, in this process through werkzeug's test client on TensorBoard's WSGI app: bytes and median
+  time of ``coords`` (one embedding), ``labels``, ``predictions``, ``ids``, one ``thumbnails`` block, the
+  ``runs`` index, and the ``coords`` revalidation (304); targets: one embedding <= 600 KB and <= 50 ms;
+- TensorBoard start-up, each start in its own process, alternating with and without the plugin (the same
+  TensorBoard, plugin lists given explicitly), median of ``--starts``: time from process start to the first
+  served ``/data/plugins_listing``; target: the plugin adds < 0.5 s;
+- the listing of a log directory of ``--runs`` runs: scan, ``is_active``, the ``runs`` index cold and unchanged. Start-up differences of a tenth of a second
+  are noise on a shared machine, so the import of the plugin is also timed on its own;
+- the page, in headless Chromium with software WebGL (SwiftShader, as CI has it; needs chromium, chromedriver and
+  selenium, else these rows are skipped with the reason): a TensorBoard process serves runs of 100, 20,000 and
+  ``n`` points; the page opens on the small one, then for each large run, time from choosing it in the run
+  picker to its first complete draw (target < 1 s), then the frame intervals while it animates from one
+  snapshot to the other (median and 90th percentile; target <= 33 ms at 20,000 points). Both are read from
+  ``window.__repvizStats``, which the page updates with ``performance.now()`` (see static/index.js).
+
+Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tb_plugin")]
+KEY = "pca-bench000000"
+Row = tuple[str, float, str, str]
+
+
+def write_logdir(path: Path, n: int) -> None:
+    """One run of ``n`` points: probe, 2 snapshots of one layer, predictions and a stored embedding of each."""
+    import numpy as np
+
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, n)
+    writer = RunWriter(path / "bench")
+    writer.begin({"fingerprint": {"model": "bench", "probe": "synthetic"}, "step_unit": "epoch",
+                  "layers": {"dense": {"class": "Dense", "stored_shape": [n, 16], "output_shape": [None, 16],
+                                       "reduction": {"kind": "none"}}}})
+    writer.write_probe(np.arange(n), labels, rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+    run = open_logdir(path).run("bench")
+    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    for step in (0, 1):
+        writer.write_activation("dense", step, rng.normal(size=(n, 16)).astype(np.float32), epoch=step)
+        logits = rng.normal(size=(n, 10)).astype(np.float32)
+        writer.write_prediction(step, np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
+        centres = rng.normal(size=(10, 2)) * 10
+        Y = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
+        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+
+
+def _median_ms(call, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def server_rows(logdir: Path, repeats: int) -> list[Row]:
+    """Payload bytes and median server time of each route, through TensorBoard's WSGI app."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    from werkzeug import test, wrappers
+
+    plugin = RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    base = "/data/plugin/repviz/"
+    start = time.perf_counter()
+    assert client.get(base + "runs").status_code == 200
+    rows: list[Row] = [("first runs index (listing scan)", 1000 * (time.perf_counter() - start), "ms", "")]
+    routes = [("coords (one embedding)", f"coords?run=bench&layer=dense&step=1&key={KEY}", "<= 600 KB, <= 50 ms"),
+              ("labels", "labels?run=bench", ""), ("predictions", "predictions?run=bench&step=1", ""),
+              ("ids", "ids?run=bench", ""), ("thumbnails (1024)", "thumbnails?run=bench&start=0&count=1024", ""),
+              ("runs index (cached)", "runs", "")]
+    for name, route, target in routes:
+        response = client.get(base + route)
+        assert response.status_code == 200, (route, response.data[:200])
+        rows.append((f"{name}: payload", len(response.data) / 1000, "KB", target.split(",")[0]))
+        rows.append((f"{name}: server time (median of {repeats})",
+                     _median_ms(lambda route=route: client.get(base + route), repeats), "ms",
+                     target.split(", ")[-1] if target else ""))
+    tag = client.get(base + routes[0][1]).headers["ETag"]
+    rows.append(("coords revalidation (304)",
+                 _median_ms(lambda: client.get(base + routes[0][1], headers={"If-None-Match": tag}), repeats), "ms",
+                 ""))
+    plugin.jobs.close()
+    return rows
+
+
+def many_runs_rows(path: Path, n_runs: int) -> list[Row]:
+    """The listing on a log directory of ``n_runs`` runs (4 layers x 10 snapshots, 2 embedding methods each):
+    a full scan, ``is_active`` and the ``runs`` index built cold and again with nothing changed."""
+    import numpy as np
+    from tensorboard_plugin_repviz import data
+    from tensorboard_plugin_repviz.catalog import Catalog
+
+    from repviz.store import RunWriter, open_logdir
+
+    n, zeros = 500, np.zeros((500, 4), np.float32)
+    for r in range(n_runs):
+        writer = RunWriter(path / f"run{r:03d}")
+        writer.begin({"fingerprint": {"model": "m", "probe": "p"},
+                      "layers": {f"l{i}": {"stored_shape": [n, 4]} for i in range(4)}})
+        writer.write_probe(np.arange(n), np.arange(n) % 10)
+        for s in range(10):
+            for i in range(4):
+                writer.write_activation(f"l{i}", s, zeros)
+    for run in open_logdir(path).runs.values():
+        for key in ("pca-0000000000", "tsne-0000000000"):
+            run.write_embedding_method(key, {"method": key.split("-")[0]})
+            for i in range(4):
+                for s in range(10):
+                    run.write_embedding(key, f"l{i}", s, zeros[:, :2], {})
+    catalog = Catalog(str(path), ttl=3600)
+    start = time.perf_counter()
+    catalog.scan()
+    rows: list[Row] = [(f"{n_runs} runs: listing scan", 1000 * (time.perf_counter() - start), "ms", "background")]
+    rows.append((f"{n_runs} runs: is_active (median of 100)", _median_ms(catalog.is_active, 100), "ms", "cheap"))
+    start = time.perf_counter()
+    data.runs_impl(catalog, [])
+    rows.append((f"{n_runs} runs: runs index, cold", 1000 * (time.perf_counter() - start), "ms", ""))
+    rows.append((f"{n_runs} runs: runs index, unchanged (median of 5)",
+                 _median_ms(lambda: data.runs_impl(catalog, []), 5), "ms", ""))
+    return rows
+
+
+_SERVE = """
+import sys
+from tensorboard import default, program
+plugins = default.get_static_plugins()
+if sys.argv[1] == "with":
+    sys.path[:0] = sys.argv[4:]
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    plugins = plugins + [RepvizLoader()]
+tb = program.TensorBoard(plugins=plugins)
+tb.configure(argv=[None, "--logdir", sys.argv[2], "--host", "127.0.0.1", "--port", sys.argv[3]])
+tb.main()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_seconds(logdir: Path, with_plugin: bool) -> float:
+    """Seconds from process start to a served plugin listing (that lists repviz, with the plugin)."""
+    port = _free_port()
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with" if with_plugin else "without", str(logdir),
+                             str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while time.perf_counter() - start < 120:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10) as r:
+                    listing = json.loads(r.read())
+                elapsed = time.perf_counter() - start
+                if with_plugin and not listing.get("repviz", {}).get("enabled"):
+                    raise RuntimeError(f"repviz is not enabled in the listing: {listing.get('repviz')}")
+                return elapsed
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"tensorboard exited with {proc.returncode}") from None
+                time.sleep(0.05)
+        raise RuntimeError("tensorboard did not start within 120 s")
+    finally:
+        proc.kill()  # nothing to save: no graceful stop needed
+        proc.wait()
+
+
+_IMPORT = """
+import sys, time
+sys.path[:0] = sys.argv[1:]
+from tensorboard import default  # what TensorBoard has imported before it loads dynamic plugins
+default.get_static_plugins()
+t = time.perf_counter()
+from tensorboard_plugin_repviz.plugin import RepvizPlugin
+print(time.perf_counter() - t, sorted(m for m in sys.modules if m.split(".")[0] in ("keras", "tensorflow", "numba")))
+"""
+
+
+def import_rows(starts: int) -> list[Row]:
+    """Seconds to import the plugin into a process that has TensorBoard's server loaded, median of ``starts``."""
+    times = []
+    for _ in range(starts + 1):  # the first run writes the bytecode caches: not counted
+        out = subprocess.run([sys.executable, "-c", _IMPORT, str(ROOT), str(ROOT / "tb_plugin")], check=True,
+                             capture_output=True, text=True).stdout.split(" ", 1)
+        if out[1].strip() != "[]":
+            raise RuntimeError(f"importing the plugin loaded {out[1].strip()}")
+        times.append(float(out[0]))
+    times = times[1:]
+    return [(f"import of the plugin, after TensorBoard's own plugins (median of {starts})", 1000 * statistics.median(times), "ms",
+             "no keras/tensorflow/numba")]
+
+
+def startup_rows(logdir: Path, starts: int) -> list[Row]:
+    """TensorBoard start-up to a served /data/plugins_listing, alternating without and with the plugin."""
+    _start_seconds(logdir, False)  # warm the file cache and bytecode once, not counted
+    without, with_ = [], []
+    for _ in range(starts):
+        without.append(_start_seconds(logdir, False))
+        with_.append(_start_seconds(logdir, True))
+    a, b = statistics.median(without), statistics.median(with_)
+    return [(f"TensorBoard start-up without the plugin (median of {starts})", a, "s", ""),
+            (f"TensorBoard start-up with the plugin (median of {starts})", b, "s", ""),
+            ("added by the plugin", b - a, "s", "< 0.5 s")]
+
+
+PAGE_SIZES = (100, 20_000)  # besides --n: the page opens on the first; the others are measured
+
+
+def _chromium():
+    """A headless Chromium driver at 1280x800 with software WebGL, or the reason there is none."""
+    import shutil
+
+    binary, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    if binary is None or driver is None:
+        return None, "chromium or chromedriver is not on PATH"
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return None, "selenium is not installed"
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+                 f"--user-data-dir={tempfile.mkdtemp(prefix='bench-chromium-')}"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(service=Service(driver), options=options)
+    chrome.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+    return chrome, ""
+
+
+def _until(chrome, condition, what: str, timeout: float = 60):
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        value = chrome.execute_script(condition)
+        if value:
+            return value
+        time.sleep(0.02)
+    raise RuntimeError(f"the page did not show {what} within {timeout} s")
+
+
+def page_rows(n: int) -> list[Row]:
+    """Choice-to-draw time and animation frame intervals of the page, at 20,000 and ``n`` points."""
+    chrome, reason = _chromium()
+    if chrome is None:
+        print(f"page rows skipped: {reason}")
+        return []
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    sizes = [*PAGE_SIZES, n]
+    rows: list[Row] = []
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, size in enumerate(sizes):
+            write_logdir(Path(tmp) / f"{i}-{size}", size)
+        proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", tmp, str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz"
+            start = time.perf_counter()
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
+                    break
+                except OSError:
+                    if time.perf_counter() - start > 120:
+                        raise RuntimeError("tensorboard did not start within 120 s") from None
+                    time.sleep(0.1)
+            chrome.get(url)
+            _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {sizes[0]}", "the first run")
+            for i, size in enumerate(sizes[1:], start=1):
+                label = f"{size:,} points"
+                Select(chrome.find_element(By.CSS_SELECTOR, 'select[name="run"]')).select_by_value(f"{i}-{size}/bench")
+                _until(chrome, f"return window.__repvizStats.n === {size}", label)
+                rows.append((f"page: choice to first complete draw, {label}",
+                             chrome.execute_script("return window.__repvizStats.drawnMs"), "ms", "< 1000 ms"))
+                frames = []
+                slider = chrome.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
+                for _ in range(3):  # back and forth between the two snapshots
+                    before = chrome.execute_script("return window.__repvizStats.transitions")
+                    slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
+                    _until(chrome, f"return window.__repvizStats.transitions > {before}", f"a transition of {label}")
+                    frames += chrome.execute_script("return window.__repvizStats.transitionFrames")
+                frames.sort()
+                target = "<= 33 ms" if size == 20_000 else ""
+                rows.append((f"page: animation frame interval, {label} (median of {len(frames)})",
+                             statistics.median(frames), "ms", target))
+                rows.append((f"page: animation frame interval, {label} (90th percentile)",
+                             frames[int(0.9 * (len(frames) - 1))], "ms", ""))
+        finally:
+            chrome.quit()
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>10}  unit  target")
+    for name, value, unit, target in rows:
+        print(f"{name:<{width}}  {value:>10.3f}  {unit:<4}  {target}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=70_000, help="probe points")
+    ap.add_argument("--repeats", type=int, default=50, help="requests per route (median)")
+    ap.add_argument("--starts", type=int, default=3, help="TensorBoard starts per variant (median)")
+    ap.add_argument("--runs", type=int, default=300, help="runs in the listing benchmark (0: skip it)")
+    ap.add_argument("--skip-startup", action="store_true", help="no import and TensorBoard start-up rows")
+    ap.add_argument("--skip-page", action="store_true", help="no browser rows")
+    args = ap.parse_args()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp)
+        write_logdir(logdir / "one", args.n)
+        rows = server_rows(logdir / "one", args.repeats)
+        if args.runs:
+            rows += many_runs_rows(logdir / "many", args.runs)
+        if not args.skip_startup:
+            rows += import_rows(args.starts) + startup_rows(logdir / "one", args.starts)
+    if not args.skip_page:
+        rows += page_rows(args.n)
+    print(f"n = {args.n} points, {os.cpu_count()} cores")
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

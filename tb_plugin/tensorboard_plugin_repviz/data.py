@@ -1,0 +1,231 @@
+"""What each route returns, without HTTP: pure functions of the catalog and plain arguments.
+
+Every name a client sends (run, layer, embedding key, meta-SNE result) is looked up in what the store lists and
+refused with ``NotFoundError`` otherwise, so a name is never turned into a path here. Arrays come back as
+little-endian numpy arrays; the WSGI layer (``plugin.py``) turns them into bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+
+import numpy as np
+
+from repviz.meta.result import MetaResult
+from repviz.store import NotFoundError, Run, checksum
+
+from .catalog import Catalog, _inside
+
+logger = logging.getLogger(__name__)
+
+#: At most this many thumbnails per request, and at most this many bytes (large colour thumbnails get fewer).
+MAX_THUMBNAILS = 1024
+MAX_THUMBNAIL_BYTES = 8 << 20
+
+
+class BadRequest(ValueError):
+    """A missing or malformed parameter, or one over a bound (HTTP 400)."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Names
+# --------------------------------------------------------------------------------------------------------------
+
+def _layer(run: Run, layer: str) -> str:
+    if layer not in run.layers:
+        raise NotFoundError(f"layer {layer!r} is not in run {run.name!r}")
+    return layer
+
+
+def _key(run: Run, key: str) -> str:
+    if key not in run.embedding_keys():
+        raise NotFoundError(f"run {run.name!r} has no embedding {key!r}")
+    return key
+
+
+def _one_of(value: int, have: list[int], what: str) -> int:
+    if value not in have:
+        raise NotFoundError(f"{what} has no step {value}; it has: {have[:50]}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Labels and predictions
+# --------------------------------------------------------------------------------------------------------------
+
+def label_codes(labels: np.ndarray | None, n: int) -> tuple[np.ndarray, list[str] | None]:
+    """Class codes (int32, -1 = none) and class names (None when the labels are already integer codes).
+
+    One-hot labels give their argmax; strings are numbered in sorted order; integral floats are codes;
+    anything else (regression targets) has no class.
+    """
+    if labels is None:
+        return np.full(n, -1, dtype=np.int32), None
+    labels = np.asarray(labels)
+    if labels.ndim == 2 and labels.shape[1] > 1:
+        return labels.argmax(axis=1).astype(np.int32), None
+    labels = labels.reshape(len(labels), -1)[:, 0]
+    if labels.dtype.kind in "US":
+        names, codes = np.unique(labels, return_inverse=True)
+        return codes.astype(np.int32), [str(x) for x in names]
+    if labels.dtype.kind in "iub" or (labels.dtype.kind == "f" and np.all(np.isfinite(labels))
+                                      and np.all(labels == np.round(labels)) and np.all(labels >= 0)):
+        return labels.astype(np.int32), None
+    return np.full(n, -1, dtype=np.int32), None
+
+
+def predicted_classes(outputs: np.ndarray, binary: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted class and its confidence (the largest class probability) of each probe point.
+
+    Rows that are not probability vectors (negative values, or sums away from 1) are taken as logits and
+    softmaxed. A single output column is a sigmoid probability when ``binary`` (two classes), else a regression
+    target: class -1 and confidence NaN, as for outputs of any other shape.
+    """
+    n = outputs.shape[0]
+    out = np.asarray(outputs, dtype=np.float64).reshape(n, -1) if outputs.ndim <= 2 else None
+    if out is None or out.shape[1] == 0 or (out.shape[1] == 1 and not binary):
+        return np.full(n, -1.0, dtype=np.float32), np.full(n, np.nan, dtype=np.float32)
+    if out.shape[1] == 1:
+        p = np.clip(out[:, 0], 0.0, 1.0)
+        return (p > 0.5).astype(np.float32), np.maximum(p, 1 - p).astype(np.float32)
+    is_probability = np.all(out >= 0, axis=1) & (np.abs(out.sum(axis=1) - 1) < 1e-3)
+    logits = out[~is_probability]
+    if len(logits):
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        out[~is_probability] = e / e.sum(axis=1, keepdims=True)
+    return out.argmax(axis=1).astype(np.float32), out.max(axis=1).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# JSON routes
+# --------------------------------------------------------------------------------------------------------------
+
+def _run_summary(run: Run) -> dict:
+    probe = run.probe
+    n = len(probe)
+    codes, names = label_codes(probe.labels, n)
+    thumbs = probe.thumbnails
+    layers = [{"name": name, "class": info.get("class"), "stored_shape": info.get("stored_shape"),
+               "output_shape": info.get("output_shape"), "reduction": info.get("reduction", {"kind": "none"}),
+               "steps": run.steps(name)}
+              for name, info in ((name, run.layer_info(name)) for name in run.layers)]
+    embeddings = []
+    for key in run.embedding_keys():
+        method = run.embedding_method(key)
+        steps = {layer: s for layer in run.layers if (s := run.embedding_steps(key, layer))}
+        embeddings.append({"key": key, "method": method.get("method", key.rsplit("-", 1)[0]),
+                           "params": method.get("params", {}), "align": method.get("align"),
+                           "default": bool(method.get("default")), "steps": steps})
+    return {"name": run.name, "n_probe": n, "step_unit": run.manifest.get("step_unit", "epoch"),
+            "has_labels": probe.labels is not None,
+            "n_classes": len(names) if names is not None else int(codes.max()) + 1 if n else 0,
+            "class_names": names, "has_thumbnails": thumbs is not None,
+            "thumbnail_shape": list(thumbs.shape[1:]) if thumbs is not None else None,
+            "probe_group": checksum(np.asarray(probe.ids)), "prediction_steps": run.prediction_steps(),
+            "layers": layers, "embeddings": embeddings}
+
+
+def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
+    """The index of runs, their layers, snapshots and stored embeddings (see plugin_api.md)."""
+    log = catalog.logdir()
+    if log is None:
+        return {"runs": [], "methods": methods, "meta": []}
+    runs = []
+    for run in catalog.runs().values():
+        try:
+            runs.append(catalog.per_run(run, _run_summary))
+        except (OSError, ValueError, NotFoundError) as e:  # a run being created (no probe yet): listed later
+            logger.info("repviz: run %r left out of the index: %s", run.name, e)
+    return {"runs": runs, "methods": methods, "meta": _meta_names(log)}
+
+
+def _meta_names(log) -> list[str]:
+    root = os.path.realpath(log.path)
+    return [name for name in log.artifact_names()
+            if log.artifacts(name).exists("result.json") and _inside(log.artifacts(name).root, root)]
+
+
+def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str | None) -> dict:
+    """The manifest entry of a layer, the record of one snapshot and, with ``key``, the embedding's sidecar."""
+    run = catalog.run(run_name)
+    info = run.layer_info(_layer(run, layer))
+    record = run.record(layer, step)
+    out = {"layer": {"name": layer, **info},
+           "record": {k: record.get(k) for k in ("shape", "dtype", "nonfinite", "epoch", "batch", "step")},
+           "embedding": None}
+    if key is not None:
+        _one_of(step, run.embedding_steps(_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+        side = run.embedding_info(key, layer, step)
+        out["embedding"] = {k: side.get(k) for k in ("method", "scores", "params", "align", "seconds", "n_iter",
+                                                     "kl_divergence")}
+    return out
+
+
+def meta_result_impl(catalog: Catalog, name: str) -> dict:
+    """A stored meta-SNE map: the (run, layer, step) of each row and its coordinates."""
+    log = catalog.logdir()
+    if log is None or name not in _meta_names(log):
+        raise NotFoundError(f"meta-SNE result {name!r} is not in the log directory")
+    result = MetaResult.load(log, name, mmap=True)
+    return {"keys": [list(k) for k in result.keys], "coords": np.asarray(result.coords, dtype=float).tolist(),
+            "params": result.params, "explained_variance": result.explained_variance,
+            "robustness": result.robustness}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Binary routes
+# --------------------------------------------------------------------------------------------------------------
+
+def coords_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str) -> np.ndarray:
+    """The stored 2-D embedding (n, 2) float32 (a 1-D embedding gets y = 0; more components are cut to 2)."""
+    run = catalog.run(run_name)
+    _layer(run, layer)
+    _one_of(step, run.embedding_steps(_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+    Y = np.asarray(run.read_embedding(key, layer, step))
+    out = np.zeros((Y.shape[0], 2), dtype="<f4")
+    out[:, :min(2, Y.shape[1])] = Y[:, :2]
+    return out
+
+
+def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
+    """Class codes of the probe points, int32 (-1: none)."""
+    probe = catalog.run(run_name).probe
+    return label_codes(probe.labels, len(probe))[0].astype("<i4")
+
+
+def predictions_impl(catalog: Catalog, run_name: str, step: int) -> np.ndarray:
+    """Predicted class then confidence of every probe point at ``step``: float32 of length 2n."""
+    run = catalog.run(run_name)
+    _one_of(step, run.prediction_steps(), f"the predictions of run {run_name!r}")
+    probe = run.probe
+    codes, names = label_codes(probe.labels, len(probe))
+    n_classes = len(names) if names is not None else int(codes.max()) + 1 if len(codes) else 0
+    classes, confidence = predicted_classes(np.asarray(run.predictions(step)), binary=n_classes == 2)
+    return np.concatenate([classes, confidence]).astype("<f4")
+
+
+def ids_impl(catalog: Catalog, run_name: str) -> np.ndarray:
+    """Probe ids as float64 (exact up to 2^53, what a JavaScript number holds)."""
+    return np.asarray(catalog.run(run_name).probe.ids, dtype="<f8")
+
+
+def thumbnails_impl(catalog: Catalog, run_name: str, start: int, count: int) -> np.ndarray:
+    """Thumbnails ``start`` to ``start + count`` (uint8); cut at the end of the probe set and at the byte bound."""
+    thumbs = catalog.run(run_name).probe.thumbnails
+    if thumbs is None:
+        raise NotFoundError(f"run {run_name!r} stored no thumbnails")
+    if not 1 <= count <= MAX_THUMBNAILS:
+        raise BadRequest(f"count must be in [1, {MAX_THUMBNAILS}]; got {count}")
+    if not 0 <= start < len(thumbs):
+        raise BadRequest(f"start must be in [0, {len(thumbs)}); got {start}")
+    per_item = max(1, int(np.prod(thumbs.shape[1:])))
+    count = min(count, len(thumbs) - start, max(1, MAX_THUMBNAIL_BYTES // per_item))
+    return np.ascontiguousarray(thumbs[start:start + count], dtype=np.uint8)
+
+
+def etag(array: np.ndarray) -> str:
+    """A strong validator: CRC32 and length of the bytes served (about 1 GB/s, so cheap at these sizes)."""
+    data = np.ascontiguousarray(array).data
+    return f'"{zlib.crc32(data) & 0xFFFFFFFF:08x}-{data.nbytes:x}"'

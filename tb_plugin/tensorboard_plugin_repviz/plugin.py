@@ -1,0 +1,299 @@
+"""The Repviz TensorBoard plugin: a route table of thin WSGI wrappers over ``data.py`` and ``jobs.py``.
+
+Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
+JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``POST compute``; binary ``coords``, ``labels``,
+``predictions``, ``ids``, ``thumbnails``; the page's files under ``static/``. Every error is JSON
+``{"error": "one line"}`` with 400, 404, 405, 413, 429 or 500, never a traceback page.
+
+Importing this module imports no Keras, TensorFlow or numba (``repviz.pipeline`` loads the numerical code only
+inside the worker processes that compute embeddings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import posixpath
+import threading
+from collections.abc import Callable
+
+import numpy as np
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from repviz.store import PLUGIN_NAME, NotFoundError
+
+from . import data
+from .catalog import Catalog
+from .jobs import JobManager, TooManyJobs
+
+logger = logging.getLogger(__name__)
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+_STATIC_PREFIX = f"/data/plugin/{PLUGIN_NAME}/static/"
+_CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
+                  ".json": "application/json", ".map": "application/json", ".html": "text/html",
+                  ".svg": "image/svg+xml", ".png": "image/png", ".txt": "text/plain", ".md": "text/plain",
+                  ".wasm": "application/wasm"}
+MAX_BODY = 4096  # bytes of a POST compute body
+_ARRAY_CACHE = "private, no-cache"  # revalidated every time (a recomputed embedding keeps its URL), 304 if same
+
+
+class HTTPError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _dumps(obj) -> str:
+    """Strict JSON (browsers reject NaN): non-finite numbers, such as a score that could not be computed, as null."""
+    return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
+
+
+def _json(request, obj, code: int = 200, headers=None) -> wrappers.Response:
+    return http_util.Respond(request, _dumps(obj), "application/json", code=code, headers=headers)
+
+
+def _error(request, code: int, message: str) -> wrappers.Response:
+    return _json(request, {"error": message}, code=code)
+
+
+def _route(handler: Callable) -> Callable:
+    """Wrap a handler ``(self, request) -> Response`` so that every failure becomes a one-line JSON error."""
+
+    @wrappers.Request.application
+    def wsgi(self, request):
+        try:
+            return handler(self, request)
+        except HTTPError as e:
+            return _error(request, e.code, str(e))
+        except data.BadRequest as e:
+            return _error(request, 400, str(e))
+        except NotFoundError as e:
+            return _error(request, 404, str(e).splitlines()[0])
+        except TooManyJobs as e:
+            return _error(request, 429, str(e))
+        except Exception as e:  # never a traceback page; the traceback goes to TensorBoard's log
+            logger.exception("repviz plugin: %s failed", request.path)
+            return _error(request, 500, f"internal error ({type(e).__name__}); see TensorBoard's log")
+
+    wsgi.__name__ = handler.__name__
+    return wsgi
+
+
+def _arg(request, name: str) -> str:
+    value = request.args.get(name)
+    if value is None or value == "":
+        raise data.BadRequest(f"missing parameter {name!r}")
+    if len(value) > 1024:
+        raise data.BadRequest(f"parameter {name!r} is too long ({len(value)} characters)")
+    return value
+
+
+def _int_arg(request, name: str, default: int | None = None) -> int:
+    if default is not None and request.args.get(name) in (None, ""):
+        return default
+    value = _arg(request, name)
+    try:
+        number = int(value, 10)
+    except ValueError:
+        raise data.BadRequest(f"parameter {name!r} must be an integer; got {value[:40]!r}") from None
+    if abs(number) >= 2**53:
+        raise data.BadRequest(f"parameter {name!r} is out of range")
+    return number
+
+
+class _NotModified(wrappers.Response):
+    """A 304 that keeps its Content-Type: werkzeug drops it, and TensorBoard's security check warns on every
+    response without one (and plans to refuse them)."""
+
+    def __init__(self, headers: dict, content_type: str):
+        super().__init__(status=304, headers=headers)
+        self._kept_type = content_type
+
+    def get_wsgi_headers(self, environ):
+        headers = super().get_wsgi_headers(environ)
+        headers["Content-Type"] = self._kept_type
+        return headers
+
+
+def _binary(request, array: np.ndarray) -> wrappers.Response:
+    """A little-endian array as ``application/octet-stream`` with its shape, a strong ETag and 304 support."""
+    tag = data.etag(array)
+    headers = {"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Repviz-Shape": ",".join(map(str, array.shape)),
+               "X-Content-Type-Options": "nosniff"}
+    if request.if_none_match.contains_raw(tag):
+        return _NotModified(headers, "application/octet-stream")
+    body = b"" if request.method == "HEAD" else np.ascontiguousarray(array).tobytes()
+    return wrappers.Response(body, status=200, headers=headers, content_type="application/octet-stream")
+
+
+class RepvizPlugin(base_plugin.TBPlugin):
+    """The Repviz tab: runs, layers, snapshots and embeddings of a repviz log directory."""
+
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._context = context
+        self._logdir = getattr(context, "logdir", "") or ""
+        self._lazy_lock = threading.Lock()
+        self._catalog_obj: Catalog | None = None
+        self._jobs_obj: JobManager | None = None
+
+    # lazily built shared state (the constructor only keeps the context) --------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        with self._lazy_lock:
+            if self._catalog_obj is None:
+                self._catalog_obj = Catalog(self._logdir)
+            return self._catalog_obj
+
+    @property
+    def jobs(self) -> JobManager:
+        with self._lazy_lock:
+            if self._jobs_obj is None:
+                self._jobs_obj = JobManager(self._logdir)
+            return self._jobs_obj
+
+    # TensorBoard's plugin interface ---------------------------------------------------------------------------
+    def get_plugin_apps(self):
+        self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile
+        return {
+            "/runs": self._serve_runs,
+            "/info": self._serve_info,
+            "/meta_result": self._serve_meta_result,
+            "/compute": self._serve_compute,
+            "/jobs": self._serve_jobs,
+            "/coords": self._serve_coords,
+            "/labels": self._serve_labels,
+            "/predictions": self._serve_predictions,
+            "/ids": self._serve_ids,
+            "/thumbnails": self._serve_thumbnails,
+            "/static/*": self._serve_static,
+        }
+
+    def is_active(self) -> bool:
+        return self.catalog.is_active()
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/static/index.js", tab_name="Repviz")
+
+    # JSON routes --------------------------------------------------------------------------------------------
+    @_route
+    def _serve_runs(self, request):
+        from repviz.pipeline import METHODS  # light: registers names, imports no estimator
+
+        index = self.catalog.cached("runs", lambda: _indexed(data.runs_impl(self.catalog, sorted(METHODS))))
+        body, tag = index
+        if request.if_none_match.contains_raw(tag):
+            return _NotModified({"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Content-Type-Options": "nosniff"},
+                                "application/json")
+        return http_util.Respond(request, body, "application/json", headers=[("ETag", tag)])
+
+    @_route
+    def _serve_info(self, request):
+        key = request.args.get("key") or None
+        return _json(request, data.info_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                             _int_arg(request, "step"), key))
+
+    @_route
+    def _serve_meta_result(self, request):
+        return _json(request, data.meta_result_impl(self.catalog, _arg(request, "name")))
+
+    @_route
+    def _serve_jobs(self, request):
+        return _json(request, {"jobs": self.jobs.jobs()})
+
+    @_route
+    def _serve_compute(self, request):
+        from repviz.pipeline import METHODS
+
+        if request.method != "POST":
+            raise HTTPError(405, "compute takes a POST with a JSON body {run, layer, method}")
+        if request.content_length is None or request.content_length > MAX_BODY:
+            raise HTTPError(413, f"the body must be JSON of at most {MAX_BODY} bytes with a Content-Length")
+        try:
+            body = json.loads(request.get_data(cache=False)[:MAX_BODY])
+        except (ValueError, UnicodeDecodeError):
+            raise data.BadRequest("the body is not valid JSON") from None
+        if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
+            raise data.BadRequest("the body must be a JSON object with string fields run, layer and method")
+        run = self.catalog.run(body["run"])
+        if body["layer"] not in run.layers:
+            raise NotFoundError(f"layer {body['layer']!r} is not in run {run.name!r}")
+        if body["method"] not in METHODS:
+            raise NotFoundError(f"method {body['method']!r} is not one of {sorted(METHODS)}")
+        if not run.steps(body["layer"]):
+            raise NotFoundError(f"layer {body['layer']!r} of run {run.name!r} has no snapshots yet")
+        job, new = self.jobs.submit(run.name, body["layer"], body["method"])
+        return _json(request, {"job": job}, code=202 if new else 200)
+
+    # binary routes ------------------------------------------------------------------------------------------
+    @_route
+    def _serve_coords(self, request):
+        return _binary(request, data.coords_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                                 _int_arg(request, "step"), _arg(request, "key")))
+
+    @_route
+    def _serve_labels(self, request):
+        return _binary(request, data.labels_impl(self.catalog, _arg(request, "run")))
+
+    @_route
+    def _serve_predictions(self, request):
+        return _binary(request, data.predictions_impl(self.catalog, _arg(request, "run"), _int_arg(request, "step")))
+
+    @_route
+    def _serve_ids(self, request):
+        return _binary(request, data.ids_impl(self.catalog, _arg(request, "run")))
+
+    @_route
+    def _serve_thumbnails(self, request):
+        return _binary(request, data.thumbnails_impl(self.catalog, _arg(request, "run"),
+                                                     _int_arg(request, "start", 0), _int_arg(request, "count")))
+
+    # the page -----------------------------------------------------------------------------------------------
+    @_route
+    def _serve_static(self, request):
+        path = static_path(STATIC_DIR, request.path)
+        ext = os.path.splitext(path)[1].lower()
+        with open(path, "rb") as f:
+            content = f.read()
+        return http_util.Respond(request, content, _CONTENT_TYPES.get(ext, "application/octet-stream"))
+
+
+def static_path(root: str, request_path: str) -> str:
+    """The file under ``root`` that ``request_path`` names, or ``HTTPError`` 400/404.
+
+    Refused: anything outside ``/data/plugin/repviz/static/``, ``..`` or ``.`` segments, backslashes, NUL, empty
+    segments, and paths that leave ``root`` once symbolic links are resolved.
+    """
+    if not request_path.startswith(_STATIC_PREFIX):
+        raise HTTPError(404, "not a static file")
+    rel = request_path[len(_STATIC_PREFIX):]
+    parts = rel.split("/")
+    if not rel or "\\" in rel or "\x00" in rel or any(p in ("", ".", "..") for p in parts):
+        raise HTTPError(400, "bad static file path")
+    root = os.path.realpath(root)
+    candidate = os.path.realpath(os.path.join(root, posixpath.normpath(rel)))
+    if os.path.commonpath([candidate, root]) != root or not os.path.isfile(candidate):
+        raise HTTPError(404, f"no static file {rel[:200]!r}")
+    return candidate
+
+
+def _indexed(index: dict) -> tuple[str, str]:
+    body = _dumps(index)
+    return body, '"' + hashlib.sha256(body.encode()).hexdigest()[:20] + '"'

@@ -1,0 +1,189 @@
+// A thin wrapper over the vendored regl-scatterplot: points in, colours and selection by index, hover and
+// lasso events out. It serialises draws (regl-scatterplot refuses a draw while one is running; the latest
+// request wins) and records timings in window.__repvizStats (see index.js).
+import { createScatterplot } from "./vendor/regl-scatterplot.js";
+
+/**
+ * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array}} Points
+ *   x, y in [-1, 1]; z a category index (colour when colouring by category); w a value in [0, 1] (colour when
+ *   colouring by a continuous value).
+ * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], onDrawn?: function(): void}} DrawOptions
+ */
+
+const TRANSITION_MS = 700;
+const HOVER_COLOR = "#212121";
+
+/** Scale n×2 row-major coordinates into [-0.95, 0.95] keeping the aspect ratio; non-finite values go to 0. */
+export function normalise(coords) {
+  const n = coords.length / 2;
+  let lo = [Infinity, Infinity];
+  let hi = [-Infinity, -Infinity];
+  for (let i = 0; i < n; i++) {
+    for (let d = 0; d < 2; d++) {
+      const v = coords[2 * i + d];
+      if (Number.isFinite(v)) {
+        if (v < lo[d]) lo[d] = v;
+        if (v > hi[d]) hi[d] = v;
+      }
+    }
+  }
+  if (!(lo[0] <= hi[0])) {
+    lo = [0, 0];
+    hi = [1, 1];
+  }
+  const centre = [(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2];
+  const half = Math.max(hi[0] - lo[0], hi[1] - lo[1], 1e-12) / 2;
+  const x = new Float32Array(n);
+  const y = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const cx = coords[2 * i];
+    const cy = coords[2 * i + 1];
+    x[i] = Number.isFinite(cx) ? (0.95 * (cx - centre[0])) / half : 0;
+    y[i] = Number.isFinite(cy) ? (0.95 * (cy - centre[1])) / half : 0;
+  }
+  return { x, y };
+}
+
+/** Point size in CSS pixels that keeps n points legible without one blot. */
+function pointSizeFor(n) {
+  return Math.max(2, Math.min(7, Math.round(180 / Math.sqrt(Math.max(n, 1)))));
+}
+
+export class Scatter {
+  /**
+   * @param {HTMLCanvasElement} canvas
+   * @param {{onHover: function(?number): void, onSelect: function(number[]): void}} handlers
+   */
+  constructor(canvas, handlers) {
+    this.canvas = canvas;
+    this.n = 0;
+    this._pending = null; // the latest draw request waiting for the running one
+    this._running = false;
+    this._plot = createScatterplot({
+      canvas,
+      width: "auto",
+      height: "auto",
+      backgroundColor: [1, 1, 1, 1],
+      pointOutlineWidth: 2,
+      pointSizeSelected: 1,
+      lassoColor: [0.96, 0.49, 0, 1],
+      lassoMinDelay: 5,
+      opacityInactiveScale: 0.35,
+      spatialIndexUseWorker: false, // TensorBoard's CSP blocks blob: workers
+      deselectOnDblClick: false,
+      deselectOnEscape: false,
+      zDataType: "categorical",
+      wDataType: "continuous",
+    });
+    this._plot.subscribe("pointOver", (i) => handlers.onHover(i));
+    this._plot.subscribe("pointOut", () => handlers.onHover(null));
+    this._plot.subscribe("select", ({ points }) => handlers.onSelect(Array.from(points)));
+    this._plot.subscribe("deselect", () => handlers.onSelect([]));
+    this._plot.subscribe("transitionStart", () => this._startFrameClock());
+    this._plot.subscribe("transitionEnd", () => this._stopFrameClock());
+  }
+
+  /**
+   * Draw `points`, animating from the current layout when `transition` and the length matches.
+   * Resolves when this request (or one that replaced it) has been drawn.
+   * @param {Points} points
+   * @param {DrawOptions} options
+   */
+  draw(points, options = {}) {
+    return new Promise((resolve) => {
+      if (this._pending) this._pending.resolve();
+      this._pending = { points, options, resolve };
+      if (!this._running) this._drain();
+    });
+  }
+
+  async _drain() {
+    this._running = true;
+    while (this._pending) {
+      const { points, options, resolve } = this._pending;
+      this._pending = null;
+      const n = points.x.length;
+      const transition = Boolean(options.transition) && n === this.n && n > 0;
+      if (n !== this.n) this._plot.set({ pointSize: pointSizeFor(n), opacity: n > 20000 ? 0.6 : 0.85 });
+      this.n = n;
+      try {
+        await this._plot.draw(points, {
+          transition,
+          transitionDuration: TRANSITION_MS,
+          zDataType: "categorical",
+          wDataType: "continuous",
+          select: options.selected ?? [],
+          filter: options.visible ?? undefined,
+          preventFilterReset: false,
+        });
+        if (options.onDrawn) options.onDrawn();
+      } catch (e) {
+        console.error("repviz: draw failed", e);
+      }
+      resolve();
+    }
+    this._running = false;
+  }
+
+  /**
+   * Colour encoding. `by` "category": `palette[z]` per point; "value": a ramp over w in [0, 1].
+   * @param {"category"|"value"} by
+   * @param {string[]} palette hex colours
+   */
+  setColors(by, palette) {
+    // Lists as long as the palette: selected points keep their colour, the hovered one turns dark.
+    this._plot.set({
+      colorBy: by === "category" ? "valueA" : "valueB",
+      pointColor: palette,
+      pointColorActive: palette,
+      pointColorHover: palette.map(() => HOVER_COLOR),
+    });
+  }
+
+  /** Select points by index without firing the select event (selection is owned by the page). */
+  select(indices) {
+    if (indices.length) this._plot.select(indices, { preventEvent: true });
+    else this._plot.deselect({ preventEvent: true });
+  }
+
+  /** Show only `indices` (null: all). */
+  filter(indices) {
+    if (indices) this._plot.filter(indices, { preventEvent: true });
+    else this._plot.unfilter({ preventEvent: true });
+  }
+
+  /** "pan" (drag pans, wheel zooms), "lasso" (free form) or "rectangle". */
+  setMode(mode) {
+    if (mode === "pan") this._plot.set({ mouseMode: "panZoom" });
+    else this._plot.set({ mouseMode: "lasso", lassoType: mode === "rectangle" ? "rectangle" : "freeform" });
+  }
+
+  /** Back to the whole picture. */
+  reset() {
+    this._plot.reset();
+  }
+
+  /** Screen position [x, y] (CSS pixels in the canvas) of point `index`. */
+  screenPosition(index) {
+    return this._plot.getScreenPosition(index);
+  }
+
+  _startFrameClock() {
+    const stats = window.__repvizStats;
+    let last = null;
+    const times = [];
+    stats.transitionFrames = times;
+    const tick = (now) => {
+      if (last !== null) times.push(now - last);
+      last = now;
+      if (this._clock) this._clock = requestAnimationFrame(tick);
+    };
+    this._clock = requestAnimationFrame(tick);
+  }
+
+  _stopFrameClock() {
+    cancelAnimationFrame(this._clock);
+    this._clock = 0;
+    window.__repvizStats.transitions += 1;
+  }
+}

@@ -1,0 +1,228 @@
+// Pure DOM builders of the Repviz tab: each takes data and callbacks and returns elements. No fetching,
+// no state: index.js decides what to show and rebuilds a part when its data changes.
+
+/**
+ * Create an element. `attrs` keys starting with "on" add listeners; `class`, `text` and other keys set
+ * attributes; children may be nodes, strings or null (skipped).
+ * @returns {HTMLElement}
+ */
+export function h(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2).toLowerCase(), value);
+    else if (key === "text") node.textContent = value;
+    else if (key in node && typeof value !== "string") node[key] = value;
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined && child !== false) node.append(child);
+  }
+  return node;
+}
+
+/**
+ * A labelled <select>. Options are {value, label, disabled?}; `onChange(value)`.
+ * @returns {HTMLElement}
+ */
+export function picker(label, name, options, value, onChange) {
+  const select = h("select", { name, "aria-label": label, onchange: (e) => onChange(e.target.value) },
+    options.map((o) => h("option", { value: o.value, text: o.label, disabled: o.disabled, selected: o.value === value })));
+  select.disabled = options.length === 0;
+  return h("label", { class: "picker" }, h("span", { text: label }), select);
+}
+
+/** Group of toggle buttons; `onChange(value)`. */
+export function segmented(name, options, value, onChange) {
+  return h("div", { class: "segmented", role: "group", "data-name": name },
+    options.map((o) => h("button", {
+      type: "button", "data-value": o.value, title: o.title, text: o.label,
+      class: o.value === value ? "on" : null, "aria-pressed": String(o.value === value),
+      onclick: () => onChange(o.value),
+    })));
+}
+
+/** Number with thin grouping, e.g. 70000 -> "70,000". */
+export function fmt(value, digits = 3) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  if (Number.isInteger(value)) return value.toLocaleString("en-US");
+  return Number(value).toFixed(digits);
+}
+
+const SCORE_NAMES = [
+  ["trustworthiness", "trustworthiness"],
+  ["continuity", "continuity"],
+  ["knn_preservation", "kNN kept"],
+  ["knn_accuracy", "10-NN accuracy"],
+];
+
+const DTYPES = { "<f4": "float32", "<f2": "float16", "<f8": "float64", float32: "float32", float16: "float16" };
+
+/** Describe a reduction applied at capture ({kind: "none"|"projection"|...}). */
+function reductionText(reduction) {
+  if (!reduction || reduction.kind === "none" || !reduction.kind) return "none";
+  const extra = Object.entries(reduction).filter(([k]) => k !== "kind").map(([k, v]) => `${k} ${v}`);
+  return extra.length ? `${reduction.kind} (${extra.join(", ")})` : reduction.kind;
+}
+
+/**
+ * The info line: representation shape, capture reduction, embedding quality scores.
+ * @param {{layer: object, record: object, embedding: object}} info
+ */
+export function infoLine(info, method) {
+  const layer = info.layer || {};
+  const record = info.record || {};
+  const scores = (info.embedding && info.embedding.scores) || {};
+  const shape = record.shape || layer.stored_shape;
+  const parts = [
+    h("span", {}, h("b", { text: layer.class || "layer" }), ` output (${(layer.output_shape || []).map((d) => d ?? "n").join(", ")})`),
+    h("span", { text: `stored ${(shape || []).join(" × ")} ${DTYPES[record.dtype] || record.dtype || ""}`.trim() }),
+    h("span", { text: `reduction: ${reductionText(layer.reduction)}` }),
+  ];
+  if (record.nonfinite) parts.push(h("span", { class: "warn", text: `${fmt(record.nonfinite)} non-finite values` }));
+  const scoreParts = SCORE_NAMES.filter(([key]) => scores[key] !== undefined)
+    .map(([key, name]) => h("span", { class: "score" }, `${name} `, h("b", { text: fmt(scores[key]) })));
+  if (scoreParts.length) parts.push(h("span", { class: "method", text: `${method}:` }), ...scoreParts);
+  return h("div", { class: "info", "data-testid": "info" }, parts);
+}
+
+/**
+ * Legend of categories with counts; a click hides/shows one, "only" shows that one alone.
+ * @param {{name: string, color: string, count: number}[]} items
+ * @param {Set<number>} hidden indices of hidden items
+ */
+export function legend(title, items, hidden, onToggle, onSolo, onShowAll) {
+  return h("section", { class: "legend", "data-testid": "legend" },
+    h("h3", {}, title, hidden.size ? h("button", { type: "button", class: "link", text: "show all", onclick: onShowAll }) : null),
+    h("ul", {}, items.map((item, i) => h("li", { class: hidden.has(i) ? "off" : null },
+      h("button", {
+        type: "button", class: "swatch-button", title: hidden.has(i) ? "show" : "hide",
+        "aria-pressed": String(!hidden.has(i)), onclick: () => onToggle(i),
+      }, h("span", { class: "swatch", style: `background:${item.color}` }), h("span", { class: "name", text: item.name })),
+      h("span", { class: "count", text: fmt(item.count) }),
+      h("button", { type: "button", class: "link solo", text: "only", title: `show only ${item.name}`, onclick: () => onSolo(i) })))));
+}
+
+/** Legend of a continuous colour ramp. */
+export function rampLegend(title, colors, lo, hi) {
+  return h("section", { class: "legend", "data-testid": "legend" },
+    h("h3", { text: title }),
+    h("div", { class: "ramp", style: `background:linear-gradient(to right,${colors.join(",")})` }),
+    h("div", { class: "ramp-ticks" }, h("span", { text: lo }), h("span", { text: hi })));
+}
+
+/**
+ * Draw raw thumbnail pixels ([h, w] grey, [h, w, 3|4] colour) into a canvas.
+ * @param {number[]} shape @param {Uint8Array} pixels
+ * @returns {HTMLCanvasElement}
+ */
+export function thumbnailCanvas(shape, pixels) {
+  const [height, width, channels = 1] = shape;
+  const canvas = h("canvas", { class: "thumb", width, height });
+  const image = new ImageData(width, height);
+  for (let p = 0; p < width * height; p++) {
+    const rgba = image.data;
+    if (channels === 1) {
+      rgba[4 * p] = rgba[4 * p + 1] = rgba[4 * p + 2] = pixels[p];
+    } else {
+      for (let c = 0; c < 3; c++) rgba[4 * p + c] = pixels[channels * p + c];
+    }
+    rgba[4 * p + 3] = channels === 4 ? pixels[4 * p + 3] : 255;
+  }
+  canvas.getContext("2d").putImageData(image, 0, 0);
+  return canvas;
+}
+
+/**
+ * The hover card: thumbnail (or a placeholder while it loads), label, prediction, confidence, probe id.
+ * @param {{thumb: ?HTMLCanvasElement, label: string, prediction: string, confidence: ?number, id: number,
+ *          index: number, correct: ?boolean}} point
+ */
+export function hoverCard(point) {
+  if (!point) return h("section", { class: "hover empty", "data-testid": "hover" }, "Hover a point to see its input.");
+  return h("section", { class: "hover", "data-testid": "hover" },
+    point.thumb || h("div", { class: "thumb placeholder", text: point.thumbText || "" }),
+    h("dl", {},
+      h("dt", { text: "label" }), h("dd", { text: point.label }),
+      h("dt", { text: "prediction" }),
+      h("dd", { class: point.correct === false ? "wrong" : null, text: point.prediction }),
+      h("dt", { text: "confidence" }), h("dd", { text: fmt(point.confidence, 3) }),
+      h("dt", { text: "probe id" }), h("dd", { text: String(point.id) })));
+}
+
+/** Selection summary: count, clear and CSV export. */
+export function selectionBar(count, total, onClear, onExport) {
+  return h("section", { class: "selection", "data-testid": "selection" },
+    h("h3", { text: "Selection" }),
+    count
+      ? h("p", {}, h("b", { "data-testid": "selection-count", text: fmt(count) }), ` of ${fmt(total)} points`)
+      : h("p", { class: "hint" }, "Lasso or rectangle: draw around points. The selection follows the same probe ids across snapshots, layers, methods and runs."),
+    h("div", { class: "row" },
+      h("button", { type: "button", text: "Clear", disabled: !count, onclick: onClear }),
+      h("button", { type: "button", text: "Export CSV", disabled: !count, onclick: onExport })));
+}
+
+/**
+ * Snapshot slider with play/pause and the current step; `setSnapshotBar` updates it in place (so the slider
+ * keeps the keyboard focus while the user steps through snapshots).
+ */
+export function snapshotBar(onInput, onPlay) {
+  return h("div", { class: "snapshots" },
+    h("button", { type: "button", class: "play", "data-testid": "play", onclick: onPlay }),
+    h("input", {
+      type: "range", min: "0", step: "1", "aria-label": "snapshot", "data-testid": "slider",
+      oninput: (e) => onInput(Number(e.target.value)),
+    }),
+    h("span", { class: "step", "data-testid": "step" }),
+    h("span", { class: "hint" }));
+}
+
+/** Show `steps` (position: index of the current one) in a bar made by `snapshotBar`. */
+export function setSnapshotBar(bar, steps, position, unit, playing) {
+  const [play, slider, step, hint] = bar.children;
+  play.disabled = steps.length < 2;
+  play.title = playing ? "pause" : "play through the snapshots";
+  play.textContent = playing ? "❚❚" : "▶";
+  slider.max = String(Math.max(steps.length - 1, 0));
+  slider.value = String(position);
+  slider.disabled = steps.length < 2;
+  step.textContent = steps.length ? `${unit} ${steps[position]}` : "no snapshot";
+  hint.textContent = steps.length ? `${position + 1} / ${steps.length}` : "";
+}
+
+/** A background job's state: progress bar while it runs, the one-line reason when it failed. */
+export function jobView(job, onDismiss) {
+  const what = `${job.method} of ${job.layer}`;
+  if (job.state === "failed") {
+    return h("div", { class: "job failed", role: "alert" },
+      h("span", { text: `Computing ${what} failed: ${job.error || "unknown reason"}` }),
+      h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+  }
+  const p = job.progress || {};
+  const fraction = typeof p.fraction === "number" ? p.fraction : null;
+  return h("div", { class: "job", "data-testid": "job" },
+    h("span", { text: `Computing ${what}${p.stage ? ` (${p.stage}${p.total ? ` ${p.done}/${p.total}` : ""})` : ""}…` }),
+    h("progress", fraction === null ? {} : { max: "1", value: String(fraction) }));
+}
+
+/** A message in place of the scatter: what is missing and what to do. */
+export function emptyState(title, ...lines) {
+  return h("div", { class: "empty-state", "data-testid": "empty" }, h("h2", { text: title }), lines.map((l) => h("p", {}, l)));
+}
+
+/** Inline code span. */
+export function code(text) {
+  return h("code", { text });
+}
+
+/** One-line error banner (server messages are shown as they are). */
+export function errorBanner(message, onDismiss) {
+  return h("div", { class: "error", role: "alert", "data-testid": "error" }, h("span", { text: message }),
+    h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+}
+
+/** A one-line remark that is no error (e.g. a finished job skipped some snapshots). */
+export function note(message, onDismiss) {
+  return h("div", { class: "note", role: "status" }, h("span", { text: message }),
+    h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+}
