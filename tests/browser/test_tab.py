@@ -64,7 +64,7 @@ LAUNCH = textwrap.dedent("""
     import sys
     from tensorboard import default, program
     from tensorboard_plugin_repviz.loader import RepvizLoader
-    tb = program.TensorBoard(plugins=default.get_plugins() + [RepvizLoader()])
+    tb = program.TensorBoard(plugins=default.get_static_plugins() + [RepvizLoader()])  # installed or not
     tb.configure(argv=sys.argv)
     sys.exit(tb.main())
 """)
