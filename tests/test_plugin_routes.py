@@ -422,6 +422,38 @@ def test_job_failure_has_a_one_line_reason(served):
     assert job["error"].startswith("NotFoundError: run 'ghost' is not in") and "\n" not in job["error"]
 
 
+def test_results_written_elsewhere_are_served_and_computed_there(logdir, tmp_path):
+    """``--repviz_out DIR``: results of ``repviz embed --out DIR`` are listed beside the log directory's own, and
+    on-demand embeddings are written to DIR, never into the (possibly read-only) log directory."""
+    import argparse
+    import shutil
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    shutil.copytree(logdir / "mlp", logs / "mlp")
+    shutil.copytree(logdir / "bare", logs / "bare")
+    repviz.embed_logdir(repviz.open_logdir(logs, out), methods=["pca"], params={"pca": {"whiten": True}},
+                        runs=["mlp"], progress=False)
+    parser = argparse.ArgumentParser()
+    loader.RepvizLoader().define_flags(parser)
+    flags = parser.parse_args(["--repviz_out", str(out)])
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logs), flags=flags))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    try:
+        mlp = next(run for run in _get(client, "runs").json["runs"] if run["name"] == "mlp")
+        assert sorted(emb["method"] for emb in mlp["embeddings"]) == ["pca", "pca"]
+        whitened = next(emb["key"] for emb in mlp["embeddings"] if not emb["default"])
+        stored = repviz.open_logdir(logs, out).run("mlp").read_embedding(whitened, "hidden", 1)
+        r = _get(client, f"coords?run=mlp&layer=hidden&step=1&key={whitened}")
+        np.testing.assert_array_equal(_array(r, "<f4").reshape(N, 2), stored)
+        r = client.post(BASE + "compute", json={"run": "bare", "layer": "hidden", "method": "pca"})
+        job = _wait_job(client, r.json["job"]["id"])
+        assert job["state"] == "done", job
+        assert not (logs / "bare" / "plugins" / "repviz" / "embeddings").exists()
+        assert repviz.open_logdir(logs, out).run("bare").embedding_steps(job["key"], "hidden") == [0, 1, 2]
+    finally:
+        plugin.jobs.close()
+
+
 def test_job_queue_is_bounded(logdir, monkeypatch):
     client, plugin = _client(logdir)
 

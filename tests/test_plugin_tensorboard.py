@@ -101,8 +101,9 @@ def _repviz_logdir(path):
     return path
 
 
-@pytest.mark.parametrize("extra", [(), ("--load_fast=false",)])
+@pytest.mark.parametrize("extra", [(), ("--load_fast=false",), ("--repviz_out", "{tmp}/results")])
 def test_tab_enabled_for_repviz_logdir_and_routes_served(tmp_path, extra):
+    extra = [arg.format(tmp=tmp_path) for arg in extra]
     with tensorboard(_repviz_logdir(tmp_path), *extra) as port:
         entry = _listing(port, want_enabled=True)
         assert entry is not None and entry["enabled"] is True and entry["tab_name"] == "Repviz"

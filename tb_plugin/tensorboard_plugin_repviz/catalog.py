@@ -30,6 +30,8 @@ class Catalog:
     path : str
         The log directory (TensorBoard's ``--logdir``). A path that is not a local directory (a cloud URL, an
         empty string under ``--logdir_spec``) lists nothing.
+    out : str, optional
+        Results written outside the log directory (``repviz embed --out``), read as an overlay.
     ttl : float, default=5.0
         Seconds a listing is served before a background rescan is started.
     first_wait : float, default=10.0
@@ -40,8 +42,8 @@ class Catalog:
     #: once, and a client sending bad names cannot make the server walk the tree on every request).
     MIN_RESCAN = 1.0
 
-    def __init__(self, path: str, *, ttl: float = 5.0, first_wait: float = 10.0):
-        self.path = path
+    def __init__(self, path: str, *, out: str | None = None, ttl: float = 5.0, first_wait: float = 10.0):
+        self.path, self.out = path, out
         self.ttl, self.first_wait = ttl, first_wait
         self._lock = threading.Lock()
         self._scan_lock = threading.Lock()
@@ -112,7 +114,7 @@ class Catalog:
     def _list(self) -> LogDir | None:
         if not self.path or not os.path.isdir(self.path):
             return None
-        log = LogDir(self.path)
+        log = LogDir(self.path, self.out)
         root = os.path.realpath(self.path)
         old = self._logdir.runs if self._logdir is not None else {}
         runs = {}

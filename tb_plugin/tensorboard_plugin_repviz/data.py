@@ -142,9 +142,10 @@ def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
 
 
 def _meta_names(log) -> list[str]:
-    root = os.path.realpath(log.path)
+    roots = [os.path.realpath(base) for base in (log.path, log.out) if base is not None]
     return [name for name in log.artifact_names()
-            if log.artifacts(name).exists("result.json") and _inside(log.artifacts(name).root, root)]
+            if log.artifacts(name).exists("result.json")
+            and any(_inside(log.artifacts(name).path("result.json"), root) for root in roots)]
 
 
 def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str | None) -> dict:

@@ -50,17 +50,19 @@ def _init_worker(queue) -> None:
     _QUEUE = queue
 
 
-def _run_job(job_id: str, logdir: str, run: str, layer: str, method: str) -> dict:
+def _run_job(job_id: str, logdir: str, out: str | None, run: str, layer: str, method: str) -> dict:
     """Embed one (run, layer) with ``method`` at every snapshot; returns the key and the failures."""
     from repviz.pipeline import embed_logdir
     from repviz.progress import ProgressState
+    from repviz.store import open_logdir
 
     def sink(snapshot: dict) -> None:
         _QUEUE.put((job_id, snapshot))
 
     _QUEUE.put((job_id, None))  # started
     state = ProgressState(sink, min_interval=0.25)
-    result = embed_logdir(logdir, methods=[method], runs=[run], layers=[layer], progress=False, on_progress=state)
+    result = embed_logdir(open_logdir(logdir, out), methods=[method], runs=[run], layers=[layer], progress=False,
+                          on_progress=state)
     # the last event also travels with the result: queued events may arrive after the job is marked finished
     return {"key": result.keys.get(method), "stored": result.computed + result.cached,
             "failures": result.failure_lines(), "progress": state.snapshot()}
@@ -77,6 +79,8 @@ class JobManager:
     ----------
     logdir : str
         The log directory the workers read and write.
+    out : str, optional
+        Where the workers write instead (``--repviz_out``), reading the log directory's own results too.
     workers : int, default=1
         Worker processes (started with the first job).
     max_pending : int, default=8
@@ -85,8 +89,9 @@ class JobManager:
         Finished jobs kept for the status route.
     """
 
-    def __init__(self, logdir: str, *, workers: int = 1, max_pending: int = 8, keep: int = 50):
-        self.logdir, self.workers, self.max_pending, self.keep = logdir, workers, max_pending, keep
+    def __init__(self, logdir: str, *, out: str | None = None, workers: int = 1, max_pending: int = 8,
+                 keep: int = 50):
+        self.logdir, self.out, self.workers, self.max_pending, self.keep = logdir, out, workers, max_pending, keep
         self._lock = threading.Lock()
         self._jobs: OrderedDict[str, dict] = OrderedDict()
         self._ids = itertools.count(1)
@@ -113,7 +118,7 @@ class JobManager:
             self._jobs[job_id] = job
             pool = self._start()
             try:
-                future = pool.submit(_run_job, job_id, self.logdir, run, layer, method)
+                future = pool.submit(_run_job, job_id, self.logdir, self.out, run, layer, method)
             except Exception as e:  # a broken pool (a worker was killed): report it and start afresh next time
                 job.update(state="failed", error=_one_line(e))
                 self._pool = None

@@ -150,6 +150,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self._context = context
         self._logdir = getattr(context, "logdir", "") or ""
+        self._out = getattr(getattr(context, "flags", None), "repviz_out", None) or None
         self._lazy_lock = threading.Lock()
         self._catalog_obj: Catalog | None = None
         self._jobs_obj: JobManager | None = None
@@ -159,14 +160,14 @@ class RepvizPlugin(base_plugin.TBPlugin):
     def catalog(self) -> Catalog:
         with self._lazy_lock:
             if self._catalog_obj is None:
-                self._catalog_obj = Catalog(self._logdir)
+                self._catalog_obj = Catalog(self._logdir, out=self._out)
             return self._catalog_obj
 
     @property
     def jobs(self) -> JobManager:
         with self._lazy_lock:
             if self._jobs_obj is None:
-                self._jobs_obj = JobManager(self._logdir)
+                self._jobs_obj = JobManager(self._logdir, out=self._out)
             return self._jobs_obj
 
     # TensorBoard's plugin interface ---------------------------------------------------------------------------
