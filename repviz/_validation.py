@@ -11,12 +11,14 @@ data give both numbers ("n_neighbors (50) must be less than n_samples (50) in kn
 Arrays are checked once, at the boundary: :func:`check_array` (dense, finite, 2-D, numeric, converted to the
 dtype the numerics want), :func:`check_distance_matrix` (square, non-negative and, where the method needs it,
 symmetric within one relative tolerance, :data:`SYMMETRY_RTOL`), :func:`check_n_neighbors` and
-:func:`check_n_components` (both numbers in the message). Only numpy is imported, so the store, the pipeline,
+:func:`check_n_components` (both numbers in the message), and :func:`rescaled` (data at an extreme scale brought
+to one the float32 engines handle, by an exact power of two). Only numpy is imported, so the store, the pipeline,
 the capture callback and the TensorBoard plugin can use it without loading numba or scikit-learn.
 """
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -27,6 +29,9 @@ import numpy as np
 #: (float32 round-off of distances computed in two orders stays far below it).
 SYMMETRY_RTOL = 1e-5
 
+#: Data whose spread lies outside [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] is rescaled by :func:`rescaled`: float32
+#: squared distances overflow near a spread of 1e19 and fall below the solvers' absolute floors near 1e-15.
+SAFE_EXPONENT = 20
 
 #: Default of a renamed parameter's old keyword, meaning "not passed" (a str, so ``clone`` keeps it as is).
 DEPRECATED = "deprecated"
@@ -216,3 +221,21 @@ def check_n_components(n_components: int, n_samples: int, owner: str) -> int:
     if n_components >= n_samples:
         raise ValueError(f"n_components ({n_components}) must be less than n_samples ({n_samples}) in {owner}.")
     return int(n_components)
+
+
+def rescaled(X: np.ndarray, metric: str = "euclidean") -> tuple[np.ndarray, float]:
+    """``X / scale`` and ``scale``: the power of two that brings the spread of ``X`` (its largest column range; the
+    largest distance for a precomputed matrix) into [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT].
+
+    ``scale`` is 1.0 (and ``X`` is returned as it is) when the spread is already there, when ``X`` is constant and
+    for the cosine metric, which ignores scale. Dividing by a power of two is exact in floating point, so a
+    scale-invariant method gives the same result at any scale, and one whose output scales with its input
+    (Isomap, MDS) multiplies its result by ``scale``.
+    """
+    if metric == "cosine" or X.size == 0:
+        return X, 1.0
+    spread = float(np.max(X.max(axis=0).astype(np.float64) - X.min(axis=0)))
+    if spread == 0 or 2.0 ** -SAFE_EXPONENT <= spread <= 2.0 ** SAFE_EXPONENT:
+        return X, 1.0
+    scale = 2.0 ** round(math.log2(spread))
+    return (X / X.dtype.type(scale)).astype(X.dtype, copy=False), scale

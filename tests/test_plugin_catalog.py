@@ -27,9 +27,9 @@ def _counting(monkeypatch):
     scans = []
     real = catalog_module.LogDir
 
-    def counted(path):
+    def counted(path, out=None):
         scans.append(path)
-        return real(path)
+        return real(path, out)
 
     monkeypatch.setattr(catalog_module, "LogDir", counted)
     return scans

@@ -431,6 +431,7 @@ def test_results_written_elsewhere_are_served_and_computed_there(logdir, tmp_pat
     logs, out = tmp_path / "logs", tmp_path / "out"
     shutil.copytree(logdir / "mlp", logs / "mlp")
     shutil.copytree(logdir / "bare", logs / "bare")
+    shutil.rmtree(logs / "bare" / "plugins" / "repviz" / "embeddings", ignore_errors=True)  # other tests' jobs
     repviz.embed_logdir(repviz.open_logdir(logs, out), methods=["pca"], params={"pca": {"whiten": True}},
                         runs=["mlp"], progress=False)
     parser = argparse.ArgumentParser()

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors
+from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors, rescaled
 from ..neighbors import _block_rows, knn
 from ._eigen import check_connected
 
@@ -189,11 +189,12 @@ def check_graph_input(X, owner: str, metric: str, n_components: int) -> np.ndarr
     return X
 
 
-def graph_of(est, X) -> tuple[np.ndarray, NeighbourGraph]:
-    """Validated input and kNN graph for an estimator with the parameters n_components, n_neighbors, metric,
-    neighbors, connect and random_state (reads them; sets nothing on ``est``)."""
+def graph_of(est, X) -> tuple[np.ndarray, NeighbourGraph, float]:
+    """Validated input, its kNN graph and the scale it was divided by (see :func:`repviz._validation.rescaled`;
+    the graph's distances are in those units) for an estimator with the parameters n_components, n_neighbors,
+    metric, neighbors, connect and random_state (reads them; sets nothing on ``est``)."""
     owner = type(est).__name__
-    X = check_graph_input(X, owner, est.metric, est.n_components)
+    X, scale = rescaled(check_graph_input(X, owner, est.metric, est.n_components), est.metric)
     return X, neighbour_graph(X, owner=owner, metric=est.metric, n_neighbors=est.n_neighbors,
                               neighbors=est._param("neighbors"), connect=est.connect,
-                              random_state=est.random_state, stacklevel=5)
+                              random_state=est.random_state, stacklevel=5), scale

@@ -118,7 +118,7 @@ class ForceDirectedLayout(Estimator):
     def fit(self, X, y=None):
         """Lay out the kNN graph of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, nbrs = graph_of(self, X)
+        X, nbrs, _ = graph_of(self, X)  # the layout does not depend on the input's scale
         G = nbrs.graph
         n = X.shape[0]
         rng = np.random.default_rng(self.random_state)

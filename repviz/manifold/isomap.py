@@ -24,6 +24,7 @@ from .._validation import (
     Options,
     check_array,
     check_distance_matrix,
+    rescaled,
 )
 from ..neighbors import KNN_METHODS
 from ._base import Estimator, check_dense_memory, rng_from
@@ -272,6 +273,7 @@ class Isomap(Estimator):
         n = X.shape[0]
         if self.metric == "precomputed":
             check_distance_matrix(X, "Isomap")
+        X, scale = rescaled(X, self.metric)  # geodesics scale with X: the embedding is multiplied back
         k = self.n_components
         m = n if self.n_landmarks is None else self.n_landmarks
         if m > n:
@@ -282,7 +284,8 @@ class Isomap(Estimator):
         check_dense_memory(4.0 * m * n, "Isomap", f"a {m}×{n} float32 geodesic-distance matrix",
                            "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
         nbrs = neighbour_graph(X, owner="Isomap", metric=self.metric, n_neighbors=self.n_neighbors,
-                               radius=self.radius, neighbors=self._param("neighbors"), connect=self.connect,
+                               radius=None if self.radius is None else self.radius / scale,
+                               neighbors=self._param("neighbors"), connect=self.connect,
                                random_state=self.random_state)
         G = nbrs.graph
         if self.n_landmarks is None:
@@ -302,8 +305,8 @@ class Isomap(Estimator):
             _square_inplace(D2)
             Y, w = _landmark_mds(D2, landmarks, k, self)
             self.landmarks_ = landmarks
-        self.embedding_ = fix_signs(Y).astype(np.float32)
-        self.eigenvalues_ = w
+        self.embedding_ = fix_signs(Y * scale).astype(np.float32)
+        self.eigenvalues_ = w * scale**2
         self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
         return self

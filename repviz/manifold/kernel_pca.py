@@ -26,6 +26,29 @@ def _kernel(A: np.ndarray, B: np.ndarray, kernel: str, gamma: float, degree: int
     return np.exp(G, out=G)
 
 
+def _check_gram(K: np.ndarray, X: np.ndarray, kernel: str, gamma: float) -> None:
+    """Refuse a Gram matrix that holds no structure: the kernel's parameters are absolute, so data far from the
+    scale ``gamma`` expects gives an rbf kernel that is all ones (every point at distance 0) or the identity (every
+    pair infinitely far), or a poly kernel that overflows. Say which, and the gamma that would fit."""
+    if not np.isfinite(K).all():
+        raise ValueError(f"KernelPCA: the {kernel} kernel overflows on X (largest |x| = {np.abs(X).max():.3g}) "
+                         f"with gamma={gamma:.3g}. Rescale X or pass a smaller gamma.")
+    if kernel != "rbf":
+        return
+    off = K[~np.eye(K.shape[0], dtype=bool)]
+    if off.max() > 1e-12 and off.min() < 1 - 1e-12:
+        return
+    rng = np.random.default_rng(0)
+    i, j = rng.integers(0, X.shape[0], (2, 1000))
+    d2 = np.square(X[i] - X[j]).sum(axis=1)
+    fit = 1.0 / max(float(np.median(d2[i != j])), 1e-300)
+    what = "the identity (every pair of points is too far apart" if off.max() <= 1e-12 else \
+        "all ones (every pair of points is too close"
+    raise ValueError(f"KernelPCA: the rbf kernel exp(-gamma ||x - y||^2) with gamma={gamma:.3g} is {what} for "
+                     f"the scale of X), so it holds no structure; the kernel is absolute, so KernelPCA does not "
+                     f"rescale X. Pass gamma near 1 / median squared distance = {fit:.3g}, or rescale X.")
+
+
 class KernelPCA(Estimator):
     """Kernel principal component analysis with an RBF, polynomial or linear kernel.
 
@@ -95,6 +118,7 @@ class KernelPCA(Estimator):
         self.gamma_ = 1.0 / X.shape[1] if self.gamma is None else float(self.gamma)
         self._X_fit = X
         K = self._gram(X)
+        _check_gram(K, X, self.kernel, self.gamma_)
         self._col_means = K.mean(axis=0)
         self._total_mean = float(self._col_means.mean())
         K -= self._col_means[None, :]

@@ -25,6 +25,7 @@ from .._validation import (
     check_array,
     check_n_components,
     check_n_neighbors,
+    rescaled,
 )
 from ..neighbors import KNN_METHODS
 from ._base import Estimator
@@ -278,7 +279,7 @@ class LocallyLinearEmbedding(Estimator):
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (n_samples, n_features)."""
         self._validate_params()
-        X = check_array(X, "LocallyLinearEmbedding", min_samples=2)
+        X, _ = rescaled(check_array(X, "LocallyLinearEmbedding", min_samples=2), self.metric)  # scale-invariant
         n = X.shape[0]
         k, nc = check_n_neighbors(self.n_neighbors, n, "LocallyLinearEmbedding"), self.n_components
         check_n_components(nc, n, "LocallyLinearEmbedding")

@@ -23,6 +23,7 @@ from .._validation import (
     Options,
     check_array,
     check_distance_matrix,
+    rescaled,
 )
 from ..neighbors import _block_rows
 from ._base import Estimator, check_dense_memory
@@ -88,23 +89,24 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return fix_signs(V[:, :n_components] * top), w
 
 
-def _dissimilarities(X, metric: str, owner: str) -> np.ndarray:
+def _dissimilarities(X, metric: str, owner: str) -> tuple[np.ndarray, float]:
     """Dense float32 (n, n) dissimilarities from data or a precomputed matrix (symmetrised by the elementwise
-    maximum), after the memory check."""
-    X = check_array(X, owner, min_samples=2)
+    maximum), after the memory check, divided by ``scale`` (see :func:`repviz._validation.rescaled`), and
+    ``scale``: the embedding of these is multiplied by it."""
+    X, scale = rescaled(check_array(X, owner, min_samples=2), metric)
     n = X.shape[0]
     check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
                        "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
     if metric == "precomputed":
         check_distance_matrix(X, owner)
-        return np.ascontiguousarray(np.maximum(X, X.T))
+        return np.ascontiguousarray(np.maximum(X, X.T)), scale
     D = np.empty((n, n), dtype=np.float32)
     step = _block_rows(n, 64 << 20)
     for s in range(0, n, step):
         rows = np.arange(s, min(n, s + step))
         D[rows] = distance_rows(X, rows, metric)
     np.fill_diagonal(D, 0)
-    return D
+    return D, scale
 
 
 _METRICS = ("euclidean", "cosine", "precomputed")
@@ -163,13 +165,14 @@ class ClassicalMDS(Estimator):
             Y = (X.astype(np.float64) - mean) @ V.T
             w, trace = w * (n - 1), total * (n - 1)
         else:
-            D = _dissimilarities(X, self.metric, "ClassicalMDS")
+            D, scale = _dissimilarities(X, self.metric, "ClassicalMDS")
             n = D.shape[0]
             if k >= n:
                 raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in ClassicalMDS.")
             B = double_centre(D.astype(np.float64) ** 2)
-            trace = float(np.trace(B))
+            trace = float(np.trace(B)) * scale**2
             Y, w = torgerson(B, k, solver=self.eigen_solver, random_state=self.random_state)
+            Y, w = Y * scale, w * scale**2
         self.embedding_ = fix_signs(Y).astype(np.float32)
         self.eigenvalues_ = w
         self.explained_variance_ratio_ = w / trace if trace > 0 else np.zeros_like(w)
@@ -257,9 +260,9 @@ class MDS(Estimator):
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by SMACOF."""
         self._validate_params()
-        delta = _dissimilarities(X, self.metric, type(self).__name__)
-        Y = _start(self, delta)
-        self.embedding_, self.stress_, self.n_iter_ = self._optimize(delta, Y)
+        delta, scale = _dissimilarities(X, self.metric, type(self).__name__)
+        Y, stress, self.n_iter_ = self._optimize(delta, _start(self, delta, scale))
+        self.embedding_, self.stress_ = (Y * scale).astype(np.float32), stress * scale**2
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
 
@@ -281,8 +284,9 @@ class MDS(Estimator):
         return Y.astype(np.float32), float(stress), it
 
 
-def _start(est, delta: np.ndarray) -> np.ndarray:
-    """Starting configuration of MDS / Sammon: ``init`` if given, else classical MDS of ``delta``."""
+def _start(est, delta: np.ndarray, scale: float) -> np.ndarray:
+    """Starting configuration of MDS / Sammon: ``init`` if given (divided by the ``scale`` that ``delta`` was
+    divided by), else classical MDS of ``delta``."""
     n, k = delta.shape[0], est.n_components
     if k >= n:
         raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in {type(est).__name__}.")
@@ -290,7 +294,7 @@ def _start(est, delta: np.ndarray) -> np.ndarray:
         Y = np.array(est.init, dtype=np.float64)
         if Y.shape != (n, k):
             raise ValueError(f"init must have shape (n_samples, n_components) = {(n, k)}; got {Y.shape}.")
-        return Y
+        return Y / scale
     B = double_centre(delta.astype(np.float64) ** 2)
     Y, _ = torgerson(B, k, random_state=est.random_state, owner=type(est).__name__)
     return np.ascontiguousarray(Y)
@@ -397,11 +401,11 @@ class Sammon(Estimator):
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by Sammon's mapping."""
         self._validate_params()
-        delta = _dissimilarities(X, self.metric, "Sammon")
-        scale = 0.5 * float(delta.sum(dtype=np.float64))
-        if scale <= 0:
+        delta, scale = _dissimilarities(X, self.metric, "Sammon")
+        total = 0.5 * float(delta.sum(dtype=np.float64))
+        if total <= 0:
             raise ValueError("Sammon needs at least two distinct points; all dissimilarities are zero.")
-        Y = _start(self, delta)
+        Y = _start(self, delta, scale)
         E = _sammon_error(delta, Y)
         step = np.empty_like(Y)
         tol = self._param("tol")
@@ -420,8 +424,8 @@ class Sammon(Estimator):
             Y, E = Y_try, E_try
             if done:
                 break
-        self.embedding_ = fix_signs(Y - Y.mean(axis=0)).astype(np.float32)
-        self.stress_ = 0.5 * E / scale
+        self.embedding_ = fix_signs((Y - Y.mean(axis=0)) * scale).astype(np.float32)
+        self.stress_ = 0.5 * E / total
         self.n_iter_ = it
         self.n_features_in_ = np.asarray(X).shape[1]
         return self

@@ -145,14 +145,15 @@ class SpectralEmbedding(Estimator):
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, nbrs = graph_of(self, X)
+        X, nbrs, scale = graph_of(self, X)
         ind, bridges = nbrs.indices, nbrs.bridges
         n, k = ind.shape
         if self.affinity == "binary":
             A = sp.csr_matrix((np.ones(n * k), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
             W = (0.5 * (A + A.T) + (bridges > 0)).tocsr().astype(np.float64)
         else:
-            W = _floor_bridges(_heat(nbrs.graph, self.gamma), bridges)
+            gamma = None if self.gamma is None else self.gamma * scale**2  # the graph's distances are d / scale
+            W = _floor_bridges(_heat(nbrs.graph, gamma), bridges)
         nc = self.n_components
         solve = dict(largest=True, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                      random_state=self.random_state, owner="SpectralEmbedding", graph=W)
@@ -234,13 +235,14 @@ class DiffusionMap(Estimator):
     def fit(self, X, y=None):
         """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
         self._validate_params()
-        X, nbrs = graph_of(self, X)
+        X, nbrs, scale = graph_of(self, X)
         G, bridges = nbrs.graph, nbrs.bridges
         n = G.shape[0]
-        d2 = G.data.astype(np.float64) ** 2
-        self.epsilon_ = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon)
+        d2 = G.data.astype(np.float64) ** 2  # in units of scale**2
+        epsilon = float(np.median(d2)) if self.epsilon == "auto" else float(self.epsilon) / scale**2
+        self.epsilon_ = epsilon * scale**2
         K = G.copy().astype(np.float64)
-        K.data = np.exp(-d2 / max(self.epsilon_, 1e-300))
+        K.data = np.exp(-d2 / max(epsilon, 1e-300))
         K = (_floor_bridges(K, bridges) + sp.identity(n)).tocsr()
         q = np.asarray(K.sum(axis=1)).ravel() ** -self.alpha
         K_alpha = (sp.diags(q) @ K @ sp.diags(q)).tocsr()

@@ -18,6 +18,7 @@ from ..._validation import (
     Options,
     check_array,
     check_distance_matrix,
+    rescaled,
 )
 from ...neighbors import knn
 from ...progress import ProgressCallback, TerminalProgress, fan_out, report
@@ -101,7 +102,7 @@ class _BaseSNE(Estimator):
         X = check_array(X, owner, min_samples=2)
         if self.metric == "precomputed":
             check_distance_matrix(X, owner, symmetric=True)
-        return X
+        return rescaled(X, self.metric)[0]  # P is calibrated by perplexity: the scale of X does not matter
 
     def _effective_perplexity(self, n: int) -> float:
         perplexity = float(self.perplexity)
