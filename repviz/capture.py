@@ -512,9 +512,12 @@ def _select_layers(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], 
 
 def _output_names(model, paths: list[tuple]) -> list[str]:
     """A name per flattened model output: the key path for dict outputs, else the output layer's name
-    (``model.output_names`` of a Functional model), else ``output_<i>``; positions where names would repeat."""
+    (``model.output_names`` of a Functional model, the last layer of a Sequential one), else ``output_<i>``;
+    positions where names would repeat."""
     if paths and all(any(isinstance(k, str) for k in path) for path in paths):
         names = ["/".join(str(k) for k in path) for path in paths]
+    elif isinstance(model, keras.Sequential) and model.layers:
+        names = [model.layers[-1].name]
     else:
         try:
             names = [str(n) for n in model.output_names]
