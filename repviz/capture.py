@@ -27,7 +27,7 @@ import keras
 import numpy as np
 
 from . import store
-from ._validation import INTEGER, NONE, Interval, Options, check_option, check_param, param_error
+from ._validation import INTEGER, NONE, Interval, Options, Rule, check_option, check_param, param_error
 from .datasets import thumbnails
 
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -47,6 +47,7 @@ def _default_types() -> tuple[type, ...]:
 
 
 _POSITIVE = Interval(int, 1, None, "left")
+_STRING = Rule(lambda v: isinstance(v, str), "a str")
 
 
 def _param_error(param: str, rule: str, value: Any) -> ValueError:
@@ -68,6 +69,15 @@ class _Capture:
     projection: Any  # backend tensor (flat_width, dim) or None
     reduction: dict
     width: int  # stored columns
+
+
+@dataclass
+class _Output:
+    """One output of the model, stored per snapshot: its name, position in the flattened outputs, sample shape."""
+
+    name: str
+    index: int
+    sample_shape: tuple[int, ...]
 
 
 class ActivationLogger(keras.callbacks.Callback):
@@ -126,6 +136,12 @@ class ActivationLogger(keras.callbacks.Callback):
         Probe rows per inference batch; bounds the memory a snapshot needs.
     seed : int, default=0
         Seed of the random projections.
+    prediction_output : str, default=None
+        Which output of a multi-output model is "the predictions" (what :meth:`repviz.store.Run.predictions`
+        returns by default, used to colour by prediction): an output's name, i.e. its key for a dict of outputs,
+        else the output layer's name (``model.output_names``). Every output is stored at every snapshot whatever
+        the choice; None picks the first (in ``keras.tree.flatten`` order, so the first key in sorted order for
+        a dict). An unknown name is refused before training, listing the model's outputs.
 
     Examples
     --------
@@ -142,7 +158,8 @@ class ActivationLogger(keras.callbacks.Callback):
 
     def __init__(self, log_dir, probe, *, layers=None, freq: int | Sequence[int] | None = None,
                  batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int = 4096,
-                 projection_dim: int = 512, pooling: str | None = None, batch_size: int = 256, seed: int = 0):
+                 projection_dim: int = 512, pooling: str | None = None, batch_size: int = 256, seed: int = 0,
+                 prediction_output: str | None = None):
         super().__init__()
         self.log_dir = log_dir
         self._x, self._y = _split_probe(probe)
@@ -165,6 +182,8 @@ class ActivationLogger(keras.callbacks.Callback):
         self.max_width, self.projection_dim, self.batch_size = int(max_width), int(projection_dim), int(batch_size)
         self.pooling = check_param(pooling, [Options("avg", "max"), NONE], "pooling", "ActivationLogger")
         self.seed = int(check_param(seed, [INTEGER], "seed", "ActivationLogger"))
+        self.prediction_output = check_param(prediction_output, [_STRING, NONE], "prediction_output",
+                                             "ActivationLogger")
         self._writer = store.RunWriter(log_dir)
         self._writer.check_writable()
         self._captures: list[_Capture] | None = None
@@ -179,8 +198,7 @@ class ActivationLogger(keras.callbacks.Callback):
                 0 < f <= epochs for f in self.freq):
             warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
                           f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
-        self._captures, pred_shape = self._plan(self.model)
-        self._pred_shape = pred_shape
+        self._captures, self._outputs = self._plan(self.model)
         self._writer.begin(self._manifest(self.model))
         try:
             self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
@@ -217,7 +235,7 @@ class ActivationLogger(keras.callbacks.Callback):
     # ---------------------------------------------------------------------------------------------------------
     # Planning: which tensors, how reduced (checked on a 2-row dry run, before the first epoch)
     # ---------------------------------------------------------------------------------------------------------
-    def _plan(self, model) -> tuple[list[_Capture], tuple[int, ...]]:
+    def _plan(self, model) -> tuple[list[_Capture], list[_Output]]:
         paths = dict(_walk(model))
         chosen, explicit = _select_layers(paths, self.layers_spec)
         _check_input_shapes(model, self._x)
@@ -246,8 +264,20 @@ class ActivationLogger(keras.callbacks.Callback):
         if not captures:
             raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "
                              f"on the probe; available layers: {store._choices(paths)}")
-        pred = keras.tree.flatten(outputs)[0]
-        return captures, tuple(int(s) for s in pred.shape[1:])
+        return captures, self._plan_outputs(model, outputs)
+
+    def _plan_outputs(self, model, outputs) -> list[_Output]:
+        """The model's outputs to store, the primary one (``prediction_output``) first."""
+        flat = keras.tree.flatten_with_path(outputs)
+        names = _output_names(model, [path for path, _ in flat])
+        found = [_Output(name, i, tuple(int(s) for s in t.shape[1:])) for i, (name, (_, t)) in
+                 enumerate(zip(names, flat))]
+        choice = found[0].name if self.prediction_output is None else self.prediction_output
+        primary = [o for o in found if o.name == choice]
+        if not primary:
+            raise _param_error("prediction_output", f"one of the outputs of model {model.name!r} "
+                               f"({store._choices(names)})", choice)
+        return primary + [o for o in found if o.name != choice]
 
     def _capture(self, name: str, path: str, layer, call: int, output: int, shape: tuple[int, ...]) -> _Capture:
         pooling = self.pooling if self.pooling and len(shape) >= 2 else None
@@ -282,7 +312,9 @@ class ActivationLogger(keras.callbacks.Callback):
                                 "stored_shape": [self.n_probe, c.width], "reduction": c.reduction}
                        for c in self._captures},
             "probe": {"n": self.n_probe, "shape": _shapes(self._x), "has_labels": self._y is not None},
-            "predictions": {"shape": [self.n_probe, *self._pred_shape]},
+            "predictions": {"shape": [self.n_probe, *self._outputs[0].sample_shape], "output": self._outputs[0].name,
+                            "outputs": {o.name: [self.n_probe, *o.sample_shape] for o in
+                                        sorted(self._outputs, key=lambda o: o.index)}},
             "schedule": schedule, "step_unit": schedule["unit"], "dtype": self.dtype.name,
         }
 
@@ -315,7 +347,7 @@ class ActivationLogger(keras.callbacks.Callback):
         """``x -> (reduced outputs, predictions)`` for one probe batch. On the TensorFlow backend a
         ``tf.function`` traced once per model: the input signature leaves the batch dimension free (the last
         probe batch is shorter), the wrappers run once, while tracing, and each snapshot runs one graph."""
-        run = _CaptureCall(self._forward, model, self._captures)
+        run = _CaptureCall(self._forward, model, self._captures, [o.index for o in self._outputs])
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
@@ -331,16 +363,21 @@ class ActivationLogger(keras.callbacks.Callback):
         with contextlib.ExitStack() as stack:
             streams = [stack.enter_context(self._writer.stream_activation(
                 c.name, step, (n, c.width), self.dtype, **info)) for c in self._captures]
-            pred_stream = stack.enter_context(self._writer.stream_prediction(
-                step, (n, *self._pred_shape), np.float32, **info))
+            # A single-output run writes what it always did: no output name in its record.
+            named = len(self._outputs) > 1
+            pred_streams = [stack.enter_context(self._writer.stream_prediction(
+                step, (n, *o.sample_shape), np.float32, output=o.name if named else None, primary=i == 0, **info))
+                for i, o in enumerate(self._outputs)]
             for start in range(0, n, self.batch_size):
                 xb = keras.tree.map_structure(lambda a, s=start: a[s:s + self.batch_size], self._x)
-                reduced, pred = self._run_fn(xb)
+                reduced, preds = self._run_fn(xb)
                 for r, s in zip(reduced, streams):
                     s.write(keras.ops.convert_to_numpy(r))
-                pred_stream.write(keras.ops.convert_to_numpy(pred))
+                for p, s in zip(preds, pred_streams):
+                    s.write(keras.ops.convert_to_numpy(p))
             records = [s.commit() for s in streams]
-            pred_stream.commit()
+            for s in pred_streams[::-1]:  # the primary output last: a snapshot counts once it is there
+                s.commit()
         self._report(records, step)
         if not self._marker_written:
             self._writer.write_tensorboard_marker(_write_summary_event)
@@ -363,14 +400,15 @@ class _CaptureCall:
     Python code object, so the closures of several models in one process, each traced once, would add up to
     its "triggered tf.function retracing" warning."""
 
-    def __init__(self, forward: Callable, model, captures: list[_Capture]):
-        self.forward, self.model, self.captures = forward, model, captures
+    def __init__(self, forward: Callable, model, captures: list[_Capture], outputs: list[int]):
+        self.forward, self.model, self.captures, self.outputs = forward, model, captures, outputs
         self.layers = [c.layer for c in captures]
 
     def __call__(self, x):
         calls, outputs = self.forward(self.model, x, self.layers)
         reduced = [_reduce(keras.tree.flatten(calls[id(c.layer)][c.call])[c.output], c) for c in self.captures]
-        return reduced, keras.ops.cast(keras.tree.flatten(outputs)[0], "float32")
+        flat = keras.tree.flatten(outputs)
+        return reduced, [keras.ops.cast(flat[i], "float32") for i in self.outputs]
 
 
 class _BatchActivationLogger(ActivationLogger):
@@ -470,6 +508,24 @@ def _select_layers(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], 
         raise ValueError(f"layers={spec!r} selects no layer of the model; available layers: "
                          f"{store._choices(paths)}")
     return [(p, layer) for p, layer in paths.items() if p in chosen], explicit
+
+
+def _output_names(model, paths: list[tuple]) -> list[str]:
+    """A name per flattened model output: the key path for dict outputs, else the output layer's name
+    (``model.output_names`` of a Functional model, the last layer of a Sequential one), else ``output_<i>``;
+    positions where names would repeat."""
+    if paths and all(any(isinstance(k, str) for k in path) for path in paths):
+        names = ["/".join(str(k) for k in path) for path in paths]
+    elif isinstance(model, keras.Sequential) and model.layers:
+        names = [model.layers[-1].name]
+    else:
+        try:
+            names = [str(n) for n in model.output_names]
+        except (AttributeError, ValueError):  # subclassed models name no outputs
+            names = []
+        if len(names) != len(paths):
+            names = [f"output_{i}" for i in range(len(paths))]
+    return names if len(set(names)) == len(names) else [f"output_{i}" for i in range(len(paths))]
 
 
 def _check_input_shapes(model, x) -> None:

@@ -48,6 +48,9 @@ def _run_info(args) -> int:
         print(f"run {name!r}: model {m.get('model', {}).get('name', '?')}, probe n={probe.get('n', '?')}, "
               f"{len(steps)} snapshot(s) ({m.get('step_unit', 'step')}s {_ranges(steps)}), "
               f"{_human_bytes(run.disk_bytes())} on disk")
+        preds = _predictions_line(run)
+        if preds:
+            print(f"  {preds}")
         for layer in run.layers:
             info = run.layer_info(layer)
             red = info.get("reduction", {}).get("kind", "none")
@@ -63,6 +66,17 @@ def _run_info(args) -> int:
         more = f", ... ({len(files)} files)" if len(files) > 6 else ""
         print(f"cross-run result {name!r}: {', '.join(files[:6])}{more}")
     return 0
+
+
+def _predictions_line(run) -> str:
+    """Which model output the run's predictions are, and the other outputs stored beside it."""
+    m = run.manifest.get("predictions") or {}
+    outputs, primary = m.get("outputs") or {}, run.prediction_output
+    if primary is None:
+        return f"predictions: {tuple(m['shape'])}" if "shape" in m else ""
+    others = [f"{name!r} {tuple(shape)}" for name, shape in outputs.items() if name != primary]
+    also = f"; also stored: {', '.join(others)}" if others else ""
+    return f"predictions: output {primary!r} {tuple(outputs.get(primary, m.get('shape', ())))}{also}"
 
 
 def _ranges(steps: list[int]) -> str:

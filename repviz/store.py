@@ -10,7 +10,8 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         records.jsonl                       one JSON line appended per stored array; a torn last line is ignored
         probe/ids.npy labels.npy thumbnails.npy
         activations/<layer-key>/<step>.npy  one array (n_probe, width) per layer and snapshot
-        predictions/<step>.npy              model outputs on the probe set per snapshot
+        predictions/<step>.npy              the primary model output on the probe set per snapshot
+        predictions/<output-key>/<step>.npy every other output of a multi-output model
         embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
 
 Results that span runs (meta-SNE) live in ``<logdir>/plugins/repviz-meta/<name>/`` (:meth:`LogDir.artifacts`); the
@@ -53,6 +54,8 @@ _META_SUBDIR = ("plugins", "repviz-meta")
 _MANIFEST = "manifest.json"
 _RECORDS = "records.jsonl"
 _TMP_SUFFIX = ".tmp"
+_PREDICTION = "prediction"  # record kind of the primary model output (the only one before multi-output runs)
+_OUTPUT = "output"  # record kind of every other output of a multi-output model, keyed by its name
 
 
 class NotFoundError(LookupError):
@@ -362,9 +365,16 @@ class RunWriter:
         rel = f"activations/{path_key(layer)}/{int(step)}.npy"
         return self._write("activation", rel, array, layer=layer, step=int(step), **info)
 
-    def write_prediction(self, step: int, array: np.ndarray, **info: Any) -> dict:
-        """Store the model's outputs on the probe set at one snapshot."""
-        return self._write("prediction", f"predictions/{int(step)}.npy", array, step=int(step), **info)
+    def write_prediction(self, step: int, array: np.ndarray, *, output: str | None = None, primary: bool = True,
+                         **info: Any) -> dict:
+        """Store one model output on the probe set at one snapshot.
+
+        The primary output (the one readers colour by) goes where single-output runs have always put it; each
+        other output of a multi-output model is stored under its name ``output`` (required then). ``output``
+        names the primary too when given, so a reader can tell which output each snapshot's primary file holds.
+        """
+        kind, rel, fields = _prediction_target(step, output, primary)
+        return self._write(kind, rel, array, **fields, **info)
 
     def _write(self, kind: str, rel: str, array: np.ndarray, **fields: Any) -> dict:
         array = np.asarray(array)
@@ -381,10 +391,21 @@ class RunWriter:
         rel = f"activations/{path_key(layer)}/{int(step)}.npy"
         return ArrayStream(self.root, "activation", rel, shape, dtype, dict(layer=layer, step=int(step), **info))
 
-    def stream_prediction(self, step: int, shape: tuple[int, ...], dtype: Any, **info: Any) -> ArrayStream:
+    def stream_prediction(self, step: int, shape: tuple[int, ...], dtype: Any, *, output: str | None = None,
+                          primary: bool = True, **info: Any) -> ArrayStream:
         """Like :meth:`write_prediction`, but filled block of rows by block of rows."""
-        return ArrayStream(self.root, "prediction", f"predictions/{int(step)}.npy", shape, dtype,
-                           dict(step=int(step), **info))
+        kind, rel, fields = _prediction_target(step, output, primary)
+        return ArrayStream(self.root, kind, rel, shape, dtype, {**fields, **info})
+
+
+def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[str, str, dict]:
+    """Record kind, file and record fields of one stored model output (see :meth:`RunWriter.write_prediction`)."""
+    if primary:
+        fields = {"step": int(step)} if output is None else {"output": output, "step": int(step)}
+        return _PREDICTION, f"predictions/{int(step)}.npy", fields
+    if output is None:
+        raise ValueError("a model output other than the primary one must be stored under its name (output=...)")
+    return _OUTPUT, f"predictions/{path_key(output)}/{int(step)}.npy", {"output": output, "step": int(step)}
 
 
 class ArrayStream:
@@ -526,7 +547,8 @@ class Run:
                              if _valid_record(r) and os.path.exists(os.path.join(root, r["file"]))]
             self._index = {}
             for r in self._records:  # one pass: later records for the same key win (resumed training)
-                self._index.setdefault(r["kind"], {})[(r.get("layer"), r["step"])] = r
+                name = r.get("output") if r["kind"] == _OUTPUT else r.get("layer")
+                self._index.setdefault(r["kind"], {})[(name, r["step"])] = r
             self._records_size = size
         return self._records
 
@@ -584,15 +606,44 @@ class Run:
         """Activations of ``layer`` at ``step``: (n_probe, width), memory-mapped read-only."""
         return self.read_array(self.record(layer, step), mmap=mmap)
 
-    def prediction_steps(self) -> list[int]:
-        return sorted(s for (_, s) in self._latest("prediction"))
+    # predictions ----------------------------------------------------------------------------------------------
+    @property
+    def prediction_outputs(self) -> list[str]:
+        """Names of the model outputs stored per snapshot, in model order (empty for runs written before outputs
+        were named, which hold one unnamed output)."""
+        return list((self.manifest.get("predictions") or {}).get("outputs") or {})
 
-    def predictions(self, step: int) -> np.ndarray:
-        """Model outputs on the probe set at ``step``."""
-        rec = self._latest("prediction").get((None, int(step)))
+    @property
+    def prediction_output(self) -> str | None:
+        """Name of the primary output: the one :meth:`predictions` returns by default (None if unnamed)."""
+        return (self.manifest.get("predictions") or {}).get("output")
+
+    def _prediction_record(self, step: int, output: str | None) -> dict | None:
+        primary = self._latest(_PREDICTION).get((None, int(step)))
+        if output is None:
+            return primary
+        if output not in self.prediction_outputs:
+            raise NotFoundError(f"output {output!r} is not in run {self.name!r}; it has: "
+                                f"{_choices(self.prediction_outputs)}")
+        found = self._latest(_OUTPUT).get((output, int(step)))
+        # A resumed fit may have chosen another primary output: the primary file names the output it holds.
+        if found is None and primary is not None and primary.get("output", self.prediction_output) == output:
+            found = primary
+        return found
+
+    def prediction_steps(self, output: str | None = None) -> list[int]:
+        """Sorted steps that hold predictions of ``output`` (default: the primary output)."""
+        steps = {s for (_, s) in self._latest(_PREDICTION)} | {s for (_, s) in self._latest(_OUTPUT)}
+        return sorted(s for s in steps if self._prediction_record(s, output) is not None)
+
+    def predictions(self, step: int, output: str | None = None) -> np.ndarray:
+        """Model outputs on the probe set at ``step``: the primary output, (n_probe, ...) as the model returns
+        it, or the output named ``output`` (one of :attr:`prediction_outputs`) of a multi-output model."""
+        rec = self._prediction_record(step, output)
         if rec is None:
-            raise NotFoundError(f"run {self.name!r} has no predictions at step {step}; "
-                                f"it has: {_choices(self.prediction_steps())}")
+            which = "predictions" if output is None else f"predictions of output {output!r}"
+            raise NotFoundError(f"run {self.name!r} has no {which} at step {step}; "
+                                f"it has: {_choices(self.prediction_steps(output))}")
         return self.read_array(rec)
 
     # probe ----------------------------------------------------------------------------------------------------

@@ -125,6 +125,79 @@ def test_functional_nested_shared_and_multi_output(tmp_path):
         np.testing.assert_allclose(run.activations(name, 2), want, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def _two_outputs(as_dict=False):
+    """A Functional model with a 3-class head 'digits' and a 1-unit head 'aux' (a list, or a dict keyed
+    'zdigits'/'aux' so that the sorted key order differs from the order of definition)."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((6,))
+    h = keras.layers.Dense(8, activation="relu", name="hidden")(inp)
+    digits = keras.layers.Dense(3, activation="softmax", name="digits")(h)
+    aux = keras.layers.Dense(1, name="aux")(h)
+    model = keras.Model(inp, {"zdigits": digits, "aux": aux} if as_dict else [digits, aux])
+    losses = ["sparse_categorical_crossentropy", "mse"]
+    model.compile(optimizer="adam", loss=dict(zip(["zdigits", "aux"], losses)) if as_dict else losses)
+    rng = np.random.default_rng(3)
+    x, y, z = rng.normal(size=(48, 6)).astype(np.float32), rng.integers(0, 3, 48), rng.normal(size=(48, 1))
+    return model, x, ({"zdigits": y, "aux": z} if as_dict else [y, z]), y
+
+
+def _fit_two_outputs(tmp_path, as_dict=False, **kwargs):
+    model, x, targets, y = _two_outputs(as_dict)
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:16], y[:16]), layers="hidden", **kwargs)
+    model.fit(x, targets, epochs=1, batch_size=16, verbose=0, shuffle=False, callbacks=[logger])
+    return repviz.open_logdir(tmp_path).run("run"), model, x[:16]
+
+
+def test_multi_output_model_stores_every_output(tmp_path):
+    """Non-regression test for issue 10 item 17: only the first output was stored."""
+    run, model, xp = _fit_two_outputs(tmp_path)
+    digits, aux = model.predict(xp, verbose=0)
+    assert run.prediction_outputs == ["digits", "aux"] and run.prediction_output == "digits"
+    assert run.prediction_steps() == run.prediction_steps("aux") == [0, 1]
+    np.testing.assert_allclose(run.predictions(1, "digits"), digits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run.predictions(1, "aux"), aux, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(run.predictions(1), run.predictions(1, "digits"))  # the first is the primary
+    assert run.predictions(0, "aux").shape == (16, 1) and not np.allclose(run.predictions(0, "aux"), aux)
+    assert run.manifest["predictions"] == {"shape": [16, 3], "output": "digits",
+                                           "outputs": {"digits": [16, 3], "aux": [16, 1]}}
+
+
+def test_prediction_output_picks_the_primary_output(tmp_path):
+    run, model, xp = _fit_two_outputs(tmp_path, prediction_output="aux")
+    assert run.prediction_output == "aux" and run.prediction_outputs == ["digits", "aux"]
+    np.testing.assert_allclose(run.predictions(1), model.predict(xp, verbose=0)[1], rtol=1e-5, atol=1e-6)
+    assert run.predictions(1, "digits").shape == (16, 3)
+
+
+def test_dict_outputs_are_named_by_their_keys(tmp_path):
+    run, model, xp = _fit_two_outputs(tmp_path, as_dict=True)
+    want = model.predict(xp, verbose=0)
+    assert run.prediction_outputs == ["aux", "zdigits"] and run.prediction_output == "aux"  # flatten order
+    for name in ("aux", "zdigits"):
+        np.testing.assert_allclose(run.predictions(1, name), want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_unknown_prediction_output_fails_before_training(tmp_path):
+    model, x, targets, y = _two_outputs()
+    before = [keras.ops.convert_to_numpy(w).copy() for w in model.weights]
+    logger = ActivationLogger(tmp_path / "run", probe=x[:8], prediction_output="digit")
+    with pytest.raises(ValueError, match=r"The 'prediction_output' parameter of ActivationLogger must be one of "
+                                         r"the outputs of model '\w+' \('digits', 'aux'\)\. Got 'digit' instead"):
+        model.fit(x, targets, epochs=1, verbose=0, callbacks=[logger])
+    assert not (tmp_path / "run" / "plugins" / "repviz" / "records.jsonl").exists()
+    for a, w in zip(before, model.weights):
+        np.testing.assert_array_equal(a, keras.ops.convert_to_numpy(w))
+
+
+def test_single_output_run_stores_predictions_as_before(mlp_run):
+    run = mlp_run[0]
+    records = [r for r in run.records() if r["kind"] != "activation"]
+    assert {r["kind"] for r in records} == {"prediction"} and not any("output" in r for r in records)
+    assert sorted(r["file"] for r in records) == ["predictions/0.npy", "predictions/1.npy", "predictions/2.npy"]
+    assert run.prediction_outputs == ["out"] and run.prediction_output == "out"
+    np.testing.assert_array_equal(run.predictions(2, "out"), run.predictions(2))
+
+
 def test_subclassed_model_with_sublayer_block(tmp_path):
     class Block(keras.layers.Layer):
         def __init__(self, **kw):
@@ -393,6 +466,7 @@ def test_tensorboard_marker_names_the_plugin(mlp_run):
     (dict(max_width=100, projection_dim=200), r"projection_dim \(200\) must not exceed max_width \(100\)"),
     (dict(layers=[3]), r"'layers' parameter .* Got \[3\] instead"),
     (dict(probe_ids=[1, 1, 2, 3]), "probe_ids must be unique"),
+    (dict(prediction_output=0), r"'prediction_output' parameter .* must be a str or None\. Got 0 instead"),
 ])
 def test_bad_arguments_at_construction(tmp_path, kwargs, match):
     kwargs = {"probe": np.zeros((4, 28, 28), np.float32), **kwargs}

@@ -34,6 +34,20 @@ def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):
     assert "(random_projection from [None, 5, 5, 8]) 8 snapshot(s), 8 non-finite value(s)!" in out[2]
 
 
+def test_info_names_the_output_the_predictions_are(tmp_path, capsys):
+    w = RunWriter(tmp_path / "multi")
+    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "model": {"name": "two_heads"}, "probe": {"n": 4},
+             "layers": {"dense": {"stored_shape": [4, 3]}},
+             "predictions": {"shape": [4, 10], "output": "digits", "outputs": {"digits": [4, 10], "aux": [4, 1]}}})
+    w.write_activation("dense", 0, np.zeros((4, 3), np.float32))
+    old = RunWriter(tmp_path / "old")  # written before outputs were named
+    old.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}, "predictions": {"shape": [4, 2]}})
+    assert main(["info", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  predictions: output 'digits' (4, 10); also stored: 'aux' (4, 1)" in out
+    assert "  predictions: (4, 2)" in out
+
+
 def test_info_missing_logdir_is_one_clear_line(tmp_path, capsys):
     assert main(["info", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.strip() == f"repviz info: error: log directory {str(tmp_path / 'nope')!r} " \

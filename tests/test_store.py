@@ -16,10 +16,10 @@ from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, open_lo
 FP = {"model": "m1", "probe": "p1"}
 
 
-def _writer(tmp_path, name="run", fingerprint=FP, layers=("dense", "block/conv")):
+def _writer(tmp_path, name="run", fingerprint=FP, layers=("dense", "block/conv"), **manifest):
     w = RunWriter(tmp_path / name)
     w.begin({"fingerprint": fingerprint, "step_unit": "epoch",
-             "layers": {layer: {"stored_shape": [5, 3]} for layer in layers}})
+             "layers": {layer: {"stored_shape": [5, 3]} for layer in layers}, **manifest})
     return w
 
 
@@ -262,6 +262,67 @@ def test_incompatible_run_is_refused(tmp_path, fingerprint, what):
                                                    f"Log to a new directory"):
         _writer(tmp_path, fingerprint=fingerprint)
     assert json.loads((tmp_path / "run/plugins/repviz/manifest.json").read_text())["fingerprint"] == FP
+
+
+def _multi_output_run(tmp_path, primary="digits"):
+    """A run of a two-output model as the capture writes it: the primary output at the usual place."""
+    w = _writer(tmp_path, predictions={"shape": [5, 3], "output": primary,
+                                       "outputs": {"digits": [5, 3], "aux": [5, 1]}})
+    arrays = {(name, step): np.full(shape, 10 * step + len(name), np.float32)
+              for name, shape in (("digits", (5, 3)), ("aux", (5, 1))) for step in (0, 1)}
+    for (name, step), a in arrays.items():
+        w.write_prediction(step, a, output=name, primary=name == primary)
+    return w, arrays
+
+
+def test_every_output_of_a_multi_output_model_reads_back(tmp_path):
+    _, arrays = _multi_output_run(tmp_path)
+    run = open_logdir(tmp_path).run("run")
+    assert run.prediction_outputs == ["digits", "aux"] and run.prediction_output == "digits"
+    assert run.prediction_steps() == run.prediction_steps("aux") == [0, 1]
+    for (name, step), a in arrays.items():
+        np.testing.assert_array_equal(run.predictions(step, name), a)
+        if name == "digits":
+            np.testing.assert_array_equal(run.predictions(step), a)
+    with pytest.raises(NotFoundError, match=r"output 'digit' is not in run 'run'; it has: 'digits', 'aux'"):
+        run.predictions(0, "digit")
+    with pytest.raises(NotFoundError, match=r"run 'run' has no predictions of output 'aux' at step 4; it has: 0, 1"):
+        run.predictions(4, "aux")
+
+
+def test_an_older_reader_sees_the_primary_output_only(tmp_path):
+    """Runs stay readable by the reader of before named outputs: kind 'prediction' holds only the primary."""
+    _multi_output_run(tmp_path)
+    records = store.read_records(tmp_path / "run/plugins/repviz/records.jsonl")
+    primary = [r for r in records if r["kind"] == "prediction"]
+    assert [(r["file"], r["output"]) for r in primary] == [("predictions/0.npy", "digits"),
+                                                           ("predictions/1.npy", "digits")]
+
+
+def test_resumed_run_with_another_primary_output_reads_each_output_by_name(tmp_path):
+    _, arrays = _multi_output_run(tmp_path)
+    w = _writer(tmp_path, predictions={"shape": [5, 1], "output": "aux",
+                                       "outputs": {"digits": [5, 3], "aux": [5, 1]}})
+    later = {"aux": np.full((5, 1), -1, np.float32), "digits": np.full((5, 3), -2, np.float32)}
+    for name, a in later.items():
+        w.write_prediction(2, a, output=name, primary=name == "aux")
+    run = open_logdir(tmp_path).run("run")
+    assert run.prediction_steps("digits") == run.prediction_steps("aux") == [0, 1, 2]
+    np.testing.assert_array_equal(run.predictions(0, "aux"), arrays["aux", 0])
+    np.testing.assert_array_equal(run.predictions(0, "digits"), arrays["digits", 0])
+    np.testing.assert_array_equal(run.predictions(2), later["aux"])
+
+
+def test_a_run_without_named_outputs_reads_as_before(tmp_path):
+    w = _writer(tmp_path, predictions={"shape": [5, 2]})
+    w.write_prediction(0, np.ones((5, 2), np.float32))
+    run = open_logdir(tmp_path).run("run")
+    assert run.prediction_outputs == [] and run.prediction_output is None and run.prediction_steps() == [0]
+    np.testing.assert_array_equal(run.predictions(0), np.ones((5, 2)))
+    with pytest.raises(NotFoundError, match=r"output 'out' is not in run 'run'; it has: none"):
+        run.predictions(0, "out")
+    with pytest.raises(ValueError, match="must be stored under its name"):
+        w.write_prediction(1, np.ones((5, 2), np.float32), primary=False)
 
 
 def test_not_found_messages_list_the_choices(tmp_path):
