@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import posixpath
-import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -148,27 +147,11 @@ class RepvizPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
-        self._context = context
-        self._logdir = getattr(context, "logdir", "") or ""
-        self._out = getattr(getattr(context, "flags", None), "repviz_out", None) or None
-        self._lazy_lock = threading.Lock()
-        self._catalog_obj: Catalog | None = None
-        self._jobs_obj: JobManager | None = None
-
-    # lazily built shared state (the constructor only keeps the context) --------------------------------------
-    @property
-    def catalog(self) -> Catalog:
-        with self._lazy_lock:
-            if self._catalog_obj is None:
-                self._catalog_obj = Catalog(self._logdir, out=self._out)
-            return self._catalog_obj
-
-    @property
-    def jobs(self) -> JobManager:
-        with self._lazy_lock:
-            if self._jobs_obj is None:
-                self._jobs_obj = JobManager(self._logdir, out=self._out)
-            return self._jobs_obj
+        logdir = getattr(context, "logdir", "") or ""
+        out = getattr(getattr(context, "flags", None), "repviz_out", None) or None
+        # Both are cheap to build: the listing and the worker processes start on first use.
+        self.catalog = Catalog(logdir, out=out)
+        self.jobs = JobManager(logdir, out=out)
 
     # TensorBoard's plugin interface ---------------------------------------------------------------------------
     def get_plugin_apps(self):
