@@ -22,6 +22,7 @@ Consumers:
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -143,7 +144,7 @@ class ProgressState:
         self._lock = threading.Lock()
         self._start = time.perf_counter()
         self._stage_start = self._start
-        self._sent = 0.0
+        self._sent = -math.inf  # the first event always reaches the sink (perf_counter may start near 0)
         self._event: tuple[str, int, int, str] = ("", 0, 0, "")
         self._updated = time.time()
 
