@@ -207,7 +207,7 @@ def test_parallel_jobs_give_the_same_embeddings(tmp_path):
 
 
 _SLOW_SCRIPT = """
-import sys, time
+import signal, sys, time
 from repviz.manifold import PCA
 from repviz.pipeline import register_method
 from repviz.cli import main
@@ -219,6 +219,9 @@ class SlowPCA(PCA):
 
 register_method("slowpca", "__main__:SlowPCA", align="procrustes", defaults={"random_state": 0})
 if __name__ == "__main__":  # spawned workers import this script too
+    # Ctrl-C as at a terminal: a shell without job control starts background commands with SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.exit(main(["embed", sys.argv[1], "--method", "slowpca", "--jobs", sys.argv[2]]))
 """
 
