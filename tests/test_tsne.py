@@ -8,7 +8,15 @@ from scipy.optimize import check_grad
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import tsne as tsne_module
 from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
-from repviz.manifold.tsne.optimize import ExactRepulsion, KLObjective, make_repulsion, relabel, spatial_order
+from repviz.manifold.tsne.optimize import (
+    AutoRepulsion,
+    DirectRepulsion,
+    ExactRepulsion,
+    KLObjective,
+    make_repulsion,
+    relabel,
+    spatial_order,
+)
 from repviz.metrics import knn_accuracy
 from repviz.neighbors import knn
 
@@ -96,6 +104,34 @@ def test_approximate_gradients_close_to_exact(method, dim, rtol):
         assert kl == pytest.approx(kl_ex, rel=rtol)
 
 
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 50.0, 1e4])
+def test_direct_float32_sums_equal_the_float64_loop(scale):
+    """The vectorised float32 kernel of 2-D t-SNE against the generic float64 loop over all pairs."""
+    Y = np.random.default_rng(5).normal(size=(700, 2)) * scale
+    rep, fast = np.empty_like(Y), np.empty_like(Y)
+    z_ref = ExactRepulsion(1.0)(Y, rep)
+    z = DirectRepulsion(700)(Y, fast)
+    assert z == pytest.approx(z_ref, rel=1e-6)
+    np.testing.assert_allclose(fast, rep, rtol=1e-4, atol=1e-5 * np.abs(rep).max())
+
+
+def test_auto_repulsion_picks_the_cheaper_method_by_size_and_extent():
+    """Direct sums for a small probe set at any extent and for a spread-out layout of a few thousand points; the
+    FFT for a compact layout of many points (early exaggeration) and for large n. The choice and the forces
+    depend on the layout only, and each call gives what the chosen method gives."""
+    rng = np.random.default_rng(6)
+    small = AutoRepulsion(1000)
+    assert small.prefers_direct(rng.normal(size=(1000, 2))) and small.prefers_direct(rng.normal(size=(1000, 2)) * 50)
+    mid = AutoRepulsion(5000)
+    assert not mid.prefers_direct(rng.normal(size=(5000, 2))) and mid.prefers_direct(rng.normal(size=(5000, 2)) * 30)
+    assert not AutoRepulsion(50_000).prefers_direct(rng.normal(size=(50_000, 2)) * 30)
+    Y = rng.normal(size=(5000, 2))
+    rep, ref = np.empty_like(Y), np.empty_like(Y)
+    assert mid(Y, rep) == make_repulsion("fft", 5000, 2, 1.0)(Y, ref)
+    np.testing.assert_array_equal(rep, ref)
+    assert mid.counts == {"direct": 0, "fft": 1}
+
+
 def test_fft_interpolation_converges():
     """More Lagrange nodes and smaller boxes make the FFT repulsion exact (the error is interpolation only)."""
     Y = np.random.default_rng(3).normal(size=(300, 2)) * 5
@@ -110,7 +146,7 @@ def test_fft_interpolation_converges():
     assert errors[1] < 1e-4 < errors[0] < 1e-2
 
 
-@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+@pytest.mark.parametrize("method", ["exact", "direct", "barnes_hut", "fft", "auto"])
 def test_separated_blobs_stay_separated(method):
     X, labels = _blobs(150, 4)
     Y = TSNE(method=method, perplexity=20, random_state=0, max_iter=400).fit_transform(X)
@@ -136,7 +172,7 @@ def test_kl_no_worse_than_sklearn_exact():
     assert ours.kl_divergence_ == pytest.approx(kl_ours, rel=1e-4)
 
 
-@pytest.mark.parametrize("method", ["exact", "barnes_hut", "fft"])
+@pytest.mark.parametrize("method", ["exact", "direct", "barnes_hut", "fft", "auto"])
 def test_deterministic_across_runs_and_threads(method):
     X, _ = _blobs(100, 3)
     a = TSNE(method=method, random_state=0, max_iter=100, n_jobs=1).fit_transform(X)
@@ -191,11 +227,25 @@ def test_three_components_and_sne():
 def test_auto_method_and_resolved_attributes():
     X, _ = _blobs(400, 3)
     est = TSNE(max_iter=10, random_state=0).fit(X)
-    assert est.method_ == "fft" and est.learning_rate_ == pytest.approx(1200.0)
+    assert est.method_ == "direct" and est.learning_rate_ == pytest.approx(1200.0)
     assert est.early_learning_rate_ == pytest.approx(200.0)
     assert est.n_iter_ == 10 and est.embedding_.dtype == np.float32
     assert set(est.timings_) == {"kNN", "affinities", "initialisation", "early exaggeration", "optimisation"}
-    assert TSNE(max_iter=10).fit(X[:500]).method_ == "exact"
+    assert TSNE(max_iter=10).fit(X[:500]).method_ == "direct"
+    assert TSNE(max_iter=10, dof=0.5).fit(X[:500]).method_ == "exact"  # other kernels: the rule as before
+    assert TSNE(max_iter=10, n_components=3).fit(X[:500]).method_ == "exact"
+
+
+def test_auto_reaches_the_kl_of_the_exact_gradient_on_the_same_affinities():
+    """On small n, "auto" (direct sums with the kNN affinities) optimises the same objective as the exact
+    gradient: the KL it reports equals the exact KL of its embedding, and is no worse than FFT's."""
+    X, _ = _blobs(200, 4)
+    auto = TSNE(random_state=0, max_iter=500).fit(X)
+    fft = TSNE(method="fft", random_state=0, max_iter=500).fit(X)
+    kl_exact = KLObjective(auto.affinities_, ExactRepulsion(1.0))(auto.embedding_.astype(np.float64))[0]
+    assert auto.kl_divergence_ == pytest.approx(kl_exact, rel=1e-4)
+    kl_fft = KLObjective(fft.affinities_, ExactRepulsion(1.0))(fft.embedding_.astype(np.float64))[0]
+    assert kl_exact <= kl_fft * 1.01
 
 
 def test_parameters_reach_the_kernels(monkeypatch):

@@ -155,6 +155,10 @@ class FFTRepulsion:
         n_boxes = smooth_box_count(max(self.min_boxes, int(np.ceil(span / self.ints_per_box))), self.n_interp)
         return n_boxes, max(span, 1e-12) / n_boxes * (1 + 1e-9)  # the largest coordinate falls in the last box
 
+    def grid_size(self, span: float) -> int:
+        """Grid nodes per side, G, for a layout of extent ``span``."""
+        return self._grid(span)[0] * self.n_interp
+
     def potentials(self, Y: np.ndarray) -> tuple[np.ndarray, float]:
         """Locate the points (``self.box``, ``self.wts``); return the grid force potentials (3, G, G) and Z."""
         lo, hi = float(Y.min()), float(Y.max())

@@ -123,10 +123,43 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compu
 
 
 @njit(parallel=True, cache=True, fastmath=True)
+def direct_repulsive_2d(x, y, out, z_rows):
+    """2-D t-SNE (dof = 1) over all pairs: out[i] = sum_j w_ij² (y_i - y_j), z_rows[i] = sum_{j != i} w_ij.
+
+    ``x`` and ``y`` are the two coordinates as separate float32 arrays: the inner loop is a float32 reduction
+    that LLVM vectorises 8 lanes wide (about 9x the float64 loop over (n, 2) rows; relative error about 1e-6).
+    The self term is masked to 0 by a select (a branch, or a loop split at i, stops the vectorisation), so its
+    w = 1 never swamps the tiny w of a wide layout.
+    """
+    n = x.shape[0]
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    for i in prange(n):
+        xi = x[i]
+        yi = y[i]
+        z = zero
+        r0 = zero
+        r1 = zero
+        for j in range(n):
+            d0 = xi - x[j]
+            d1 = yi - y[j]
+            q = one / (one + d0 * d0 + d1 * d1)
+            q = q if j != i else zero
+            z += q
+            q2 = q * q
+            r0 += q2 * d0
+            r1 += q2 * d1
+        out[i, 0] = r0
+        out[i, 1] = r1
+        z_rows[i] = z
+
+
+@njit(parallel=True, cache=True, fastmath=True)
 def exact_repulsive(Y, dof, out, z_rows):
-    """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij, over all pairs: O(n²)."""
+    """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij, over all pairs: O(n²), in
+    float64 (the reference; :func:`direct_repulsive_2d` is the fast float32 form for 2-D t-SNE)."""
     n, dim = Y.shape
-    if dim == 2 and dof == 1.0:  # t-SNE in 2-D: a branch-free loop that vectorises (j = i adds w = 1, no force)
+    if dim == 2 and dof == 1.0:  # t-SNE in 2-D: a branch-free loop (j = i adds w = 1, no force)
         for i in prange(n):
             yi0 = Y[i, 0]
             yi1 = Y[i, 1]

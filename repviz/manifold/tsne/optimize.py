@@ -22,7 +22,8 @@ from ._fft import FFTRepulsion
 
 
 class ExactRepulsion:
-    """Repulsive sums over all pairs, O(n²) time, O(n) memory."""
+    """Repulsive sums over all pairs in float64, O(n²) time, O(n) memory: the reference the others are tested
+    against, and the repulsion of method="exact"."""
 
     def __init__(self, dof: float):
         self.dof = float(dof)
@@ -33,14 +34,65 @@ class ExactRepulsion:
         return float(z_rows.sum())
 
 
+class DirectRepulsion:
+    """2-D t-SNE (dof = 1): the same sums over all pairs in vectorised float32, about 9x faster than
+    :class:`ExactRepulsion` (relative error about 1e-6, far below the approximate methods')."""
+
+    def __init__(self, n_samples: int):
+        self.x = np.empty(n_samples, dtype=np.float32)
+        self.y = np.empty(n_samples, dtype=np.float32)
+        self.z_rows = np.empty(n_samples)
+
+    def __call__(self, Y, rep) -> float:
+        self.x[:] = Y[:, 0]
+        self.y[:] = Y[:, 1]
+        _kernels.direct_repulsive_2d(self.x, self.y, rep, self.z_rows)
+        return float(self.z_rows.sum())
+
+
+# Cost model of one repulsion call, single-threaded (measured on MNIST-sized layouts, AVX2): the direct sums
+# take about 0.18 ns per pair; the FFT about 4 ns per (2G)² log2(2G) for a grid of G nodes per side (its
+# locate/spread/gather are O(n) and small beside it). Both scale alike with threads, so only their ratio counts.
+_DIRECT_NS_PER_PAIR = 0.18
+_FFT_NS_PER_GRID_TERM = 4.0
+
+
+class AutoRepulsion:
+    """2-D t-SNE: at every call, direct sums over all pairs or FFT interpolation, whichever the cost model says is
+    cheaper at this layout's extent. The FFT grid grows with the extent (boxes at most one unit wide), so a small
+    probe set is cheapest summed directly once the layout has expanded, while a compact layout (early
+    exaggeration) of a few thousand points is cheapest on the FFT's minimum grid. The choice depends only on n
+    and the layout, never on timings, so a fit stays deterministic. ``counts`` records the calls of each."""
+
+    def __init__(self, n_samples: int, *, n_interp: int = 3, min_boxes: int = 50, n_threads: int = 1):
+        self.direct = DirectRepulsion(n_samples)
+        self.fft = FFTRepulsion(n_samples, 1.0, n_interp=n_interp, min_boxes=min_boxes, workers=n_threads)
+        self.direct_ns = _DIRECT_NS_PER_PAIR * float(n_samples) ** 2
+        self.counts = {"direct": 0, "fft": 0}
+
+    def prefers_direct(self, Y: np.ndarray) -> bool:
+        n_grid = self.fft.grid_size(float(Y.max() - Y.min()))
+        return self.direct_ns < _FFT_NS_PER_GRID_TERM * (2 * n_grid) ** 2 * np.log2(2 * n_grid)
+
+    def __call__(self, Y, rep) -> float:
+        name = "direct" if self.prefers_direct(Y) else "fft"
+        self.counts[name] += 1
+        return (self.direct if name == "direct" else self.fft)(Y, rep)
+
+
 def make_repulsion(method: str, n_samples: int, n_components: int, dof: float, *, theta: float = 0.5,
                    n_interp: int = 3, min_boxes: int = 50, n_threads: int = 1):
-    """The repulsion callable for ``method`` in {"exact", "barnes_hut", "fft"}: ``repulsion(Y, rep) -> Z`` fills
-    rep[i] = sum_j f_ij (y_i - y_j) and returns Z = sum_{i != j} w_ij."""
+    """The repulsion callable for ``method`` in {"exact", "direct", "barnes_hut", "fft", "auto"} ("direct" and
+    "auto": 2-D with dof = 1 only): ``repulsion(Y, rep) -> Z`` fills rep[i] = sum_j f_ij (y_i - y_j) and returns
+    Z = sum_{i != j} w_ij."""
     if method == "exact":
         return ExactRepulsion(dof)
+    if method == "direct":
+        return DirectRepulsion(n_samples)
     if method == "barnes_hut":
         return BHRepulsion(n_samples, n_components, dof, theta)
+    if method == "auto":
+        return AutoRepulsion(n_samples, n_interp=n_interp, min_boxes=min_boxes, n_threads=n_threads)
     return FFTRepulsion(n_samples, dof, n_interp=n_interp, min_boxes=min_boxes, workers=n_threads)
 
 
