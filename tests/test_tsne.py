@@ -248,6 +248,21 @@ def test_auto_reaches_the_kl_of_the_exact_gradient_on_the_same_affinities():
     assert kl_exact <= kl_fft * 1.01
 
 
+def test_tol_stops_a_converged_layout_and_not_a_moving_one():
+    """Continuing from a converged layout of the same data stops after a few KL checks (50 iterations apart),
+    with the KL where it was; continuing from a layout of other data does not stop early."""
+    X, _ = _blobs(100, 3)
+    full = TSNE(random_state=0, max_iter=750).fit(X)
+    kw = dict(random_state=0, rescale_init=False, early_exaggeration_iter=0, max_iter=300, tol=1e-3)
+    again = TSNE(init=full.embedding_, **kw).fit(X)
+    assert again.n_iter_ <= 150 and again.kl_divergence_ == pytest.approx(full.kl_divergence_, rel=0.02)
+    shuffled = full.embedding_[np.random.default_rng(0).permutation(300)]
+    moving = TSNE(init=shuffled, **kw).fit(X)
+    assert moving.n_iter_ == 300
+    no_tol = TSNE(init=shuffled, **{**kw, "tol": 0.0}).fit(X)
+    np.testing.assert_array_equal(moving.embedding_, no_tol.embedding_)  # tol only ever stops, never steers
+
+
 def test_parameters_reach_the_kernels(monkeypatch):
     seen = {"gd": [], "rep": []}
     real_gd, real_rep = tsne_module.gradient_descent, tsne_module.make_repulsion

@@ -125,21 +125,26 @@ class DescentState:
     gains: np.ndarray
     n_iter: int = 0
     kl: float = float("nan")
+    converged: bool = False
 
 
 def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learning_rate: float, momentum: float,
                      exaggeration: float = 1.0, min_gain: float = 0.01, state: DescentState | None = None,
-                     kl_every: int = 50, progress: Callable | None = None) -> DescentState:
-    """Run ``n_iter`` steps on Y in place: momentum, adaptive gains, re-centring.
+                     kl_every: int = 50, tol: float = 0.0, progress: Callable | None = None) -> DescentState:
+    """Run up to ``n_iter`` steps on Y in place: momentum, adaptive gains, re-centring.
 
     ``learning_rate`` follows the convention of bhtsne, FIt-SNE and openTSNE, whose gradient omits the factor 4
     of the exact KL derivative: the step is ``learning_rate / 4 * gains * grad``. (scikit-learn's learning_rate
     multiplies the exact gradient, so its value for the same step is 4x smaller.) The KL divergence is evaluated
     every ``kl_every`` iterations and after the last; ``progress(state)`` is called at those points.
+
+    Convergence: with ``tol`` > 0 the descent stops at an evaluation where the KL changed by less than ``tol``
+    (relative) since the previous one, ``kl_every`` iterations earlier (``state.converged`` is then True).
     """
     if state is None:
         state = DescentState(np.zeros_like(Y), np.ones_like(Y))
     step = learning_rate / 4.0
+    previous = float("nan")
     for it in range(n_iter):
         last = it == n_iter - 1
         want_kl = last or (it + 1) % kl_every == 0
@@ -152,6 +157,12 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
             state.kl = kl
             if progress is not None:
                 progress(state)
+            if tol > 0 and abs(previous - kl) < tol * abs(kl):
+                state.converged = True
+                if not last:
+                    state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
+                break
+            previous = kl
     return state
 
 
