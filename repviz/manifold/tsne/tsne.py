@@ -348,8 +348,8 @@ class TSNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca",
-                 rescale_init="auto",
+                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean",
+                 init="pca", rescale_init="auto",
                  method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
                  n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
         self.n_components = n_components
@@ -423,8 +423,8 @@ class SNE(_BaseSNE):
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean", init="pca",
-                 rescale_init="auto",
+                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8, metric: str = "euclidean",
+                 init="pca", rescale_init="auto",
                  neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
                  verbose: int = 0):
         self.n_components = n_components
