@@ -14,6 +14,7 @@ the mean. ``quality_scores`` records the sample size used.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, prange
 
 from ._validation import check_array, check_n_neighbors
 from .neighbors import FLOAT_DTYPES, _block_rows, knn
@@ -29,32 +30,60 @@ def _query_knn(X: np.ndarray, queries: np.ndarray, k: int, block_bytes: int = 64
     """k nearest neighbours (excluding self) of the rows ``queries`` among all rows of X."""
     if len(queries) == len(X):
         return knn(X, k)[0]
-    sq = np.einsum("ij,ij->i", X, X)
-    out = np.empty((len(queries), k), dtype=np.int64)
-    rows = _block_rows(len(X), block_bytes)
-    for s in range(0, len(queries), rows):
-        q = queries[s:s + rows]
-        D = sq[q, None] - 2 * (X[q] @ X.T) + sq[None, :]
-        D[np.arange(len(q)), q] = np.inf
-        part = np.argpartition(D, k - 1, axis=1)[:, :k]
-        order = np.argsort(np.take_along_axis(D, part, axis=1), axis=1, kind="stable")
-        out[s:s + rows] = np.take_along_axis(part, order, axis=1)
-    return out
+    return _scan(X, queries, k, None, block_bytes)[0]
 
 
 def _ranks_of(X: np.ndarray, queries: np.ndarray, neighbors: np.ndarray, block_bytes: int = 64 << 20) -> np.ndarray:
     """1-based rank (self excluded) in X's distances from each query of each of its listed neighbours."""
-    sq = np.einsum("ij,ij->i", X, X)
-    ranks = np.empty(neighbors.shape, dtype=np.int64)
+    return _scan(X, queries, 1, neighbors, block_bytes)[1]
+
+
+def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
+          block_bytes: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """One pass over X's Gram matrix, block by block: each query's k nearest neighbours in X and, with
+    ``others`` (n_queries, m), the 1-based rank in X's distances of each point listed there."""
+    X = np.ascontiguousarray(X)
+    sq = np.einsum("ij,ij->i", X, X).astype(np.float64)
+    near = np.empty((len(queries), k), dtype=np.int64)
+    targets = np.zeros((len(queries), 0), dtype=np.int64) if others is None else np.asarray(others, dtype=np.int64)
+    ranks = np.empty(targets.shape, dtype=np.int64)
     rows = _block_rows(len(X), block_bytes)
     for s in range(0, len(queries), rows):
-        q = queries[s:s + rows]
-        D = sq[q, None] - 2 * (X[q] @ X.T) + sq[None, :]
-        D[np.arange(len(q)), q] = -np.inf  # self sorts first, so "points strictly closer" is the 1-based rank
-        target = np.take_along_axis(D, neighbors[s:s + rows], axis=1)
-        D.sort(axis=1)
-        ranks[s:s + rows] = [np.searchsorted(d, t, side="left") for d, t in zip(D, target)]
-    return ranks
+        q = np.ascontiguousarray(queries[s:s + rows], dtype=np.int64)
+        _select_and_rank(X[q] @ X.T, sq, q, k, targets[s:s + rows], near[s:s + rows], ranks[s:s + rows])
+    return near, ranks
+
+
+@njit(parallel=True, cache=True)
+def _select_and_rank(G, sq, queries, k, targets, near, ranks):
+    """For each row r of the Gram block G (query i = queries[r]): the k smallest keys sq[j] - 2 G[r, j] over
+    j != i (the query's own squared norm does not change the order), sorted; and for each listed target t the
+    count of points strictly closer than t, plus one (the query itself): its 1-based rank."""
+    rows, n = G.shape
+    for r in prange(rows):
+        i = queries[r]
+        if k > 0:  # insertion into a sorted list of the k best (ties: the smaller index first, as knn)
+            best_d = np.full(k, np.inf)
+            best_j = np.full(k, n, dtype=np.int64)
+            for j in range(n):
+                d = sq[j] - 2.0 * G[r, j]
+                if d < best_d[k - 1] and j != i:
+                    a = k - 1
+                    while a > 0 and best_d[a - 1] > d:
+                        best_d[a] = best_d[a - 1]
+                        best_j[a] = best_j[a - 1]
+                        a -= 1
+                    best_d[a] = d
+                    best_j[a] = j
+            for a in range(k):
+                near[r, a] = best_j[a]
+        for m in range(targets.shape[1]):
+            t = targets[r, m]
+            key = sq[t] - 2.0 * G[r, t]
+            c = 1
+            for j in range(n):
+                c += (sq[j] - 2.0 * G[r, j] < key) & (j != i)
+            ranks[r, m] = c
 
 
 def _points(X, Y, owner: str) -> tuple[np.ndarray, np.ndarray]:
@@ -62,17 +91,36 @@ def _points(X, Y, owner: str) -> tuple[np.ndarray, np.ndarray]:
     return check_array(X, owner, dtype=FLOAT_DTYPES), check_array(Y, owner, dtype=FLOAT_DTYPES, name="Y")
 
 
-def _rank_penalty(X_from, X_to, k: int, max_exact, random_state) -> float:
-    """1 - normalised sum over each point's k neighbours in X_to of how far beyond rank k they are in X_from."""
-    n = X_from.shape[0]
+def _check_trust_k(k: int, n: int) -> None:
     check_n_neighbors(k, n, "trustworthiness")
     if k >= n / 2:
         raise ValueError(f"n_neighbors ({k}) should be less than n_samples / 2 ({n / 2})")
-    queries = _sample(n, max_exact, random_state)
-    ranks = _ranks_of(X_from, queries, _query_knn(X_to, queries, k))
+
+
+def _penalty(ranks: np.ndarray, n: int, n_queries: int) -> float:
+    """1 - normalised sum of how far beyond rank k each query's k neighbours from the other space are."""
+    k = ranks.shape[1]
     penalty = float(np.maximum(ranks - k, 0).sum())
-    # Venna & Kaski's normaliser, for len(queries) query points instead of n
-    return 1.0 - penalty * 2.0 / (len(queries) * k * (2.0 * n - 3.0 * k - 1.0))
+    # Venna & Kaski's normaliser, for n_queries query points instead of n
+    return 1.0 - penalty * 2.0 / (n_queries * k * (2.0 * n - 3.0 * k - 1.0))
+
+
+def _rank_penalty(X_from, X_to, k: int, max_exact, random_state) -> float:
+    """1 - normalised sum over each point's k neighbours in X_to of how far beyond rank k they are in X_from."""
+    _check_trust_k(k, X_from.shape[0])
+    queries = _sample(X_from.shape[0], max_exact, random_state)
+    return _penalty(_ranks_of(X_from, queries, _query_knn(X_to, queries, k)), X_from.shape[0], len(queries))
+
+
+def _kept(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean fraction of each row of ``a`` found in the same row of ``b``."""
+    return float((a[:, :, None] == b[:, None, :]).any(axis=2).mean())
+
+
+def _vote_accuracy(neighbors: np.ndarray, codes: np.ndarray, queries: np.ndarray, n_classes: int) -> float:
+    votes = np.zeros((len(queries), n_classes), dtype=np.int64)
+    np.add.at(votes, (np.repeat(np.arange(len(queries)), neighbors.shape[1]), codes[neighbors].ravel()), 1)
+    return float(np.mean(votes.argmax(axis=1) == codes[queries]))
 
 
 def trustworthiness(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 10_000, random_state=0) -> float:
@@ -93,37 +141,45 @@ def knn_preservation(X, Y, n_neighbors: int = 10, *, max_exact: int | None = 20_
     X, Y = _points(X, Y, "knn_preservation")
     check_n_neighbors(n_neighbors, X.shape[0], "knn_preservation")
     queries = _sample(X.shape[0], max_exact, random_state)
-    a, b = _query_knn(X, queries, n_neighbors), _query_knn(Y, queries, n_neighbors)
-    return float(np.mean([np.isin(r, s).mean() for r, s in zip(a, b)]))
+    return _kept(_query_knn(X, queries, n_neighbors), _query_knn(Y, queries, n_neighbors))
 
 
 def knn_accuracy(Y, labels, n_neighbors: int = 10, *, max_exact: int | None = 20_000, random_state=0) -> float:
     """Leave-one-out accuracy of a majority vote of the ``n_neighbors`` nearest points' labels in ``Y``
     (ties go to the smallest label)."""
     Y = check_array(Y, "knn_accuracy", dtype=FLOAT_DTYPES, name="Y")
-    labels = np.asarray(labels)
-    if labels.shape[0] != Y.shape[0]:
-        raise ValueError(f"labels has {labels.shape[0]} entries but Y has {Y.shape[0]} rows")
+    classes, codes = _label_codes(labels, Y.shape[0])
     check_n_neighbors(n_neighbors, Y.shape[0], "knn_accuracy")
-    classes, codes = np.unique(labels, return_inverse=True)
     queries = _sample(Y.shape[0], max_exact, random_state)
-    nb = _query_knn(Y, queries, n_neighbors)
-    votes = np.zeros((len(queries), len(classes)), dtype=np.int64)
-    np.add.at(votes, (np.repeat(np.arange(len(queries)), n_neighbors), codes[nb].ravel()), 1)
-    return float(np.mean(votes.argmax(axis=1) == codes[queries]))
+    return _vote_accuracy(_query_knn(Y, queries, n_neighbors), codes, queries, len(classes))
+
+
+def _label_codes(labels, n: int) -> tuple[np.ndarray, np.ndarray]:
+    labels = np.asarray(labels)
+    if labels.shape[0] != n:
+        raise ValueError(f"labels has {labels.shape[0]} entries but Y has {n} rows")
+    return np.unique(labels, return_inverse=True)
 
 
 def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int | None = 10_000,
                    random_state=0) -> dict:
-    """All scores of embedding ``Y`` of ``X`` in one dict (plus ``n_neighbors`` and ``n_sampled``)."""
-    n = np.asarray(X).shape[0]
+    """All scores of embedding ``Y`` of ``X`` in one dict (plus ``n_neighbors`` and ``n_sampled``): the same values
+    as the functions above with the same ``max_exact``, from one neighbour search in each space."""
+    X, Y = _points(X, Y, "quality_scores")
+    n, k = X.shape[0], n_neighbors
+    _check_trust_k(k, n)
+    if labels is not None:
+        classes, codes = _label_codes(labels, n)
+    queries = _sample(n, max_exact, random_state)
+    near_y = _query_knn(Y, queries, k)  # the embedding has few columns: its Gram matrix is cheap
+    near_x, ranks_x = _scan(X, queries, k, near_y)  # one pass over X's Gram matrix for both
     scores = {
-        "trustworthiness": trustworthiness(X, Y, n_neighbors, max_exact=max_exact, random_state=random_state),
-        "continuity": continuity(X, Y, n_neighbors, max_exact=max_exact, random_state=random_state),
-        "knn_preservation": knn_preservation(X, Y, n_neighbors, max_exact=max_exact, random_state=random_state),
-        "n_neighbors": n_neighbors,
-        "n_sampled": int(min(n, max_exact or n)),
+        "trustworthiness": _penalty(ranks_x, n, len(queries)),
+        "continuity": _penalty(_ranks_of(Y, queries, near_x), n, len(queries)),
+        "knn_preservation": _kept(near_x, near_y),
+        "n_neighbors": k,
+        "n_sampled": len(queries),
     }
     if labels is not None:
-        scores["knn_accuracy"] = knn_accuracy(Y, labels, n_neighbors, max_exact=max_exact, random_state=random_state)
+        scores["knn_accuracy"] = _vote_accuracy(near_y, codes, queries, len(classes))
     return scores

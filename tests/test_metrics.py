@@ -59,3 +59,17 @@ def test_errors_give_both_numbers():
         trustworthiness(X, Y, 10)
     with pytest.raises(ValueError, match="labels has 3 entries but Y has 20 rows"):
         knn_accuracy(Y, [0, 1, 2])
+
+
+@pytest.mark.parametrize("max_exact", [None, 150])
+def test_quality_scores_equal_the_separate_scores(max_exact):
+    """One neighbour search per space gives what the separate functions give, exact and sampled."""
+    X, Y = _data(400)
+    labels = np.random.default_rng(1).integers(0, 4, 400)
+    got = quality_scores(X, Y, labels, 9, max_exact=max_exact, random_state=3)
+    kw = dict(max_exact=max_exact, random_state=3)
+    assert got["trustworthiness"] == trustworthiness(X, Y, 9, **kw)
+    assert got["continuity"] == continuity(X, Y, 9, **kw)
+    assert got["knn_preservation"] == knn_preservation(X, Y, 9, **kw)
+    assert got["knn_accuracy"] == knn_accuracy(Y, labels, 9, **kw)
+    assert got["n_sampled"] == (150 if max_exact else 400) and got["n_neighbors"] == 9
