@@ -102,6 +102,26 @@ def worker_peer(args) -> None:
                       "computed": count, "cached": 0, "failed": 0, "peak_mb": _peak_mb()}))
 
 
+def tsne_steps(logdir: Path) -> str:
+    """Median seconds and iterations of t-SNE's first snapshot (a full fit) and of its aligned continuation steps,
+    from the sidecars the cold run wrote (each includes its quality scores)."""
+    import numpy as np
+
+    from repviz.store import open_logdir
+
+    first, steps = [], []
+    for run in open_logdir(logdir).runs.values():
+        key = run.embedding_key("tsne")
+        for layer in run.layers:
+            for i, step in enumerate(run.embedding_steps(key, layer)):
+                info = run.embedding_info(key, layer, step)
+                (steps if i else first).append((info["seconds"], info.get("n_iter") or 0))
+    med = lambda rows, c: float(np.median([r[c] for r in rows])) if rows else float("nan")  # noqa: E731
+    return (f"t-SNE per representation (scores included): first snapshot median {med(first, 0):.2f} s "
+            f"({med(first, 1):.0f} iterations); continuation step median {med(steps, 0):.2f} s "
+            f"({med(steps, 1):.0f} iterations, {len(steps)} steps)")
+
+
 def spawn(mode: str, args, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
@@ -193,6 +213,7 @@ def main() -> None:
             per_ms = 1000 * r["call_s"] / max(1, r["computed"]) if r["computed"] else float("nan")
             print(f"{name:<38} {r['call_s']:>9.2f} {r['wall_s']:>11.2f} {per_ms:>12.0f} {r['computed']:>8} "
                   f"{r['cached']:>6} {r['peak_mb']:>13.0f}")
+        print(tsne_steps(args.logdir))
         print("\nquality of the last snapshot (from the cold run):\n" + table)
     finally:
         if temporary:
