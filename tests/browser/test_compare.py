@@ -4,8 +4,8 @@ Read from the page's own pixels: the grid of small multiples draws every cell (o
 in one cell highlights the same probe point in another, a click on a cell opens it in the main view, runs are
 shown side by side, the meta-SNE map draws its trajectories and a click on one of its points opens that
 representation, a snapshot written while the page is open appears in the grid, and the views export as PNG.
-Trails, density contours, neighbourhood change and nearest neighbours need the server routes of issue 12
-(knn, neighborhood_change, trails, density).
+In the main view: trails of a selection stay in register with pan and zoom, density contours draw, the
+neighbourhood-change colouring lists the points that changed most, and a click lists a point's nearest neighbours.
 """
 
 from __future__ import annotations
@@ -211,22 +211,74 @@ def test_grid_exports_as_png(tab):
     assert pk.ink(image).sum() > 3000  # the cells' pictures, not an empty frame
 
 
-def _route_missing(driver, route) -> bool:
-    status = driver.execute_async_script(
-        f"const done = arguments[arguments.length - 1]; fetch({route!r}).then(r => done(r.status));")
-    return status == 404
+def _rectangle_select(driver, selector="canvas.scatter") -> int:
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
+    canvas = driver.find_element(By.CSS_SELECTOR, selector)
+    drag = ActionChains(driver).move_to_element_with_offset(canvas, -160, -130).click_and_hold()
+    for _ in range(10):
+        drag = drag.move_by_offset(32, 26).pause(0.03)
+    drag.release().perform()
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+    count = pk.wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a selection")
+    return int(count[0].text.replace(",", ""))
 
 
-def test_overlays_trails_contours_and_neighbours(tab, shots):
-    for route in ("density?run=x", "knn?run=x"):
-        if _route_missing(tab, route) and "not in" not in tab.execute_async_script(
-                f"const done = arguments[arguments.length - 1]; fetch({route!r}).then(r => r.text()).then(done);"):
-            pytest.skip(f"the server has no {route.split('?')[0]} route yet")
+def _overlay_ink(driver, before: int) -> int:
+    pk.wait(driver, lambda d: pk.stats(d)["overlayDraws"] > before, "an overlay layer")
+    time.sleep(0.3)  # drawn at the next animation frame
+    return int(pk.ink(pk.canvas(driver, '[data-testid="overlay"]')).sum())
+
+
+def test_trails_of_the_selection_across_snapshots(tab, shots):
     _view(tab, "main")
-    overlay_before = pk.stats(tab)["overlayDraws"]
+    pk.select(tab, "run", "relu")
+    pk.select(tab, "layer", "hidden")
+    pk.select(tab, "method", "tsne")
+    pk.wait(tab, lambda d: "tsne" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the t-SNE info line")
+    assert 0 < _rectangle_select(tab) <= 500
+    before = pk.stats(tab)["overlayDraws"]
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="trails"]').click()
+    assert _overlay_ink(tab, before) > 300
+    # In register with pan and zoom: the overlay moves with the points.
+    drawn = pk.canvas(tab, '[data-testid="overlay"]')
+    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, "canvas.scatter")).click_and_hold() \
+        .move_by_offset(80, 40).release().perform()
+    time.sleep(0.4)
+    moved = pk.canvas(tab, '[data-testid="overlay"]')
+    ys, xs = np.nonzero(pk.ink(drawn))
+    ys2, xs2 = np.nonzero(pk.ink(moved))
+    assert abs((xs2.mean() - xs.mean()) - 80) < 8 and abs((ys2.mean() - ys.mean()) - 40) < 8
+    pk.shot(tab, shots, "trails")
+    tab.find_element(By.CSS_SELECTOR, ".tools .reset").click()
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="trails"]').click()
+
+
+def test_density_contours(tab, shots):
+    before = pk.stats(tab)["overlayDraws"]
     tab.find_element(By.CSS_SELECTOR, '[data-testid="contours"]').click()
-    pk.wait(tab, lambda d: pk.stats(d)["overlayDraws"] > overlay_before, "the contours")
-    time.sleep(0.3)
-    assert pk.ink(pk.canvas(tab, '[data-testid="overlay"]')).sum() > 200
+    assert _overlay_ink(tab, before) > 300
     pk.shot(tab, shots, "contours")
     tab.find_element(By.CSS_SELECTOR, '[data-testid="contours"]').click()
+
+
+def test_neighbourhood_change_colours_lists_and_neighbours(tab, shots):
+    pk.step_once(tab)  # not the first snapshot: there is a previous one to compare with
+    plain = pk.canvas(tab)
+    draws = pk.stats(tab)["draws"]
+    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="change"]').click()
+    pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws, "the change colouring")
+    assert "Neighbourhood change" in tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]').text
+    assert (np.abs(plain.astype(int) - pk.canvas(tab).astype(int)).sum(axis=-1) > 60).sum() > 300
+    changed = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="changed"] li'), "the list")
+    assert len(changed) == 12
+    values = [float(li.find_element(By.CSS_SELECTOR, ".count").text) for li in changed]
+    assert values == sorted(values, reverse=True) and 0 < values[0] <= 1
+    pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="changed"] canvas.mini'), "thumbnails")
+    # A click on one: its 10 nearest neighbours in the original space, listed and ringed in the plot.
+    before = pk.stats(tab)["overlayDraws"]
+    changed[0].find_element(By.CSS_SELECTOR, "button").click()
+    neighbours = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="knn"] li'), "the neighbours")
+    assert len(neighbours) == 10
+    assert _overlay_ink(tab, before) > 100
+    pk.shot(tab, shots, "change")
+    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="label"]').click()

@@ -920,7 +920,9 @@ class App {
         this.jobs.set(job.id, job);
         if (job.state === "done" && before.state !== "done") {
           finished = true;
-          if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
+          if (job.kind === "meta") {
+            this.state.metaName = job.key || this.state.metaName;
+          } else if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
             this.state.method = job.key || this.state.method;
           }
           this.jobs.delete(job.id);
