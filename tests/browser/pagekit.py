@@ -18,7 +18,7 @@ import pytest
 try:
     from PIL import Image
     from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -118,12 +118,20 @@ def shot(driver, shots, name):
 
 
 def select(driver, name, text_prefix):
-    menu = Select(driver.find_element(By.CSS_SELECTOR, f'select[name="{name}"]'))
-    for option in menu.options:
-        if option.text.startswith(text_prefix):
-            menu.select_by_visible_text(option.text)
-            return
-    raise AssertionError(f"no {name} option starting with {text_prefix!r}: {[o.text for o in menu.options]}")
+    """Choose the first option of picker `name` starting with `text_prefix`. The page rebuilds its pickers when
+    the run index changes (a poll can land at any moment), so a picker that went stale is found again."""
+    for _ in range(3):
+        try:
+            menu = Select(driver.find_element(By.CSS_SELECTOR, f'select[name="{name}"]'))
+            texts = [o.text for o in menu.options]
+            for text in texts:
+                if text.startswith(text_prefix):
+                    menu.select_by_visible_text(text)
+                    return
+            raise AssertionError(f"no {name} option starting with {text_prefix!r}: {texts}")
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the {name} picker kept being rebuilt")
 
 
 def step_once(driver):

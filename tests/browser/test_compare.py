@@ -50,7 +50,7 @@ def _cells(driver):
 
 
 def _cell_pixels(driver, i):
-    return pk.canvas(driver, f'[data-testid="cell"]:nth-child({i + 1}) canvas')
+    return pk.canvas(driver, f'[data-testid="cell"]:nth-child({i + 1}) canvas.cell-canvas')
 
 
 def _point_in(pixels) -> tuple[float, float]:
@@ -88,6 +88,8 @@ def test_grid_draws_every_cell(tab, shots):
     # Different snapshots, different pictures.
     assert np.abs(_cell_pixels(tab, 0).astype(int) - _cell_pixels(tab, pk.EPOCHS).astype(int)).sum() > 0
     assert tab.execute_script("return document.querySelectorAll('canvas.cell-canvas').length") == len(_cells(tab))
+    # One WebGL context for the whole grid: the cells' canvases are 2-D ones the shared renderer copies into.
+    assert tab.execute_script("return document.querySelector('canvas.cell-canvas').getContext('webgl') === null")
     pk.shot(tab, shots, "grid")
 
 
@@ -97,15 +99,19 @@ def test_hover_in_one_cell_highlights_the_point_in_another(tab, shots):
     pixels = _cell_pixels(tab, 1)
     scale = pixels.shape[1] / source.rect["width"]
     x, y = _point_in(pixels)
-    other = len(cells) - 1
-    before = _cell_pixels(tab, other)
+    other = f'[data-testid="cell"]:nth-child({len(cells)}) canvas.cell-mark'
     _move_to(tab, source, x / scale, y / scale)
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
     time.sleep(0.3)
-    after = _cell_pixels(tab, other)
-    changed = (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 60).sum()
-    assert changed > 20, f"only {changed} pixels of the last cell changed on hover"
+    # The last cell rings the same probe point (and draws a cross-hair through it) on its overlay.
+    marked = pk.ink(pk.canvas(tab, other))
+    assert marked.sum() > 20, f"only {marked.sum()} pixels marked in the last cell on hover"
+    ys, xs = np.nonzero(marked)
+    assert np.ptp(xs) > marked.shape[1] / 2 and np.ptp(ys) > marked.shape[0] / 2  # the cross-hair spans the cell
     pk.shot(tab, shots, "grid-hover")
+    # Moving off the plot clears the marks.
+    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    pk.wait(tab, lambda d: pk.ink(pk.canvas(d, other)).sum() == 0, "the mark to clear")
 
 
 def test_click_on_a_cell_opens_it_in_the_main_view(tab):

@@ -2,6 +2,11 @@
 // side), all drawn through ONE WebGL context (regl-scatterplot's createRenderer). Points are linked by probe
 // id: a hover in one cell highlights that probe in every cell, a lasso selects the same ids everywhere, a click
 // on a cell asks to open it in the main view. index.js says which cells to show and gives their data.
+//
+// The highlight in the other cells is drawn on each cell's 2-D overlay (a ring and a cross-hair at the point's
+// screen position), not by re-drawing their WebGL pictures: a hover then costs one WebGL draw (the hovered cell),
+// not one per cell.
+import { fitCanvas } from "./overlay.js";
 import { Scatter, sharedRenderer } from "./scatter.js";
 import { h } from "./views.js";
 
@@ -29,7 +34,7 @@ export class Multiples {
   }
 
   /** Lay out `specs` (row-major) in `rows` x `cols` cells; cells whose id is unchanged keep their plot. */
-  layout(specs, rows, cols, corner) {
+  layout(specs, rows, cols) {
     if (!this.renderer) this.renderer = sharedRenderer();
     const keep = new Map(this.cells.map((c) => [c.spec.id, c]));
     const cells = specs.map((spec) => {
@@ -46,7 +51,7 @@ export class Multiples {
     this.shape = [rows, cols];
     this.root.style.setProperty("--cols", String(cols));
     this.root.style.setProperty("--rows", String(rows));
-    this.root.replaceChildren(...(corner || []), ...cells.map((c) => c.el));
+    this.root.replaceChildren(...cells.map((c) => c.el));
     this.resize();
     this.setMode(this.mode);
   }
@@ -61,13 +66,15 @@ export class Multiples {
 
   _cell(spec) {
     const canvas = h("canvas", { class: "cell-canvas" });
+    const mark = h("canvas", { class: "cell-mark" });
     const title = h("button", { type: "button", class: "cell-title", title: "open in the main view" });
-    const el = h("div", { class: "cell", "data-testid": "cell" }, title, canvas);
-    const cell = { spec, canvas, el, title, data: null, drawn: false };
+    const el = h("div", { class: "cell", "data-testid": "cell" }, title, h("div", { class: "cell-plot" }, canvas, mark));
+    const cell = { spec, canvas, mark, el, title, data: null, drawn: false, marked: null };
     title.addEventListener("click", () => this.handlers.onOpen(cell.spec.choice));
     cell.scatter = new Scatter(canvas, {
       onHover: (i) => this._hover(cell, i),
       onSelect: (indices) => this._select(cell, indices),
+      onView: () => this._mark(cell, cell.marked),
     }, { renderer: this.renderer, small: true });
     let down = null;
     canvas.addEventListener("pointerdown", (e) => {
@@ -97,18 +104,43 @@ export class Multiples {
   async draw(i, data, selected) {
     const cell = this.cells[i];
     cell.data = data;
+    this._mark(cell, null);
     cell.scatter.setColors(data.by, data.palette);
     await cell.scatter.draw({ x: data.x, y: data.y, z: data.z, w: data.w }, { transition: false, selected });
     cell.drawn = true;
   }
 
-  /** Highlight probe `id` (null: none) in every cell but `except`. */
+  /** Highlight probe `id` (null: none) in every cell but `except` (which shows its own hover). */
   highlight(id, except = null) {
     for (const cell of this.cells) {
       if (cell === except || !cell.data) continue;
       const i = id === null ? undefined : cell.data.idIndex.get(id);
-      cell.scatter.hover(i === undefined ? null : i);
+      this._mark(cell, i === undefined ? null : i);
     }
+  }
+
+  /** Ring and cross-hair point `index` (null: nothing) on the cell's overlay. */
+  _mark(cell, index) {
+    if (index === null && cell.marked === null) return;
+    cell.marked = index;
+    const ctx = fitCanvas(cell.mark);
+    if (index === null) return;
+    const [x, y] = cell.scatter.toScreen(cell.data.x[index], cell.data.y[index]);
+    const width = cell.mark.clientWidth;
+    const height = cell.mark.clientHeight;
+    ctx.strokeStyle = "rgba(245, 124, 0, 0.55)";
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(0, y);
+    ctx.lineTo(width, y);
+    ctx.moveTo(x, 0);
+    ctx.lineTo(x, height);
+    ctx.stroke();
+    ctx.strokeStyle = "#212121";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    ctx.arc(x, y, 5, 0, 2 * Math.PI);
+    ctx.stroke();
   }
 
   /** Select probe `ids` in every cell. */
@@ -145,6 +177,7 @@ export class Multiples {
       const t = cell.title.getBoundingClientRect();
       ctx.fillText(cell.title.textContent, t.left - box.left + 4, t.top - box.top + 13);
       ctx.drawImage(cell.canvas, c.left - box.left, c.top - box.top, c.width, c.height);
+      ctx.drawImage(cell.mark, c.left - box.left, c.top - box.top, c.width, c.height);
     }
     return out;
   }

@@ -8,11 +8,12 @@
 //
 // Instrumentation (read by tests/browser and benchmarks/bench_plugin.py, nothing else):
 //   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, gridDraws, gridDrawnMs, gridCells,
-//                           metaDraws, metaDrawnMs, metaPoints, metaTrajectories, metaPositions, overlayDraws,
+//                           metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories, metaPositions, overlayDraws,
 //                           exported}
 //   draws: completed draws of the main view; n: points in the last one; drawnMs: from the user's choice of a
 //   representation to its draw having completed; transitionFrames: frame intervals (ms) during the last animated
 //   transition; gridDrawnMs: from showing the grid to every cell drawn; metaDrawnMs: one draw of the meta map;
+//   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
 import { categoryColor, changeRamp, colorEncoding, NO_CLASS, pointColors, ramp } from "./colors.js";
@@ -108,6 +109,7 @@ class App {
       overlayCanvas: h("canvas", { class: "overlay-canvas", "data-testid": "overlay" }),
       overlay: h("div", { class: "overlay" }),
       tools: h("div", { class: "tools" }),
+      toolNote: h("span", { class: "tool-note", hidden: true }),
       hover: h("div", {}, V.hoverCard(null)),
       legend: h("div", { class: "legend-slot" }),
       selection: h("div", { class: "selection-slot" }),
@@ -763,6 +765,7 @@ class App {
   // --- the meta-SNE map --------------------------------------------------------------------------------------
 
   async renderMeta() {
+    const started = performance.now();
     const s = this.state;
     const names = this.index.meta || [];
     if (!names.includes(s.metaName)) s.metaName = names[0] ?? null;
@@ -785,6 +788,7 @@ class App {
         const i = runs.indexOf(run);
         return i < 0 ? "#757575" : categoryColor(i);
       });
+      window.__repvizStats.metaShownMs = performance.now() - started;
       this.el.panels.replaceChildren(this.metaLegend());
     } catch (e) {
       this.showError(e);
@@ -807,7 +811,8 @@ class App {
       this.el.hover.replaceChildren(V.previewCard("input (landmark)", null, "The probe inputs themselves: every network starts here."));
       return;
     }
-    const title = `${r.run} · ${r.layer} · ${V.fmt(r.step)}`;
+    const run = this.runNamed(r.run);
+    const title = `${r.run} · ${r.layer} · ${(run && run.step_unit) || "step"} ${r.step}`;
     const choice = this.choiceFor({ run: r.run, layer: r.layer, step: r.step });
     if (!choice) {
       this.el.hover.replaceChildren(V.previewCard(title, null, "No 2-D embedding stored for this representation."));
@@ -983,7 +988,6 @@ class App {
   /** The main view's tools: mouse mode, reset, trails and contours toggles. */
   renderTools() {
     const s = this.state;
-    const selected = s.selectedIds.size;
     this.el.tools.replaceChildren(
       V.segmented("mode", MOUSE_MODES, s.mode, (v) => this.setMode(v)),
       h("button", { type: "button", class: "reset", text: "Reset view", title: "zoom out to all points", onclick: () => this.scatter.reset() }),
@@ -997,8 +1001,16 @@ class App {
         title: "density contours (per class when colouring by label)", "aria-pressed": String(s.contours),
         onclick: () => this.toggle("contours"),
       }),
-      ...(s.trails && selected > MAX_TRAILS ? [h("span", { class: "tool-note", text: `trails: select at most ${MAX_TRAILS} points` })] : []),
+      this.el.toolNote,
     );
+    this.renderToolNote();
+  }
+
+  /** The tools' remark on the selection (trails need at most MAX_TRAILS points), updated in place. */
+  renderToolNote() {
+    const tooMany = this.state.trails && this.state.selectedIds.size > MAX_TRAILS;
+    this.el.toolNote.textContent = tooMany ? `trails: select at most ${MAX_TRAILS} points` : "";
+    this.el.toolNote.hidden = !tooMany;
   }
 
   renderFooter() {
@@ -1062,7 +1074,7 @@ class App {
     const count = this.view ? this.selectedIndices().length : this.state.selectedIds.size;
     this.el.selection.replaceChildren(V.selectionBar(count, this.view ? this.view.n : 0,
       () => this.clearSelection(), () => this.exportSelection()));
-    this.renderTools();
+    this.renderToolNote();
   }
 
   async renderInfo(chosen) {
@@ -1112,7 +1124,7 @@ class App {
 /** Build the tab into document.body (TensorBoard calls this once per iframe). */
 export function render() {
   window.__repvizStats = { draws: 0, n: 0, drawnMs: null, transitions: 0, transitionFrames: [], gridDraws: 0,
-    gridDrawnMs: null, gridCells: 0, metaDraws: 0, metaDrawnMs: null, metaPoints: 0, overlayDraws: 0, exported: null };
+    gridDrawnMs: null, gridCells: 0, metaDraws: 0, metaDrawnMs: null, metaShownMs: null, metaPoints: 0, overlayDraws: 0, exported: null };
   // Relative to the module, so the iframe's <base href> and --path_prefix cannot misplace it.
   document.head.append(h("link", { rel: "stylesheet", href: new URL("style.css", import.meta.url).href }));
   let app;

@@ -66,6 +66,7 @@ export class MetaMap {
     this.trajectories = [...groups.values()].filter((g) => g.length > 1).map((g) => ({
       rows: g.sort((a, b) => rows[a].step - rows[b].step),
       color: this.fill[g[0]],
+      label: `${rows[g[0]].run} · ${rows[g[0]].layer}`,
     }));
     this.hovered = null;
     this.draw();

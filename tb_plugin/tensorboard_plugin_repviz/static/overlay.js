@@ -2,6 +2,8 @@
 // around neighbours, the meta-SNE map, small previews). Never regl-scatterplot's point connections: they need a
 // blob: worker that TensorBoard's CSP blocks. Everything here is drawing; index.js decides what to draw.
 
+const MAX_LABELS = 16; // trajectories named on the meta map; more would cover it
+
 /** Size `canvas`'s buffer to its CSS box (device pixels) and return a context in CSS pixels, cleared. */
 export function fitCanvas(canvas) {
   const ratio = window.devicePixelRatio || 1;
@@ -135,10 +137,10 @@ function drawRings(ctx, points, focus, at) {
 }
 
 /**
- * The meta-SNE map: one dot per representation, trajectories with arrow heads in step order, the landmark as a
- * black diamond, the hovered one ringed.
+ * The meta-SNE map: one dot per representation, trajectories with arrow heads in step order (named at their last
+ * snapshot when there are few), the landmark as a black diamond, the hovered one ringed.
  * @param {{x: number[], y: number[], fill: string[], landmark: boolean[],
- *          trajectories: {rows: number[], color: string}[], hovered: ?number}} map  screen coordinates
+ *          trajectories: {rows: number[], color: string, label: string}[], hovered: ?number}} map  screen coordinates
  */
 export function drawMetaMap(ctx, map) {
   ctx.lineJoin = "round";
@@ -157,6 +159,14 @@ export function drawMetaMap(ctx, map) {
     }
   }
   ctx.globalAlpha = 1;
+  if (map.trajectories.length <= MAX_LABELS) {
+    ctx.font = "11px Roboto, Arial, sans-serif";
+    ctx.fillStyle = "#616161";
+    for (const { rows, label } of map.trajectories) {
+      const last = rows[rows.length - 1];
+      ctx.fillText(label, map.x[last] + 8, map.y[last] - 6);
+    }
+  }
   ctx.lineWidth = 1;
   for (let i = 0; i < map.x.length; i++) {
     if (map.landmark[i]) continue;
