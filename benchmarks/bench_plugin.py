@@ -1,6 +1,7 @@
 """The Repviz TensorBoard plugin: payloads, server time, and what it adds to TensorBoard's start-up.
 
     python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup] [--skip-page]
+    python benchmarks/bench_plugin.py --neighborhood [--nc-n 20000] [--mnist FILE]
 
 A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
 ``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
@@ -26,6 +27,8 @@ A synthetic log directory is written through the store API (``RunWriter``, ``Run
   the frame intervals while the mouse hovers points of one cell (each hover highlights that probe in all 24
   cells); the meta-SNE map of 500 representations with their trajectories, one complete draw
   (``--skip-compare`` leaves these out).
+- ``--neighborhood`` (issue 12): neighbourhood change between two 20,000-point width-128 representations, server
+  time cold and cached (target <= 2 s cold), against scikit-learn's exact k-NN (see :func:`neighborhood_rows`).
 
 Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table.
 """
@@ -490,6 +493,88 @@ def compare_page_rows(repeats: int = 3) -> list[Row]:
     return rows
 
 
+def neighborhood_rows(path: Path, mnist: str | None, n: int = 20_000, width: int = 128, repeats: int = 3) -> list[Row]:
+    """Neighbourhood change (k = 10) between two ``n``-point representations of width ``width``: server time
+    through the WSGI app, cold (no graph cached; the worker process already started, its start-up timed on its
+    own) and cached, median of ``repeats`` fresh log directories; the peer is scikit-learn's exact brute-force
+    k-NN of the same two arrays in this process, and the k-NN recall of the graphs the route used against it.
+    The worker's CPU time is reported too: on a machine shared with other work it tells what the wall time would
+    be on idle cores (about CPU time / cores).
+
+    The representations are two ReLU layers of random weights (He initialisation) on MNIST digits
+    (``--mnist FILE``, else :func:`repviz.datasets.load_mnist`): the structure of real activations, which
+    Gaussian noise lacks (NN-descent needs neighbourhoods to exist).
+    """
+    import numpy as np
+    import psutil
+    from sklearn.neighbors import NearestNeighbors
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz.compare import graph_variant
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    from werkzeug import test, wrappers
+
+    from repviz.datasets import load_mnist
+    from repviz.store import RunWriter, open_logdir
+
+    (x, _), _ = load_mnist(mnist, download=False)
+    if len(x) < n:
+        raise SystemExit(f"--nc-n {n} needs {n} digits; the MNIST found has {len(x)} (pass --mnist FILE)")
+    rng = np.random.default_rng(0)
+    x = x[:n].reshape(n, -1).astype(np.float32) / 255
+    first = np.maximum(x @ (rng.normal(size=(x.shape[1], width)) * np.sqrt(2 / x.shape[1])), 0).astype(np.float32)
+    second = np.maximum(first @ (rng.normal(size=(width, width)) * np.sqrt(2 / width)), 0).astype(np.float32)
+    base = "/data/plugin/repviz/"
+    route = "neighborhood_change?run=nc&layer=dense&step=0&run2=nc&layer2=dense&step2=1&k=10"
+    starts, colds, cpus, cached, recalls = [], [], [], [], []
+    peers = []
+    for rep in range(repeats):
+        logdir = path / f"nc-{rep}"
+        for name, size in (("warm", 100), ("nc", n)):
+            writer = RunWriter(logdir / name)
+            writer.begin({"fingerprint": {"model": "nc", "probe": name},
+                          "layers": {"dense": {"stored_shape": [size, width]}}})
+            writer.write_probe(np.arange(size))
+            for step, array in enumerate((first, second)):
+                writer.write_activation("dense", step, array[:size], epoch=step)
+        plugin = RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+        client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        try:
+            start = time.perf_counter()  # starts the worker process (numba, kernels loaded) on a tiny run
+            warm = route.replace("run=nc", "run=warm").replace("run2=nc", "run2=warm")
+            assert client.get(base + warm).status_code == 200
+            starts.append(time.perf_counter() - start)
+            workers = psutil.Process().children(recursive=True)
+            cpu = sum(sum(w.cpu_times()[:2]) for w in workers)
+            start = time.perf_counter()
+            response = client.get(base + route)
+            colds.append(time.perf_counter() - start)
+            cpus.append(sum(sum(w.cpu_times()[:2]) for w in workers) - cpu)
+            assert response.status_code == 200, response.data[:300]
+            cached.append(_median_ms(lambda client=client: client.get(base + route), 5) / 1000)
+        finally:
+            plugin.jobs.close()
+        run = open_logdir(logdir).run("nc")
+        start = time.perf_counter()
+        exact = [NearestNeighbors(n_neighbors=11, algorithm="brute").fit(a).kneighbors(a)[1][:, 1:]
+                 for a in (first, second)]
+        peers.append(time.perf_counter() - start)
+        for step, ref in enumerate(exact):
+            graph = run.neighbor_graph("dense", step, graph_variant(n, 10))
+            recalls.append(float(np.mean((graph[:, :, None] == ref[:, None, :]).any(axis=2))))
+    cold, peer = statistics.median(colds), statistics.median(peers)
+    label = f"{n:,} x {width}, k = 10"
+    return [(f"neighbourhood change {label}: worker start (first request, tiny run)", statistics.median(starts),
+             "s", ""),
+            (f"neighbourhood change {label}: cold (both graphs computed), median of {repeats}", cold, "s", "<= 2 s"),
+            (f"neighbourhood change {label}: cold, CPU time of the worker (both cores), median",
+             statistics.median(cpus), "s", ""),
+            (f"neighbourhood change {label}: cached, median", statistics.median(cached), "s", "cached"),
+            (f"peer: scikit-learn exact brute-force k-NN of both, median of {repeats}", peer, "s", ""),
+            ("cold ratio: peer / ours", peer / cold, "x", ""),
+            (f"k-NN recall of the graphs used ({graph_variant(n, 10)}) vs exact, min", min(recalls), "", "")]
+
+
 def print_table(rows: list[Row]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'value':>10}  unit  target")
@@ -506,8 +591,18 @@ def main() -> None:
     ap.add_argument("--skip-startup", action="store_true", help="no import and TensorBoard start-up rows")
     ap.add_argument("--skip-page", action="store_true", help="no browser rows")
     ap.add_argument("--skip-compare", action="store_true", help="no browser rows of the grid and the meta map")
+    ap.add_argument("--neighborhood", action="store_true",
+                    help="only the neighbourhood-change rows (20,000 x 128 representations; --nc-n to change n)")
+    ap.add_argument("--nc-n", type=int, default=20_000, help="points of the neighbourhood-change representations")
+    ap.add_argument("--mnist", help="MNIST .npz for the neighbourhood-change rows (default: repviz.datasets)")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.neighborhood:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = neighborhood_rows(Path(tmp), args.mnist, args.nc_n)
+        print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other processes share them)")
+        print_table(rows)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         logdir = Path(tmp)
         write_logdir(logdir / "one", args.n)

@@ -340,6 +340,12 @@ class RunWriter:
                               "layers": list(self.manifest["layers"])})
         write_event(str(self.run_dir), f"{PLUGIN_NAME}/run", content.encode())
 
+    def reader_location(self) -> tuple[str, str]:
+        """A log directory that lists this run and the run's name in it (its parent directory and its own name),
+        for a reader started beside the writer (the live embedding of ``ActivationLogger(embed=...)``)."""
+        run_dir = self.run_dir.resolve()
+        return str(run_dir.parent), run_dir.name
+
     def update_manifest(self, **fields: Any) -> None:
         """Merge ``fields`` into the manifest and rewrite it atomically."""
         self.manifest = {**self.manifest, **fields}
