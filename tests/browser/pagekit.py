@@ -88,7 +88,9 @@ def require_browser() -> None:
 
 def wait(driver, condition, what, timeout=60):
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+        # Parts of the page are rebuilt when their data changes: an element found just before is asked again.
+        return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                             ignored_exceptions=[StaleElementReferenceException]).until(condition)
     except TimeoutException:
         errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="error"], .job.failed')
         raise AssertionError(f"timed out waiting for {what}; page says: {[e.text for e in errors]}") from None

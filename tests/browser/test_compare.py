@@ -114,6 +114,28 @@ def test_hover_in_one_cell_highlights_the_point_in_another(tab, shots):
     pk.wait(tab, lambda d: pk.ink(pk.canvas(d, other)).sum() == 0, "the mark to clear")
 
 
+def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
+    last = len(_cells(tab)) - 1
+    before = _cell_pixels(tab, last)
+    tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="rectangle"]').click()
+    canvas = _cells(tab)[0].find_element(By.CSS_SELECTOR, "canvas.cell-canvas")
+    width, height = canvas.rect["width"], canvas.rect["height"]
+    drag = ActionChains(tab).move_to_element_with_offset(canvas, -0.45 * width, -0.45 * height).click_and_hold()
+    for _ in range(9):
+        drag = drag.move_by_offset(0.06 * width, 0.06 * height).pause(0.03)
+    drag.release().perform()
+    count = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a selection")
+    selected = int(count[0].text.replace(",", ""))
+    assert 0 < selected < pk.N_PROBE
+    tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="pan"]').click()
+    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    time.sleep(0.3)
+    # The last cell (another layer, another snapshot) shows the same points selected: the others are dimmed.
+    changed = (np.abs(before.astype(int) - _cell_pixels(tab, last).astype(int)).sum(axis=-1) > 60).sum()
+    assert changed > 200
+    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Clear"]').click()
+
+
 def test_click_on_a_cell_opens_it_in_the_main_view(tab):
     cell = _cells(tab)[pk.EPOCHS + 2]  # second row (layer "probs"), second column (epoch 1)
     title = cell.find_element(By.CSS_SELECTOR, ".cell-title")

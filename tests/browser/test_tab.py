@@ -2,7 +2,8 @@
 
 What a person would check by hand, read from the page's own pixels: points are drawn, hovering shows the input's
 thumbnail, the snapshot slider changes the picture, a rectangle selection survives a snapshot change, a method
-missing from the store is computed on demand, and a traversal URL gets no file.
+missing from the store is computed on demand, a traversal URL gets no file, and with no meta-SNE map stored the
+Meta map view computes one.
 """
 
 from __future__ import annotations
@@ -163,3 +164,16 @@ def test_traversal_urls_get_no_file(tab):
     for status, body in statuses:
         assert status in (400, 404), (status, body[:200])
         assert "import" not in body and "root:" not in body
+
+
+def test_meta_map_offers_to_compute_one(tab, shots):
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="meta"]').click()
+    button = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-meta"]'), "the offer")
+    button[0].click()
+    pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed'), "the job indicator")
+    pk.shot(tab, shots, "7-meta-computing")
+    pk.wait(tab, lambda d: pk.stats(d).get("metaPoints", 0) > 0, "the computed meta-SNE map", 240)
+    assert not tab.find_elements(By.CSS_SELECTOR, ".job.failed")
+    assert "explained variance" in tab.find_element(By.CSS_SELECTOR, '[data-testid="meta-figures"]').text
+    assert pk.ink(pk.canvas(tab, '[data-testid="meta"]')).sum() > 500
+    pk.shot(tab, shots, "8-meta-computed")
