@@ -12,7 +12,8 @@
 //                           exported}
 //   draws: completed draws of the main view; n: points in the last one; drawnMs: from the user's choice of a
 //   representation to its draw having completed; transitionFrames: frame intervals (ms) during the last animated
-//   transition; gridDrawnMs: from showing the grid to every cell drawn; metaDrawnMs: one draw of the meta map;
+//   transition; gridDrawnMs: from showing the grid to every cell drawn (gridLayoutMs: of which creating the
+//   cells' plots); metaDrawnMs: one draw of the meta map;
 //   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
@@ -669,6 +670,7 @@ class App {
     if (quiet && this.multiples.cells.length === specs.length && this.multiples.cells.every((c, i) => c.spec.id === specs[i].id)) return;
     this.multiples.layout(specs, Math.max(rows, 1), Math.max(cols, 1));
     const stats = window.__repvizStats;
+    stats.gridLayoutMs = performance.now() - started;
     stats.gridCells = specs.length;
     const draws = this.multiples.cells.map(async (cell, i) => {
       const { choice, title } = cell.spec;
