@@ -132,7 +132,7 @@ def test_run_without_embeddings_says_what_to_do_and_computes_on_demand(tab, shot
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed'), "the job indicator")
     pk.shot(tab, shots, "5-computing")
     pk.wait(tab, lambda d: "pca" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the computed embedding", 120)
-    assert pk.ink(pk.canvas(tab)).sum() > 2000
+    pk.wait(tab, lambda d: pk.ink(pk.canvas(d)).sum() > 2000, "the computed embedding's points")
     # The same probe ids: the selection made on run "relu" is still there.
     assert _selected(tab) > 0
     pk.shot(tab, shots, "6-computed")

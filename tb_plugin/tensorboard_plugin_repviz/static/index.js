@@ -17,11 +17,12 @@
 //   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
-import { categoryColor, changeRamp, colorEncoding, NO_CLASS, pointColors, ramp } from "./colors.js";
-import { Multiples } from "./compare.js";
-import { MetaMap, metaRows } from "./metamap.js";
+import { sameChoice, stepAtOrBefore } from "./choice.js";
+import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
+import { GridView, SIDE_RUNS } from "./gridview.js";
+import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
-import { drawPreview, Overlay } from "./overlay.js";
+import { Overlay } from "./overlay.js";
 import { normalise, Scatter, toPlot } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -31,27 +32,6 @@ const PLAY_MS = 1300;
 const MAX_TRAILS = 500; // the trails route's bound
 const K_NEIGHBORS = 10;
 const TOP_CHANGED = 12;
-const GRID_COLS = 6; // snapshots shown in the grid, spread from the first to the last
-const GRID_ROWS = 6;
-const SIDE_RUNS = 3;
-
-/** The last element of sorted `steps` that is <= step (or the first). */
-function stepAtOrBefore(steps, step) {
-  let best = steps[0];
-  for (const s of steps) if (s <= step) best = s;
-  return best;
-}
-
-/** Up to `count` elements of `items` spread evenly, first and last included. */
-function spread(items, count) {
-  if (items.length <= count) return items;
-  return Array.from({ length: count }, (_, i) => items[Math.round((i * (items.length - 1)) / (count - 1))]);
-}
-
-/** Whether two {run, layer, key, step} choices name the same representation. */
-function sameChoice(a, b) {
-  return a.run === b.run && a.layer === b.layer && a.key === b.key && a.step === b.step;
-}
 
 /** Save `blob` as a download named `name`. */
 function download(blob, name) {
@@ -75,13 +55,6 @@ const COLOR_MODES = [
   { value: "confidence", label: "confidence", title: "colour by the prediction's confidence" },
   { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
 ];
-const MOUSE_MODES = [
-  { value: "pan", label: "pan", title: "drag to pan, wheel to zoom" },
-  { value: "lasso", label: "lasso", title: "draw around points to select them" },
-  { value: "rectangle", label: "rectangle", title: "drag a rectangle to select points" },
-];
-const GRID_ROW_AXES = [{ value: "layers", label: "layers" }, { value: "runs", label: "runs" }];
-const GRID_COL_AXES = [{ value: "snapshots", label: "snapshots" }, { value: "runs", label: "runs" }];
 
 class App {
   constructor(root) {
@@ -97,7 +70,6 @@ class App {
     this.jobs = new Map(); // jobs this page started, by id
     this.view = null; // data of the drawn representation
     this.generation = 0;
-    this.compareGeneration = 0;
     this.choiceTime = performance.now();
     this.knn = null; // {id, neighbors, distances} of the focused point in the drawn representation
 
@@ -137,18 +109,11 @@ class App {
       onView: () => this.overlay.redraw(),
     });
     this.overlay = new Overlay(this.el.overlayCanvas, this.scatter);
-    this.multiples = new Multiples(this.el.grid, {
-      onHover: (id, choice) => this.onCompareHover(id, choice),
-      onSelect: (ids) => this.onCompareSelect(ids),
-      onOpen: (choice) => this.open(choice),
-    });
-    this.metaMap = new MetaMap(this.el.meta, {
-      onHover: (row) => this.onMetaHover(row),
-      onOpen: (row) => this.onMetaOpen(row),
-    });
+    this.grid = new GridView(this);
+    this.meta = new MetaView(this);
     window.addEventListener("resize", () => {
-      this.multiples.resize();
-      if (this.state.view === "meta" && this.metaMap.rows.length) this.metaMap.draw();
+      this.grid.multiples.resize();
+      if (this.state.view === "meta" && this.meta.map.rows.length) this.meta.map.draw();
       this.overlay.redraw();
     });
   }
@@ -253,8 +218,8 @@ class App {
     this.resolve();
     this.renderControls();
     this.update({ transition: true, quiet: true });
-    if (this.state.view === "grid" || this.state.view === "runs") this.renderCompare({ quiet: true });
-    if (this.state.view === "meta") this.renderMeta();
+    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render({ quiet: true });
+    if (this.state.view === "meta") this.meta.render();
   }
 
   choose(changes, { transition = true } = {}) {
@@ -264,7 +229,7 @@ class App {
     this.resolve();
     this.renderControls();
     this.update({ transition });
-    if (this.state.view === "grid" || this.state.view === "runs") this.renderCompare();
+    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render();
   }
 
   setView(view) {
@@ -272,8 +237,8 @@ class App {
     this.el.root.dataset.view = view;
     this.renderControls();
     this.el.panels.replaceChildren();
-    if (view === "grid" || view === "runs") this.renderCompare({ force: true });
-    if (view === "meta") this.renderMeta();
+    if (view === "grid" || view === "runs") this.grid.render({ force: true });
+    if (view === "meta") this.meta.render();
     if (view === "main") {
       this.renderPanels();
       this.overlay.redraw();
@@ -292,15 +257,15 @@ class App {
     this.state.hidden = new Set();
     this.renderControls();
     this.update({ transition: false });
-    if (this.state.view === "grid" || this.state.view === "runs") this.renderCompare({ force: true });
+    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render({ force: true });
   }
 
   setMode(mode) {
     this.state.mode = mode;
     this.scatter.setMode(mode);
-    this.multiples.setMode(mode);
+    this.grid.multiples.setMode(mode);
     this.renderControls();
-    if (this.state.view !== "main") this.renderCompareBar();
+    if (this.state.view !== "main") this.grid.renderBar();
   }
 
   toggle(name) {
@@ -345,7 +310,7 @@ class App {
   clearSelection() {
     this.state.selectedIds = new Set();
     this.scatter.select([]);
-    this.multiples.select(this.state.selectedIds);
+    this.grid.multiples.select(this.state.selectedIds);
     this.renderSelection();
     this.refreshOverlay();
   }
@@ -410,7 +375,8 @@ class App {
     const { x, y, centre, half } = normalise(data.coords);
     const n = x.length;
     const idIndex = this.view && this.view.ids === data.ids ? this.view.idIndex : new Map(Array.from(data.ids, (id, i) => [id, i]));
-    this.view = { run, chosen, ...data, x, y, n, idIndex, frame: { centre, half } };
+    const view = { run, chosen, ...data, x, y, n, idIndex, frame: { centre, half } };
+    this.view = view;
     const colors = colorEncoding(this.view, s.colorBy);
     this.view.colors = colors;
     this.scatter.setColors(colors.by, colors.palette);
@@ -420,12 +386,11 @@ class App {
       selected: this.selectedIndices(),
       visible: this.visibleIndices(),
     });
-    if (generation === this.generation) {
-      const stats = window.__repvizStats;
-      stats.draws += 1;
-      stats.n = n;
-      stats.drawnMs = performance.now() - started;
-    }
+    if (this.view !== view) return; // a newer representation replaced this one: its update renders the rest
+    const stats = window.__repvizStats;
+    stats.draws += 1;
+    stats.n = n;
+    stats.drawnMs = performance.now() - started;
     this.renderLegend();
     this.renderSelection();
     this.renderInfo(chosen);
@@ -627,233 +592,6 @@ class App {
     }
   }
 
-  // --- grid and runs side by side ----------------------------------------------------------------------------
-
-  /** The cells of the grid (or of the runs view): {rows, cols, specs}. */
-  compareSpecs() {
-    const s = this.state;
-    const run = this.run;
-    const unit = (run && run.step_unit) || "step";
-    const spec = (partial, title) => {
-      const choice = this.choiceFor(partial);
-      return choice
-        ? { id: `${choice.run}|${choice.layer}|${choice.key}|${choice.step}`, choice, title: title(choice) }
-        : { id: `missing|${JSON.stringify(partial)}`, choice: null, title: "nothing stored" };
-    };
-    if (s.view === "runs") {
-      const cols = s.sideRuns.map((name) => ({ run: name }));
-      return { rows: 1, cols: cols.length, specs: cols.map((c) => spec(c, (ch) => `${ch.run} · ${ch.layer} · ${unit} ${ch.step}`)) };
-    }
-    const method = this.embedding ? this.embedding.method : null;
-    const rowItems = s.gridRows === "runs"
-      ? this.index.runs.slice(0, GRID_ROWS).map((r) => ({ run: r.name }))
-      : run.layers.filter((l) => run.embeddings.some((e) => (e.steps[l.name] || []).length && (!method || e.method === method)))
-        .slice(0, GRID_ROWS).map((l) => ({ layer: l.name }));
-    const colAxis = s.gridRows === "runs" && s.gridCols === "runs" ? "snapshots" : s.gridCols;
-    const colItems = colAxis === "runs"
-      ? this.index.runs.slice(0, GRID_COLS).map((r) => ({ run: r.name }))
-      : spread(this.steps, GRID_COLS).map((step) => ({ step }));
-    const withRun = s.gridRows === "runs" || colAxis === "runs";
-    const title = (ch) => `${withRun ? `${ch.run} · ` : ""}${ch.layer} · ${unit} ${ch.step}`;
-    const specs = [];
-    for (const r of rowItems) for (const c of colItems) specs.push(spec({ ...r, ...c }, title));
-    return { rows: rowItems.length, cols: colItems.length, specs };
-  }
-
-  /** Lay out and draw the grid or the runs view; cells already drawn are kept unless `force`. */
-  async renderCompare({ force = false, quiet = false } = {}) {
-    if (!this.run) return;
-    const generation = ++this.compareGeneration;
-    const started = performance.now();
-    this.renderCompareBar();
-    const { rows, cols, specs } = this.compareSpecs();
-    if (quiet && this.multiples.cells.length === specs.length && this.multiples.cells.every((c, i) => c.spec.id === specs[i].id)) return;
-    this.multiples.layout(specs, Math.max(rows, 1), Math.max(cols, 1));
-    const stats = window.__repvizStats;
-    stats.gridLayoutMs = performance.now() - started;
-    stats.gridCells = specs.length;
-    const draws = this.multiples.cells.map(async (cell, i) => {
-      const { choice, title } = cell.spec;
-      if (!choice) {
-        this.multiples.label(i, title, "no embedding stored");
-        return;
-      }
-      this.multiples.label(i, title);
-      if (cell.drawn && !force) return;
-      const data = await this.cellData(choice);
-      if (generation !== this.compareGeneration) return;
-      const selected = [];
-      for (const id of this.state.selectedIds) {
-        const j = data.idIndex.get(id);
-        if (j !== undefined) selected.push(j);
-      }
-      await this.multiples.draw(i, data, selected);
-    });
-    try {
-      await Promise.all(draws);
-    } catch (e) {
-      this.showError(e);
-      return;
-    }
-    if (generation !== this.compareGeneration) return;
-    stats.gridDraws += 1;
-    stats.gridDrawnMs = performance.now() - started;
-  }
-
-  /** Points, colours and ids of one cell. */
-  async cellData(choice) {
-    const run = this.runNamed(choice.run);
-    const predSteps = run.prediction_steps;
-    const predStep = predSteps.length ? stepAtOrBefore(predSteps, choice.step) : null;
-    const [coords, labels, ids, preds] = await Promise.all([
-      this.model.coords(choice.run, choice.layer, choice.step, choice.key),
-      this.model.labels(choice.run),
-      this.model.ids(choice.run),
-      predStep === null ? null : this.model.predictions(choice.run, predStep),
-    ]);
-    const { x, y } = normalise(coords);
-    const colorBy = this.state.colorBy === "change" ? "label" : this.state.colorBy;
-    const colors = colorEncoding({ run, labels, preds, n: x.length }, colorBy);
-    if (!this.idIndexes) this.idIndexes = new Map();
-    if (!this.idIndexes.has(ids)) this.idIndexes.set(ids, new Map(Array.from(ids, (id, i) => [id, i])));
-    return { x, y, z: colors.z, w: colors.w, by: colors.by, palette: colors.palette, ids, idIndex: this.idIndexes.get(ids), run, labels, preds };
-  }
-
-  renderCompareBar() {
-    const s = this.state;
-    const mode = V.segmented("gridmode", MOUSE_MODES, s.mode, (v) => this.setMode(v));
-    if (s.view === "runs") {
-      const run = this.run;
-      this.el.compareBar.replaceChildren(
-        h("span", { class: "label", text: "Runs" }),
-        V.runChecks(this.index.runs.map((r) => r.name), s.sideRuns, SIDE_RUNS, (names) => {
-          s.sideRuns = names.length ? names : s.sideRuns;
-          this.renderCompare();
-        }),
-        h("span", { class: "hint", text: `layer depth of ${s.layer}, ${(run && run.step_unit) || "step"} ${s.step}` }),
-        h("span", { class: "spacer" }), mode);
-      return;
-    }
-    this.el.compareBar.replaceChildren(
-      V.picker("Rows", "grid-rows", GRID_ROW_AXES, s.gridRows, (v) => {
-        s.gridRows = v;
-        this.renderCompare();
-      }),
-      V.picker("Columns", "grid-cols", GRID_COL_AXES.filter((a) => !(s.gridRows === "runs" && a.value === "runs")),
-        s.gridCols, (v) => {
-          s.gridCols = v;
-          this.renderCompare();
-        }),
-      h("span", { class: "hint", text: "hover links every cell; lasso selects everywhere; click a cell to open it" }),
-      h("span", { class: "spacer" }), mode);
-  }
-
-  onCompareHover(id, choice) {
-    if (id === null || !choice) return;
-    const run = this.runNamed(choice.run);
-    this.model.ids(choice.run).then((ids) => {
-      const index = this.idIndexes && this.idIndexes.get(ids) ? this.idIndexes.get(ids).get(id) : undefined;
-      if (index !== undefined) this.showPoint(run, index, choice.step);
-    });
-  }
-
-  onCompareSelect(ids) {
-    if (ids) this.state.selectedIds = ids;
-    this.multiples.select(this.state.selectedIds);
-    this.scatter.select(this.selectedIndices());
-    this.renderSelection();
-  }
-
-  // --- the meta-SNE map --------------------------------------------------------------------------------------
-
-  async renderMeta() {
-    const started = performance.now();
-    const s = this.state;
-    const names = this.index.meta || [];
-    if (!names.includes(s.metaName)) s.metaName = names[0] ?? null;
-    const bar = (result) => V.metaPanel(names, s.metaName, result, (name) => {
-      s.metaName = name;
-      this.renderMeta();
-    }, (t, m, e) => this.startMeta(t, m, e));
-    this.el.metaBar.replaceChildren(bar(null));
-    if (!s.metaName) {
-      this.metaMap.setData({ coords: [] }, [], () => NO_CLASS);
-      return;
-    }
-    const name = s.metaName;
-    try {
-      const result = await this.model.metaResult(name);
-      if (s.metaName !== name || s.view !== "meta") return;
-      this.el.metaBar.replaceChildren(bar(result));
-      const runs = this.index.runs.map((r) => r.name);
-      this.metaMap.setData(result, metaRows(result, this.index.runs), (run) => {
-        const i = runs.indexOf(run);
-        return i < 0 ? "#757575" : categoryColor(i);
-      });
-      window.__repvizStats.metaShownMs = performance.now() - started;
-      this.el.panels.replaceChildren(this.metaLegend());
-    } catch (e) {
-      this.showError(e);
-    }
-  }
-
-  metaLegend() {
-    const rows = this.metaMap.rows;
-    const runs = [...new Set(rows.filter((r) => !r.landmark).map((r) => r.run))];
-    const all = this.index.runs.map((r) => r.name);
-    return V.legend("Runs (darker: deeper layer)", runs.map((name) => ({
-      name, color: categoryColor(Math.max(all.indexOf(name), 0)), count: rows.filter((r) => r.run === name).length,
-    })), new Set(), () => {}, () => {}, () => {});
-  }
-
-  async onMetaHover(row) {
-    if (row === null) return;
-    const r = this.metaMap.rows[row];
-    if (r.landmark) {
-      this.el.hover.replaceChildren(V.previewCard("input (landmark)", null, "The probe inputs themselves: every network starts here."));
-      return;
-    }
-    const run = this.runNamed(r.run);
-    const title = `${r.run} · ${r.layer} · ${(run && run.step_unit) || "step"} ${r.step}`;
-    const choice = this.choiceFor({ run: r.run, layer: r.layer, step: r.step });
-    if (!choice) {
-      this.el.hover.replaceChildren(V.previewCard(title, null, "No 2-D embedding stored for this representation."));
-      return;
-    }
-    this.metaHoverRow = row;
-    try {
-      const data = await this.cellData(choice);
-      if (this.metaHoverRow !== row) return;
-      const canvas = h("canvas", { class: "preview-canvas", "data-testid": "preview-canvas" });
-      this.el.hover.replaceChildren(V.previewCard(title, canvas));
-      drawPreview(canvas, data.x, data.y, pointColors(data));
-    } catch (e) {
-      this.showError(e);
-    }
-  }
-
-  onMetaOpen(row) {
-    const r = this.metaMap.rows[row];
-    if (r.landmark) return;
-    const choice = this.choiceFor({ run: r.run, layer: r.layer, step: r.step });
-    if (!choice) {
-      this.showError(new Error(`no 2-D embedding of ${r.layer} in run ${r.run} is stored: run repviz embed`));
-      return;
-    }
-    this.open(choice);
-  }
-
-  async startMeta(transform, metric, embedding) {
-    try {
-      const job = await this.model.computeMeta(transform, metric, embedding);
-      this.jobs.set(job.id, { kind: "meta", ...job });
-    } catch (e) {
-      this.jobs.set(`local-meta-${transform}`, { id: "", kind: "meta", state: "failed", error: e.message });
-    }
-    this.renderStatus();
-    this.pollJobs();
-  }
-
   // --- hover -------------------------------------------------------------------------------------------------
 
   onHover(index) {
@@ -991,7 +729,7 @@ class App {
   renderTools() {
     const s = this.state;
     this.el.tools.replaceChildren(
-      V.segmented("mode", MOUSE_MODES, s.mode, (v) => this.setMode(v)),
+      V.segmented("mode", V.MOUSE_MODES, s.mode, (v) => this.setMode(v)),
       h("button", { type: "button", class: "reset", text: "Reset view", title: "zoom out to all points", onclick: () => this.scatter.reset() }),
       h("button", {
         type: "button", class: s.trails ? "on" : null, "data-testid": "trails", text: "Trails",
@@ -1108,7 +846,7 @@ class App {
     const s = this.state;
     let out;
     if (s.view === "grid" || s.view === "runs") {
-      out = this.multiples.snapshot();
+      out = this.grid.multiples.snapshot();
     } else {
       const layers = s.view === "meta" ? [this.el.meta] : [this.el.canvas, this.el.overlayCanvas];
       this.overlay.drawNow();

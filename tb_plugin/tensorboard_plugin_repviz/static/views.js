@@ -42,6 +42,13 @@ export function segmented(name, options, value, onChange) {
     })));
 }
 
+/** The mouse modes of the scatters (main view and grid). */
+export const MOUSE_MODES = [
+  { value: "pan", label: "pan", title: "drag to pan, wheel to zoom" },
+  { value: "lasso", label: "lasso", title: "draw around points to select them" },
+  { value: "rectangle", label: "rectangle", title: "drag a rectangle to select points" },
+];
+
 /** Number with thin grouping, e.g. 70000 -> "70,000". */
 export function fmt(value, digits = 3) {
   if (value === null || value === undefined || Number.isNaN(value)) return "–";
