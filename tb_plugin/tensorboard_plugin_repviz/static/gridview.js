@@ -146,7 +146,7 @@ export class GridView {
           s.gridCols = v;
           this.render();
         }),
-      h("span", { class: "hint", text: "hover links every cell; lasso selects everywhere; click a cell to open it" }),
+      h("span", { class: "hint", text: "linked by probe id · click a cell to open it" }),
       h("span", { class: "spacer" }), mode);
   }
 

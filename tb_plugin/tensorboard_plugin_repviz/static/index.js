@@ -233,6 +233,7 @@ class App {
   }
 
   setView(view) {
+    if (!this.index) return; // the log directory could not be read: the message stays
     this.state.view = view;
     this.el.root.dataset.view = view;
     this.renderControls();
