@@ -4,7 +4,13 @@ directory made by the real callback (the fixtures of ``test_plugin_routes``), ag
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -288,8 +294,6 @@ def test_compute_meta_refuses_bad_bodies(served, body, code):
 
 
 def test_compute_meta_job_then_listed_with_rows(logs, tmp_path):
-    import shutil
-
     # its own copy: the job writes a result, which the other tests' index must not see
     shutil.copytree(logs / "mlp", tmp_path / "mlp")
     shutil.copytree(logs / "bare", tmp_path / "bare")
@@ -343,3 +347,57 @@ def test_traversal_in_names_is_refused(served, logs, name):
         r = _get(client, route)
         assert r.status_code in (400, 404), route
         assert r.headers["Content-Type"].startswith("application/json")
+
+
+def test_comparison_routes_load_no_keras_tensorflow_numba_in_the_server(logs):
+    """k-NN graphs are computed in the worker process; everything else of these routes is numpy, scipy and
+    contourpy in TensorBoard's process."""
+    repo = Path(__file__).resolve().parents[1]
+    script = textwrap.dedent(f"""
+        import sys
+        from tensorboard.backend import application
+        from tensorboard.plugins import base_plugin
+        from werkzeug import test, wrappers
+        from tensorboard_plugin_repviz.loader import RepvizLoader
+        plugin = RepvizLoader().load(base_plugin.TBContext(logdir={str(logs)!r}))
+        client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        key = {_key(logs)!r}
+        base = "/data/plugin/repviz/"
+        for route in ["knn?run=mlp&layer=hidden&step=1&index=3", "density?run=mlp&layer=out&step=1&key=" + key,
+                      "neighborhood_change?run=mlp&layer=hidden&step=1&run2=mlp&layer2=out&step2=1&k=4",
+                      "meta_result?name=meta-test"]:
+            assert client.get(base + route).status_code == 200, route
+        body = {{"run": "mlp", "layer": "hidden", "key": key, "indices": [1, 2]}}
+        assert client.post(base + "trails", json=body).status_code == 200
+        plugin.jobs.close()
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("keras", "tensorflow", "numba")
+                     or m.startswith(("repviz.manifold", "repviz.neighbors"))))
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tb_plugin"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_computation_done_before_its_callback_is_added_does_not_deadlock(tmp_path):
+    """Regression: a future already done runs its done-callback at once, in the submitting thread; the manager
+    must not hold its lock then (it did, and a fast k-NN graph hung the request)."""
+    import threading
+    from concurrent.futures import Future
+
+    from tensorboard_plugin_repviz.jobs import JobManager
+
+    class DonePool:
+        def submit(self, fn, *args):
+            future = Future()
+            future.set_result(fn(*args))
+            return future
+
+    jobs = JobManager(str(tmp_path))
+    jobs._start_quick = DonePool
+    result = []
+    caller = threading.Thread(target=lambda: result.append(jobs.call(("k",), sum, [1, 2])), daemon=True)
+    caller.start()
+    caller.join(timeout=30)
+    assert result == [3] and not jobs._calls

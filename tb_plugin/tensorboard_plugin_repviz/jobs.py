@@ -155,14 +155,15 @@ class JobManager:
         seconds (:class:`StillComputing` beyond; the computation goes on and a retry joins it). Calls with the
         same ``key`` share one computation while it runs; at most ``max_pending`` different ones wait at once."""
         with self._lock:
-            future = self._calls.get(key)
+            future, new = self._calls.get(key), False
             if future is None:
                 if len(self._calls) >= self.max_pending:
                     raise TooManyJobs(f"{len(self._calls)} computations are waiting (at most {self.max_pending}); "
                                       f"retry in a moment")
-                future = self._start_quick().submit(fn, *args)
+                future, new = self._start_quick().submit(fn, *args), True
                 self._calls[key] = future
-                future.add_done_callback(lambda f, key=key: self._call_done(key, f))
+        if new:  # outside the lock: a future already done runs the callback at once, in this thread
+            future.add_done_callback(lambda f, key=key: self._call_done(key, f))
         try:
             return future.result(timeout=timeout)
         except FutureTimeout:
@@ -244,7 +245,8 @@ class JobManager:
         with self._lock:
             if self._calls.get(key) is future:
                 del self._calls[key]
-            if type(future.exception()).__name__ == "BrokenProcessPool":  # a worker was killed: start afresh
+            if not future.cancelled() and type(future.exception()).__name__ == "BrokenProcessPool":
+                # a worker was killed: start afresh
                 self._quick = None
 
     def _drain(self) -> None:
