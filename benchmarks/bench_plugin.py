@@ -1,6 +1,7 @@
 """The Repviz TensorBoard plugin: payloads, server time, and what it adds to TensorBoard's start-up.
 
     python benchmarks/bench_plugin.py [--n 70000] [--repeats 50] [--starts 3] [--skip-startup] [--skip-page]
+    python benchmarks/bench_plugin.py --neighborhood [--nc-n 20000] [--mnist FILE]
 
 A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
 ``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
@@ -20,6 +21,14 @@ A synthetic log directory is written through the store API (``RunWriter``, ``Run
   picker to its first complete draw (target < 1 s), then the frame intervals while it animates from one
   snapshot to the other (median and 90th percentile; target <= 33 ms at 20,000 points). Both are read from
   ``window.__repvizStats``, which the page updates with ``performance.now()`` (see static/index.js).
+
+- the comparing views (issue 12), in the same headless Chromium over a second log directory: a grid of 4 x 6 small
+  multiples of 2,000 points (one shared WebGL context), time from choosing the Grid view to every cell drawn and
+  the frame intervals while the mouse hovers points of one cell (each hover highlights that probe in all 24
+  cells); the meta-SNE map of 500 representations with their trajectories, one complete draw
+  (``--skip-compare`` leaves these out).
+- ``--neighborhood`` (issue 12): neighbourhood change between two 20,000-point width-128 representations, server
+  time cold and cached (target <= 2 s cold), against scikit-learn's exact k-NN (see :func:`neighborhood_rows`).
 
 Each part is a function returning rows ``(measure, value, unit, target)``; ``main`` prints them as one table.
 """
@@ -328,6 +337,247 @@ def page_rows(n: int) -> list[Row]:
     return rows
 
 
+# --- issue 12: the comparing views (grid of small multiples, meta-SNE map) in headless Chromium ---------------
+GRID_LAYERS, GRID_STEPS, GRID_N = 4, 6, 2000
+META_RUNS, META_LAYERS, META_STEPS = 5, 10, 10  # 500 representations
+
+
+def write_compare_logdir(path: Path) -> None:
+    """Run "grid": 4 layers x 6 snapshots of 2,000 points, each with a stored 2-D embedding; runs "m0".."m4" of
+    10 layers x 10 snapshots (small activations) and a stored meta-SNE map of their 500 representations, each
+    (run, layer) a random-walk trajectory."""
+    import numpy as np
+
+    from repviz.meta.result import MetaResult
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    n = GRID_N
+    labels = rng.integers(0, 10, n)
+    layers = {f"l{i}": {"class": "Dense", "stored_shape": [n, 8], "output_shape": [None, 8],
+                        "reduction": {"kind": "none"}} for i in range(GRID_LAYERS)}
+    writer = RunWriter(path / "grid")
+    writer.begin({"fingerprint": {"model": "grid", "probe": "synthetic"}, "step_unit": "epoch", "layers": layers})
+    writer.write_probe(np.arange(n), labels, rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+    run = open_logdir(path).run("grid")
+    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    for layer in layers:
+        for step in range(GRID_STEPS):
+            writer.write_activation(layer, step, rng.normal(size=(n, 8)).astype(np.float32), epoch=step)
+            centres = rng.normal(size=(10, 2)) * (3 + step)
+            Y = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
+            run.write_embedding(KEY, layer, step, Y, {"method": "pca", "scores": {}})
+    keys, coords = [], []
+    small = 50
+    for r in range(META_RUNS):
+        w = RunWriter(path / f"m{r}")
+        w.begin({"fingerprint": {"model": f"m{r}", "probe": "synthetic"}, "step_unit": "epoch",
+                 "layers": {f"l{i}": {"class": "Dense", "stored_shape": [small, 2], "output_shape": [None, 2],
+                                      "reduction": {"kind": "none"}} for i in range(META_LAYERS)}})
+        w.write_probe(np.arange(small), np.arange(small) % 10)
+        for i in range(META_LAYERS):
+            walk = np.cumsum(rng.normal(size=(META_STEPS, 2)), axis=0) + rng.normal(size=2) * 10
+            for step in range(META_STEPS):
+                w.write_activation(f"l{i}", step, rng.normal(size=(small, 2)).astype(np.float32), epoch=step)
+                keys.append((f"m{r}", f"l{i}", step))
+                coords.append(walk[step])
+    MetaResult(keys=keys, coords=np.asarray(coords, np.float32), distances=np.zeros((len(keys), len(keys))),
+               params={"transform": "dist", "metric": "chord", "embedding": "mds"}, explained_variance=0.5).save(path)
+
+
+_RAF_RECORDER = """
+window.__benchFrames = [];
+let last = null;
+const tick = (now) => {
+  if (last !== null) window.__benchFrames.push(now - last);
+  last = now;
+  if (window.__benchFrames.length < 100000 && !window.__benchStop) requestAnimationFrame(tick);
+};
+window.__benchStop = false;
+requestAnimationFrame(tick);
+"""
+
+
+def compare_page_rows(repeats: int = 3) -> list[Row]:
+    """The grid of 4 x 6 small multiples of 2,000 points (one shared WebGL context): time from choosing the
+    Grid view to every cell drawn (median of ``repeats`` openings), and frame intervals while the mouse moves
+    over points of one cell (each hover re-draws the highlighted point in all 24 cells); the meta-SNE map of 500
+    representations with 50 trajectories: one complete draw (median of ``repeats``)."""
+    chrome, reason = _chromium()
+    if chrome is None:
+        print(f"compare page rows skipped: {reason}")
+        return []
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    rows: list[Row] = []
+    port = _free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_compare_logdir(Path(tmp))
+        proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", tmp, str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            start = time.perf_counter()
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
+                    break
+                except OSError:
+                    if time.perf_counter() - start > 120:
+                        raise RuntimeError("tensorboard did not start within 120 s") from None
+                    time.sleep(0.1)
+            chrome.get(f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz")
+            _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {GRID_N}", "the grid run")
+
+            def view(name):
+                chrome.find_element(By.CSS_SELECTOR, f'[data-name="view"] [data-value="{name}"]').click()
+
+            cells = GRID_LAYERS * GRID_STEPS
+            grid_ms, layout_ms = [], []
+            for _ in range(repeats + 1):  # the first opening fetches the 24 embeddings; later ones redraw them
+                view("main")
+                chrome.execute_script("window.__repvizStats.gridDraws = 0;")
+                view("grid")
+                _until(chrome, f"return window.__repvizStats.gridDraws > 0 && window.__repvizStats.gridCells === {cells}",
+                       "the grid")
+                grid_ms.append(chrome.execute_script("return window.__repvizStats.gridDrawnMs"))
+                layout_ms.append(chrome.execute_script("return window.__repvizStats.gridLayoutMs"))
+            label = f"grid {GRID_LAYERS} x {GRID_STEPS} of {GRID_N:,} points"
+            rows.append((f"{label}: view chosen to every cell drawn, first (fetch + draw)", grid_ms[0], "ms", ""))
+            rows.append((f"{label}: of which creating the 24 plots (first)", layout_ms[0], "ms", ""))
+            rows.append((f"{label}: view chosen to every cell drawn, again (median of {repeats})",
+                         statistics.median(grid_ms[1:]), "ms", ""))
+            # Points to hover: the centres of drawn points in the first cell.
+            canvas = chrome.find_element(By.CSS_SELECTOR, '[data-testid="cell"] canvas')
+            url = chrome.execute_script("return arguments[0].toDataURL('image/png')", canvas)
+            pixels = np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGB")).astype(int)
+            ink = pixels.sum(axis=-1) < 3 * 200
+            solid = ink[1:-1, 1:-1] & ink[:-2, 1:-1] & ink[2:, 1:-1] & ink[1:-1, :-2] & ink[1:-1, 2:]
+            ys, xs = np.nonzero(solid)
+            scale = pixels.shape[1] / canvas.rect["width"]
+            picks = np.random.default_rng(0).choice(len(xs), size=min(40, len(xs)), replace=False)
+            chrome.execute_script(_RAF_RECORDER)
+            actions = ActionChains(chrome, duration=0)
+            for p in picks:
+                actions.move_to_element_with_offset(canvas, (xs[p] + 1) / scale - canvas.rect["width"] / 2,
+                                                    (ys[p] + 1) / scale - canvas.rect["height"] / 2).pause(0.05)
+            actions.perform()
+            frames = sorted(chrome.execute_script("window.__benchStop = true; return window.__benchFrames"))
+            rows.append((f"grid: frame interval while hovering (median of {len(frames)})", statistics.median(frames),
+                         "ms", "interactive"))
+            rows.append(("grid: frame interval while hovering (90th percentile)", frames[int(0.9 * (len(frames) - 1))],
+                         "ms", ""))
+            rows.append(("grid: frame interval while hovering (longest)", frames[-1], "ms", ""))
+            view("meta")
+            _until(chrome, "return window.__repvizStats.metaPoints === 500", "the meta map")
+            rows.append(("meta map of 500 representations: view chosen to first draw (fetch + draw)",
+                         chrome.execute_script("return window.__repvizStats.metaShownMs"), "ms", ""))
+            meta_ms = []
+            for _ in range(repeats):
+                before = chrome.execute_script("return window.__repvizStats.metaDraws")
+                chrome.execute_script("window.dispatchEvent(new Event('resize'))")
+                _until(chrome, f"return window.__repvizStats.metaDraws > {before}", "a meta map draw")
+                meta_ms.append(chrome.execute_script("return window.__repvizStats.metaDrawnMs"))
+            trajectories = chrome.execute_script("return window.__repvizStats.metaTrajectories")
+            rows.append((f"meta map of 500 representations, {trajectories} trajectories: one complete draw "
+                         f"(median of {repeats})", statistics.median(meta_ms), "ms", ""))
+        finally:
+            chrome.quit()
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return rows
+
+
+def neighborhood_rows(path: Path, mnist: str | None, n: int = 20_000, width: int = 128, repeats: int = 3) -> list[Row]:
+    """Neighbourhood change (k = 10) between two ``n``-point representations of width ``width``: server time
+    through the WSGI app, cold (no graph cached; the worker process already started, its start-up timed on its
+    own) and cached, median of ``repeats`` fresh log directories; the peer is scikit-learn's exact brute-force
+    k-NN of the same two arrays in this process, and the k-NN recall of the graphs the route used against it.
+    The worker's CPU time is reported too: on a machine shared with other work it tells what the wall time would
+    be on idle cores (about CPU time / cores).
+
+    The representations are two ReLU layers of random weights (He initialisation) on MNIST digits
+    (``--mnist FILE``, else :func:`repviz.datasets.load_mnist`): the structure of real activations, which
+    Gaussian noise lacks (NN-descent needs neighbourhoods to exist).
+    """
+    import numpy as np
+    import psutil
+    from sklearn.neighbors import NearestNeighbors
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz.compare import graph_variant
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    from werkzeug import test, wrappers
+
+    from repviz.datasets import load_mnist
+    from repviz.store import RunWriter, open_logdir
+
+    (x, _), _ = load_mnist(mnist, download=False)
+    if len(x) < n:
+        raise SystemExit(f"--nc-n {n} needs {n} digits; the MNIST found has {len(x)} (pass --mnist FILE)")
+    rng = np.random.default_rng(0)
+    x = x[:n].reshape(n, -1).astype(np.float32) / 255
+    first = np.maximum(x @ (rng.normal(size=(x.shape[1], width)) * np.sqrt(2 / x.shape[1])), 0).astype(np.float32)
+    second = np.maximum(first @ (rng.normal(size=(width, width)) * np.sqrt(2 / width)), 0).astype(np.float32)
+    base = "/data/plugin/repviz/"
+    route = "neighborhood_change?run=nc&layer=dense&step=0&run2=nc&layer2=dense&step2=1&k=10"
+    starts, colds, cpus, cached, recalls = [], [], [], [], []
+    peers = []
+    for rep in range(repeats):
+        logdir = path / f"nc-{rep}"
+        for name, size in (("warm", 100), ("nc", n)):
+            writer = RunWriter(logdir / name)
+            writer.begin({"fingerprint": {"model": "nc", "probe": name},
+                          "layers": {"dense": {"stored_shape": [size, width]}}})
+            writer.write_probe(np.arange(size))
+            for step, array in enumerate((first, second)):
+                writer.write_activation("dense", step, array[:size], epoch=step)
+        plugin = RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+        client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        try:
+            start = time.perf_counter()  # starts the worker process (numba, kernels loaded) on a tiny run
+            warm = route.replace("run=nc", "run=warm").replace("run2=nc", "run2=warm")
+            assert client.get(base + warm).status_code == 200
+            starts.append(time.perf_counter() - start)
+            workers = psutil.Process().children(recursive=True)
+            cpu = sum(sum(w.cpu_times()[:2]) for w in workers)
+            start = time.perf_counter()
+            response = client.get(base + route)
+            colds.append(time.perf_counter() - start)
+            cpus.append(sum(sum(w.cpu_times()[:2]) for w in workers) - cpu)
+            assert response.status_code == 200, response.data[:300]
+            cached.append(_median_ms(lambda client=client: client.get(base + route), 5) / 1000)
+        finally:
+            plugin.jobs.close()
+        run = open_logdir(logdir).run("nc")
+        start = time.perf_counter()
+        exact = [NearestNeighbors(n_neighbors=11, algorithm="brute").fit(a).kneighbors(a)[1][:, 1:]
+                 for a in (first, second)]
+        peers.append(time.perf_counter() - start)
+        for step, ref in enumerate(exact):
+            graph = run.neighbor_graph("dense", step, graph_variant(n, 10))
+            recalls.append(float(np.mean((graph[:, :, None] == ref[:, None, :]).any(axis=2))))
+    cold, peer = statistics.median(colds), statistics.median(peers)
+    label = f"{n:,} x {width}, k = 10"
+    return [(f"neighbourhood change {label}: worker start (first request, tiny run)", statistics.median(starts),
+             "s", ""),
+            (f"neighbourhood change {label}: cold (both graphs computed), median of {repeats}", cold, "s", "<= 2 s"),
+            (f"neighbourhood change {label}: cold, CPU time of the worker (both cores), median",
+             statistics.median(cpus), "s", ""),
+            (f"neighbourhood change {label}: cached, median", statistics.median(cached), "s", "cached"),
+            (f"peer: scikit-learn exact brute-force k-NN of both, median of {repeats}", peer, "s", ""),
+            ("cold ratio: peer / ours", peer / cold, "x", ""),
+            (f"k-NN recall of the graphs used ({graph_variant(n, 10)}) vs exact, min", min(recalls), "", "")]
+
+
 def print_table(rows: list[Row]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'value':>10}  unit  target")
@@ -343,8 +593,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=300, help="runs in the listing benchmark (0: skip it)")
     ap.add_argument("--skip-startup", action="store_true", help="no import and TensorBoard start-up rows")
     ap.add_argument("--skip-page", action="store_true", help="no browser rows")
+    ap.add_argument("--skip-compare", action="store_true", help="no browser rows of the grid and the meta map")
+    ap.add_argument("--neighborhood", action="store_true",
+                    help="only the neighbourhood-change rows (20,000 x 128 representations; --nc-n to change n)")
+    ap.add_argument("--nc-n", type=int, default=20_000, help="points of the neighbourhood-change representations")
+    ap.add_argument("--mnist", help="MNIST .npz for the neighbourhood-change rows (default: repviz.datasets)")
     args = ap.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.neighborhood:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = neighborhood_rows(Path(tmp), args.mnist, args.nc_n)
+        print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other processes share them)")
+        print_table(rows)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         logdir = Path(tmp)
         write_logdir(logdir / "one", args.n)
@@ -355,6 +616,8 @@ def main() -> None:
             rows += import_rows(args.starts) + startup_rows(logdir / "one", args.starts)
     if not args.skip_page:
         rows += page_rows(args.n)
+    if not args.skip_compare:
+        rows += compare_page_rows()
     print(f"n = {args.n} points, {os.cpu_count()} cores")
     print_table(rows)
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import time
 import warnings
 import zlib
@@ -136,6 +139,15 @@ class ActivationLogger(keras.callbacks.Callback):
         Probe rows per inference batch; bounds the memory a snapshot needs.
     seed : int, default=0
         Seed of the random projections.
+    embed : str or list of str, default=None
+        Also embed each new snapshot while training runs, with these methods (names of
+        :data:`repviz.pipeline.METHODS`, e.g. ``"tsne"`` or ``["tsne", "pca"]``, default parameters, aligned
+        across snapshots), so the TensorBoard tab shows the embeddings as they arrive. A background process
+        (:mod:`repviz.follow`, at lower priority) computes them through :func:`repviz.embed_logdir`: the same
+        embeddings under the same keys as ``repviz embed`` computes afterwards, which then finds them cached.
+        ``fit`` never waits for it. ``on_train_end`` tells it that training is over and does not wait either: it
+        embeds the snapshots left and exits on its own, also when the training script ends or crashes first (its
+        input pipe closes). :meth:`wait_embeddings` waits for it.
     prediction_output : str, default=None
         Which output of a multi-output model is "the predictions" (what :meth:`repviz.store.Run.predictions`
         returns by default, used to colour by prediction): an output's name, i.e. its key for a dict of outputs,
@@ -159,7 +171,7 @@ class ActivationLogger(keras.callbacks.Callback):
     def __init__(self, log_dir, probe, *, layers=None, freq: int | Sequence[int] | None = None,
                  batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int = 4096,
                  projection_dim: int = 512, pooling: str | None = None, batch_size: int = 256, seed: int = 0,
-                 prediction_output: str | None = None):
+                 prediction_output: str | None = None, embed: str | Sequence[str] | None = None):
         super().__init__()
         self.log_dir = log_dir
         self._x, self._y = _split_probe(probe)
@@ -184,10 +196,12 @@ class ActivationLogger(keras.callbacks.Callback):
         self.seed = int(check_param(seed, [INTEGER], "seed", "ActivationLogger"))
         self.prediction_output = check_param(prediction_output, [_STRING, NONE], "prediction_output",
                                              "ActivationLogger")
+        self.embed = _check_embed(embed)
         self._writer = store.RunWriter(log_dir)
         self._writer.check_writable()
         self._captures: list[_Capture] | None = None
         self._marker_written = False
+        self._follower: subprocess.Popen | None = None
 
     # ---------------------------------------------------------------------------------------------------------
     # Keras hooks
@@ -205,6 +219,8 @@ class ActivationLogger(keras.callbacks.Callback):
         except BaseException:
             self._writer.abandon()  # nothing stored: a retry with corrected data must not be refused
             raise
+        if self.embed and (self._follower is None or self._follower.poll() is not None):
+            self._follower = _start_follower(self._writer, self.embed)
         self._run_fn = None  # compiled on the first snapshot
         self._first = True
         self._epoch = 0
@@ -231,6 +247,28 @@ class ActivationLogger(keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._writer.update_manifest(finished=time.time())
+        self._end_follower()
+
+    def wait_embeddings(self, timeout: float | None = None) -> bool:
+        """Wait until the background embedding of ``embed=`` has embedded every stored snapshot and exited (at most
+        ``timeout`` seconds); True when it has, or when there is none. Training being over is implied: call it
+        after ``fit`` (also after a ``fit`` that raised, whose snapshots are then embedded)."""
+        follower = self._end_follower()
+        if follower is None:
+            return True
+        try:
+            follower.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _end_follower(self) -> subprocess.Popen | None:
+        """Close the embedding process's input (no more snapshots); it finishes on its own."""
+        follower = self._follower
+        if follower is not None and follower.stdin is not None and not follower.stdin.closed:
+            with contextlib.suppress(OSError):
+                follower.stdin.close()
+        return follower
 
     # ---------------------------------------------------------------------------------------------------------
     # Planning: which tensors, how reduced (checked on a 2-row dry run, before the first epoch)
@@ -379,6 +417,8 @@ class ActivationLogger(keras.callbacks.Callback):
             for s in pred_streams[::-1]:  # the primary output last: a snapshot counts once it is there
                 s.commit()
         self._report(records, step)
+        if self._follower is not None:
+            _nudge(self._follower)
         if not self._marker_written:
             self._writer.write_tensorboard_marker(_write_summary_event)
             self._marker_written = True
@@ -612,6 +652,37 @@ def _check_freq(freq):
     if isinstance(freq, (list, tuple)) and freq and all(_is_int(f) and f >= 0 for f in freq):
         return sorted({int(f) for f in freq})
     raise _param_error("freq", "an int >= 1 (every N epochs) or a non-empty list of epoch numbers >= 0", freq)
+
+
+def _check_embed(embed) -> list[str]:
+    if embed is None:
+        return []
+    from .pipeline import METHODS  # light: the registry of names, no estimator
+
+    methods = [embed] if isinstance(embed, str) else embed
+    if not isinstance(methods, (list, tuple)) or not methods:
+        raise _param_error("embed", f"None, a method name or a non-empty list of them ({sorted(METHODS)})", embed)
+    return [check_option(m, sorted(METHODS), "embed", "ActivationLogger") for m in dict.fromkeys(methods)]
+
+
+def _start_follower(writer: store.RunWriter, methods: list[str]) -> subprocess.Popen:
+    """Start ``python -m repviz.follow`` on the run (a plain subprocess, not multiprocessing: nothing of the
+    training script is imported or run again in it)."""
+    logdir, name = writer.reader_location()
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH"))
+                                                       if p)}
+    follower = subprocess.Popen([sys.executable, "-m", "repviz.follow", logdir, name, *methods],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, bufsize=0)
+    os.set_blocking(follower.stdin.fileno(), False)  # a nudge must never wait on a busy follower
+    return follower
+
+
+def _nudge(follower: subprocess.Popen) -> None:
+    """Tell the embedding process that a snapshot was stored. Never blocks: when the pipe is full (the process is
+    busy; each pass embeds everything new anyway) or closed (it exited), the nudge is dropped."""
+    with contextlib.suppress(OSError, ValueError):
+        os.write(follower.stdin.fileno(), b"snapshot\n")
 
 
 def _is_int(v) -> bool:

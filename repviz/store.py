@@ -13,6 +13,8 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         predictions/<step>.npy              the primary model output on the probe set per snapshot
         predictions/<output-key>/<step>.npy every other output of a multi-output model
         embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
+        cache/neighbors/<layer-key>/<step>-<variant>-<crc>.npy         k-NN graphs of stored activations
+        cache/density/<method-key>/<layer-key>/<step>-<variant>-<crc>.json   density contours of an embedding
 
 Results that span runs (meta-SNE) live in ``<logdir>/plugins/repviz-meta/<name>/`` (:meth:`LogDir.artifacts`); the
 caches behind them are named here too (:meth:`LogDir.vector_cache`). Scratch results go to
@@ -337,6 +339,12 @@ class RunWriter:
         content = json.dumps({"format_version": self.manifest["format_version"],
                               "layers": list(self.manifest["layers"])})
         write_event(str(self.run_dir), f"{PLUGIN_NAME}/run", content.encode())
+
+    def reader_location(self) -> tuple[str, str]:
+        """A log directory that lists this run and the run's name in it (its parent directory and its own name),
+        for a reader started beside the writer (the live embedding of ``ActivationLogger(embed=...)``)."""
+        run_dir = self.run_dir.resolve()
+        return str(run_dir.parent), run_dir.name
 
     def update_manifest(self, **fields: Any) -> None:
         """Merge ``fields`` into the manifest and rewrite it atomically."""
@@ -791,6 +799,49 @@ class Run:
                         below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
             level = below
         return tuple(stamps)
+
+    # caches of derived results --------------------------------------------------------------------------------
+    def _cache_path(self, kind: str, parts: tuple[str, ...], name: str, *, write: bool = False) -> Path:
+        """A cached derived result: where it is written (the results directory), or for reading the first place
+        that holds it (the results directory, then the run's own)."""
+        bases = [self.results] if self.results == self.root else [self.results, self.root]
+        paths = [base.joinpath("cache", kind, *map(path_key, parts), name) for base in bases]
+        return paths[0] if write else next((p for p in paths if p.exists()), paths[0])
+
+    def _graph_path(self, layer: str, step: int, variant: str, *, write: bool = False) -> Path:
+        # named by the activation's checksum: a snapshot stored again (a resumed fit) never reads a stale graph
+        crc = self.record(layer, step).get("crc32", "none")
+        return self._cache_path("neighbors", (layer,), f"{int(step)}-{path_key(variant)}-{crc}.npy", write=write)
+
+    def neighbor_graph(self, layer: str, step: int, variant: str) -> np.ndarray | None:
+        """The cached k-nearest-neighbour graph of the activations of ``layer`` at ``step`` (row i: the probe
+        indices of point i's neighbours, nearest first), as computed by ``variant`` (e.g. ``"k10-exact"``);
+        None when it is not cached, or cached for activations since stored again."""
+        path = self._graph_path(layer, step, variant)
+        return load_array(path) if _intact(path) is not None else None
+
+    def write_neighbor_graph(self, layer: str, step: int, variant: str, indices: np.ndarray) -> None:
+        """Cache a k-nearest-neighbour graph (see :meth:`neighbor_graph`), atomically."""
+        save_array(self._graph_path(layer, step, variant, write=True), np.asarray(indices))
+
+    def _density_path(self, method_key: str, layer: str, step: int, variant: str, *, write: bool = False) -> Path:
+        # named by the embedding's checksum: an embedding computed again never reads stale contours
+        crc = checksum(np.asarray(self.read_embedding(method_key, layer, step)))
+        return self._cache_path("density", (method_key, layer), f"{int(step)}-{path_key(variant)}-{crc}.json",
+                                write=write)
+
+    def density(self, method_key: str, layer: str, step: int, variant: str) -> dict | None:
+        """Cached density contours of the embedding ``method_key`` of ``layer`` at ``step`` (``variant``: how they
+        were drawn, e.g. ``"class-l4"``); None when not cached or the embedding has changed since."""
+        path = self._density_path(method_key, layer, step, variant)
+        try:
+            return load_json(path)
+        except (OSError, ValueError):
+            return None
+
+    def write_density(self, method_key: str, layer: str, step: int, variant: str, contours: dict) -> None:
+        """Cache density contours (see :meth:`density`), atomically."""
+        save_json(self._density_path(method_key, layer, step, variant, write=True), contours)
 
     # sizes ----------------------------------------------------------------------------------------------------
     def disk_bytes(self) -> int:

@@ -520,3 +520,26 @@ def test_results_overlay_reads_both_and_writes_out(tmp_path):
     art.save_json("b.json", {"from": "out"})
     assert art.names() == ["a.json", "b.json"] and art.load_json("a.json") == {"from": "logs"}
     assert overlay.artifact_names() == ["meta-x"] and not (tmp_path / "logs/plugins/repviz-meta/meta-x/b.json").exists()
+
+
+def test_derived_caches_are_named_by_their_source_and_written_to_the_results(tmp_path):
+    """k-NN graphs and density contours are cached under the run's results; one cached for other data (a snapshot
+    stored again, an embedding computed again) is never read back."""
+    w = _writer(tmp_path / "logs")
+    w.write_probe(np.arange(5))
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    run = open_logdir(tmp_path / "logs", out=tmp_path / "out").run("run")
+    assert run.neighbor_graph("dense", 0, "k2-exact") is None
+    graph = np.arange(10, dtype=np.int32).reshape(5, 2)
+    run.write_neighbor_graph("dense", 0, "k2-exact", graph)
+    np.testing.assert_array_equal(run.neighbor_graph("dense", 0, "k2-exact"), graph)
+    assert run.neighbor_graph("dense", 0, "k3-exact") is None
+    assert not (tmp_path / "logs/run/plugins/repviz/cache").exists()
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))  # stored again (a resumed fit)
+    assert open_logdir(tmp_path / "logs", out=tmp_path / "out").run("run").neighbor_graph("dense", 0, "k2-exact") is None
+    run.write_embedding("pca-1", "dense", 0, np.zeros((5, 2)), {"scores": {}})
+    assert run.density("pca-1", "dense", 0, "all-l4") is None
+    run.write_density("pca-1", "dense", 0, "all-l4", {"levels": [0.5]})
+    assert run.density("pca-1", "dense", 0, "all-l4") == {"levels": [0.5]}
+    run.write_embedding("pca-1", "dense", 0, np.ones((5, 2)), {"scores": {}})  # computed again
+    assert run.density("pca-1", "dense", 0, "all-l4") is None

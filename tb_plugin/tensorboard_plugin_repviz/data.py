@@ -14,6 +14,7 @@ import zlib
 import numpy as np
 
 from repviz.meta.result import MetaResult
+from repviz.meta.sources import INPUT_KEY
 from repviz.store import NotFoundError, Run, checksum
 
 from .catalog import Catalog, _inside
@@ -172,7 +173,20 @@ def meta_result_impl(catalog: Catalog, name: str) -> dict:
     result = MetaResult.load(log, name, mmap=True)
     return {"keys": [list(k) for k in result.keys], "coords": np.asarray(result.coords, dtype=float).tolist(),
             "params": result.params, "explained_variance": result.explained_variance,
-            "robustness": result.robustness}
+            "robustness": result.robustness, "rows": meta_rows(result.keys, catalog.runs())}
+
+
+def meta_rows(keys: list[tuple[str, str, int]], runs: dict[str, Run]) -> list[dict]:
+    """Each row of a meta-SNE map described for drawing: its run, layer and step, the layer's depth (index in its
+    run's layer list) and the run's layer count, and whether it is the input landmark (depth and n_layers are
+    None for the landmark and for a layer no listed run holds)."""
+    rows = []
+    for run, layer, step in keys:
+        layers = runs[run].layers if run in runs else []
+        depth = layers.index(layer) if layer in layers else None
+        rows.append({"run": run, "layer": layer, "step": step, "depth": depth,
+                     "n_layers": len(layers) if depth is not None else None, "landmark": (run, layer) == INPUT_KEY[:2]})
+    return rows
 
 
 # --------------------------------------------------------------------------------------------------------------

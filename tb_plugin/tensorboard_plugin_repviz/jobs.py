@@ -1,10 +1,16 @@
-"""Embeddings computed on demand, in background worker processes, never in a request thread.
+"""Embeddings and meta-SNE maps computed on demand, in background worker processes, never in a request thread.
 
-A job embeds one layer of one run with one method at every snapshot, through the same pipeline as
-``repviz embed`` (aligned chain, results cached in the store), so a job asked for twice computes once and the
-next index lists the new key. Bounds: ``workers`` processes (spawned, not forked: TensorBoard's threads and any
-BLAS pool are not copied), at most ``max_pending`` jobs queued or running (``TooManyJobs`` beyond), at most
-``keep`` finished jobs remembered. Jobs are deduplicated per (run, layer, method) while queued or running.
+An embedding job (kind ``"embed"``) embeds one layer of one run with one method at every snapshot, through the
+same pipeline as ``repviz embed`` (aligned chain, results cached in the store), so a job asked for twice computes
+once and the next index lists the new key. A meta job (kind ``"meta"``) computes and saves one meta-SNE map of
+every run, as ``repviz meta --include-input`` does. Bounds: ``workers`` processes (spawned, not forked:
+TensorBoard's threads and any BLAS pool are not copied), at most ``max_pending`` jobs queued or running
+(``TooManyJobs`` beyond), at most ``keep`` finished jobs remembered. Jobs are deduplicated per (run, layer,
+method), or per meta-SNE parameters, while queued or running.
+
+Short computations that a request waits for (k-NN graphs, :meth:`JobManager.call`) run in one more worker
+process of their own, so they queue neither behind long embedding jobs nor hold TensorBoard's process (numba
+kernels keep the GIL).
 
 Progress travels from the worker through a :class:`repviz.progress.ProgressState` whose sink puts snapshots on a
 multiprocessing queue; a daemon thread in the server drains it into the job table. Spawned workers import the
@@ -20,17 +26,24 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from queue import Empty
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
 _PROGRESS_KEYS = ("stage", "done", "total", "fraction", "message", "eta")
 
 
 class TooManyJobs(RuntimeError):
     """The job queue is full (HTTP 429)."""
+
+
+class StillComputing(RuntimeError):
+    """A computation a request waited for did not finish in time; it goes on, and a retry gets it (HTTP 503)."""
 
 
 def _one_line(error: BaseException) -> str:
@@ -68,12 +81,34 @@ def _run_job(job_id: str, logdir: str, out: str | None, run: str, layer: str, me
             "failures": result.failure_lines(), "progress": state.snapshot()}
 
 
+def _run_meta_job(job_id: str, logdir: str, out: str | None, transform: str, metric: str, embedding: str) -> dict:
+    """Compute and save the meta-SNE map of every run (with the input landmark when the probe has thumbnails,
+    like ``repviz meta --include-input``); returns the result's name."""
+    import numpy as np
+
+    from repviz.meta import MetaSNE
+    from repviz.progress import ProgressState
+    from repviz.store import open_logdir
+
+    def sink(snapshot: dict) -> None:
+        _QUEUE.put((job_id, snapshot))
+
+    _QUEUE.put((job_id, None))  # started
+    state = ProgressState(sink, min_interval=0.25)
+    log = open_logdir(logdir, out)
+    first = next(iter(log.runs.values()), None)
+    thumbnails = None if first is None else first.probe.thumbnails
+    inputs = None if thumbnails is None else np.asarray(thumbnails).reshape(len(thumbnails), -1).astype("float32")
+    result = MetaSNE(transform, metric, embedding, robustness=True, progress=state).fit(log, inputs=inputs)
+    return {"key": result.save(log), "stored": 1, "failures": [], "progress": state.snapshot()}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Server side
 # --------------------------------------------------------------------------------------------------------------
 
 class JobManager:
-    """Queue, run and report on-demand embedding jobs for one log directory.
+    """Queue, run and report on-demand embedding and meta-SNE jobs for one log directory.
 
     Parameters
     ----------
@@ -96,29 +131,62 @@ class JobManager:
         self._jobs: OrderedDict[str, dict] = OrderedDict()
         self._ids = itertools.count(1)
         self._pool: ProcessPoolExecutor | None = None
+        self._quick: ProcessPoolExecutor | None = None
+        self._calls: dict[tuple, Future] = {}
         self._queue = None
         self._drainer: threading.Thread | None = None
         self._closed = False
 
     # public -------------------------------------------------------------------------------------------------
     def submit(self, run: str, layer: str, method: str) -> tuple[dict, bool]:
-        """Start (or join) the job for (run, layer, method); returns its status and whether it is new."""
+        """Start (or join) the embedding job for (run, layer, method); returns its status and whether it is new."""
+        return self._submit({"kind": "embed", "run": run, "layer": layer, "method": method, "params": None},
+                            _run_job, run, layer, method)
+
+    def submit_meta(self, transform: str, metric: str, embedding: str) -> tuple[dict, bool]:
+        """Start (or join) the meta-SNE job with these parameters; returns its status and whether it is new.
+        When done, its ``key`` is the name of the saved result."""
+        params = {"transform": transform, "metric": metric, "embedding": embedding}
+        return self._submit({"kind": "meta", "run": None, "layer": None, "method": embedding, "params": params},
+                            _run_meta_job, transform, metric, embedding)
+
+    def call(self, key: tuple, fn: Callable, *args, timeout: float = 120.0):
+        """``fn(*args)`` run in the worker process for short computations, waited for up to ``timeout``
+        seconds (:class:`StillComputing` beyond; the computation goes on and a retry joins it). Calls with the
+        same ``key`` share one computation while it runs; at most ``max_pending`` different ones wait at once."""
+        with self._lock:
+            future, new = self._calls.get(key), False
+            if future is None:
+                if len(self._calls) >= self.max_pending:
+                    raise TooManyJobs(f"{len(self._calls)} computations are waiting (at most {self.max_pending}); "
+                                      f"retry in a moment")
+                future, new = self._start_quick().submit(fn, *args), True
+                self._calls[key] = future
+        if new:  # outside the lock: a future already done runs the callback at once, in this thread
+            future.add_done_callback(lambda f, key=key: self._call_done(key, f))
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout:
+            raise StillComputing(f"still computing after {timeout:.0f} s; retry later") from None
+
+    def _submit(self, fields: dict, fn: Callable, *args) -> tuple[dict, bool]:
+        identity = tuple(fields.get(k) for k in ("kind", "run", "layer", "method")) + \
+            tuple(sorted((fields["params"] or {}).items()))
         with self._lock:
             for job in self._jobs.values():
-                if (job["run"], job["layer"], job["method"]) == (run, layer, method) and \
-                        job["state"] in ("queued", "running"):
+                if job["identity"] == identity and job["state"] in ("queued", "running"):
                     return self._public(job), False
             pending = sum(job["state"] in ("queued", "running") for job in self._jobs.values())
             if pending >= self.max_pending:
                 raise TooManyJobs(f"{pending} jobs are queued or running (at most {self.max_pending}); "
                                   f"wait for one to finish")
             job_id = f"{int(time.time())}-{next(self._ids)}"
-            job = {"id": job_id, "run": run, "layer": layer, "method": method, "state": "queued",
-                   "progress": None, "error": None, "key": None, "submitted": time.time()}
+            job = {"id": job_id, **fields, "identity": identity, "state": "queued", "progress": None,
+                   "error": None, "key": None, "submitted": time.time()}
             self._jobs[job_id] = job
             pool = self._start()
             try:
-                future = pool.submit(_run_job, job_id, self.logdir, self.out, run, layer, method)
+                future = pool.submit(fn, job_id, self.logdir, self.out, *args)
             except Exception as e:  # a broken pool (a worker was killed): report it and start afresh next time
                 job.update(state="failed", error=_one_line(e))
                 self._pool = None
@@ -136,11 +204,13 @@ class JobManager:
         """Stop the workers now (a running job's stored snapshots are kept; the rest is not computed)."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()  # the executor has no public way to stop a running task
-            pool.shutdown(wait=False, cancel_futures=True)
+            pools = [self._pool, self._quick]
+            self._pool = self._quick = None
+        for pool in pools:
+            if pool is not None:
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    process.terminate()  # the executor has no public way to stop a running task
+                pool.shutdown(wait=False, cancel_futures=True)
 
     # internals ----------------------------------------------------------------------------------------------
     def _start(self) -> ProcessPoolExecutor:
@@ -159,6 +229,25 @@ class JobManager:
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx,
                                              initializer=_init_worker, initargs=(self._queue,))
         return self._pool
+
+    def _start_quick(self) -> ProcessPoolExecutor:
+        if self._closed:
+            raise RuntimeError("the job manager is closed")
+        if self._quick is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._quick = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            atexit.register(self.close)
+        return self._quick
+
+    def _call_done(self, key: tuple, future: Future) -> None:
+        with self._lock:
+            if self._calls.get(key) is future:
+                del self._calls[key]
+            if not future.cancelled() and type(future.exception()).__name__ == "BrokenProcessPool":
+                # a worker was killed: start afresh
+                self._quick = None
 
     def _drain(self) -> None:
         while not self._closed:
@@ -201,4 +290,5 @@ class JobManager:
 
     @staticmethod
     def _public(job: dict) -> dict:
-        return {k: job.get(k) for k in ("id", "run", "layer", "method", "state", "progress", "error", "key")}
+        return {k: job.get(k) for k in ("id", "kind", "run", "layer", "method", "params", "state", "progress",
+                                        "error", "key")}

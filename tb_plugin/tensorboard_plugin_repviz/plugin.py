@@ -1,9 +1,10 @@
 """The Repviz TensorBoard plugin: a route table of thin WSGI wrappers over ``data.py`` and ``jobs.py``.
 
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
-JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``POST compute``; binary ``coords``, ``labels``,
-``predictions``, ``ids``, ``thumbnails``; the page's files under ``static/``. Every error is JSON
-``{"error": "one line"}`` with 400, 404, 405, 413, 429 or 500, never a traceback page.
+JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``POST compute``, ``POST compute_meta``;
+binary ``coords``, ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
+the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 404, 405, 413, 429,
+500 or 503, never a traceback page.
 
 Importing this module imports no Keras, TensorFlow or numba (``repviz.pipeline`` loads the numerical code only
 inside the worker processes that compute embeddings).
@@ -26,9 +27,9 @@ from werkzeug import wrappers
 
 from repviz.store import PLUGIN_NAME, NotFoundError
 
-from . import data
+from . import compare, data
 from .catalog import Catalog
-from .jobs import JobManager, TooManyJobs
+from .jobs import JobManager, StillComputing, TooManyJobs
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,14 @@ _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "
                   ".json": "application/json", ".map": "application/json", ".html": "text/html",
                   ".svg": "image/svg+xml", ".png": "image/png", ".txt": "text/plain", ".md": "text/plain",
                   ".wasm": "application/wasm"}
-MAX_BODY = 4096  # bytes of a POST compute body
+MAX_BODY = 4096  # bytes of a POST compute or compute_meta body
+MAX_TRAILS_BODY = 64 << 10  # bytes of a POST trails body (500 indices)
 _ARRAY_CACHE = "private, no-cache"  # revalidated every time (a recomputed embedding keeps its URL), 304 if same
+
+
+#: The choices of POST compute_meta, default first (those of ``repviz meta``).
+META_OPTIONS = {"transform": ("dist", "sqrt", "rank", "cka", "rbf_cka"), "metric": ("chord", "angle"),
+                "embedding": ("mds", "smacof", "tsne")}
 
 
 class HTTPError(Exception):
@@ -86,6 +93,8 @@ def _route(handler: Callable) -> Callable:
             return _error(request, 404, str(e).splitlines()[0])
         except TooManyJobs as e:
             return _error(request, 429, str(e))
+        except StillComputing as e:
+            return _error(request, 503, str(e))
         except Exception as e:  # never a traceback page; the traceback goes to TensorBoard's log
             logger.exception("repviz plugin: %s failed", request.path)
             return _error(request, 500, f"internal error ({type(e).__name__}); see TensorBoard's log")
@@ -130,11 +139,29 @@ class _NotModified(wrappers.Response):
         return headers
 
 
-def _binary(request, array: np.ndarray) -> wrappers.Response:
-    """A little-endian array as ``application/octet-stream`` with its shape, a strong ETag and 304 support."""
-    tag = data.etag(array)
+def _json_body(request, what: str, max_bytes: int = MAX_BODY) -> dict:
+    """The JSON object of a POST body (405, 413 or 400 otherwise)."""
+    if request.method != "POST":
+        raise HTTPError(405, f"{what} takes a POST with a JSON body")
+    if request.content_length is None or request.content_length > max_bytes:
+        raise HTTPError(413, f"the body must be JSON of at most {max_bytes} bytes with a Content-Length")
+    try:
+        body = json.loads(request.get_data(cache=False)[:max_bytes])
+    except (ValueError, UnicodeDecodeError):
+        raise data.BadRequest("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise data.BadRequest(f"the body of {what} must be a JSON object")
+    return body
+
+
+def _binary(request, array: np.ndarray, headers: dict | None = None) -> wrappers.Response:
+    """A little-endian array as ``application/octet-stream`` with its shape, a strong ETag and 304 support;
+    ``headers`` are added (and covered by the ETag)."""
+    extra = headers or {}
+    tag = data.etag(array) if not extra else data.etag(array)[:-1] + "-" + \
+        hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8] + '"'
     headers = {"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Repviz-Shape": ",".join(map(str, array.shape)),
-               "X-Content-Type-Options": "nosniff"}
+               "X-Content-Type-Options": "nosniff", **extra}
     if request.if_none_match.contains_raw(tag):
         return _NotModified(headers, "application/octet-stream")
     body = b"" if request.method == "HEAD" else np.ascontiguousarray(array).tobytes()
@@ -161,6 +188,11 @@ class RepvizPlugin(base_plugin.TBPlugin):
             "/info": self._serve_info,
             "/meta_result": self._serve_meta_result,
             "/compute": self._serve_compute,
+            "/compute_meta": self._serve_compute_meta,
+            "/knn": self._serve_knn,
+            "/neighborhood_change": self._serve_neighborhood_change,
+            "/trails": self._serve_trails,
+            "/density": self._serve_density,
             "/jobs": self._serve_jobs,
             "/coords": self._serve_coords,
             "/labels": self._serve_labels,
@@ -206,15 +238,8 @@ class RepvizPlugin(base_plugin.TBPlugin):
     def _serve_compute(self, request):
         from repviz.pipeline import METHODS
 
-        if request.method != "POST":
-            raise HTTPError(405, "compute takes a POST with a JSON body {run, layer, method}")
-        if request.content_length is None or request.content_length > MAX_BODY:
-            raise HTTPError(413, f"the body must be JSON of at most {MAX_BODY} bytes with a Content-Length")
-        try:
-            body = json.loads(request.get_data(cache=False)[:MAX_BODY])
-        except (ValueError, UnicodeDecodeError):
-            raise data.BadRequest("the body is not valid JSON") from None
-        if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
+        body = _json_body(request, "compute")
+        if not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
             raise data.BadRequest("the body must be a JSON object with string fields run, layer and method")
         run = self.catalog.run(body["run"])
         if body["layer"] not in run.layers:
@@ -226,7 +251,56 @@ class RepvizPlugin(base_plugin.TBPlugin):
         job, new = self.jobs.submit(run.name, body["layer"], body["method"])
         return _json(request, {"job": job}, code=202 if new else 200)
 
+    @_route
+    def _serve_compute_meta(self, request):
+        body = _json_body(request, "compute_meta")
+        chosen = {}
+        for field, options in META_OPTIONS.items():
+            value = body.get(field, options[0])
+            if value not in options:
+                raise data.BadRequest(f"{field} must be one of {list(options)}; got {str(value)[:40]!r}")
+            chosen[field] = value
+        if not self.catalog.runs():
+            raise NotFoundError("the log directory holds no runs to compare")
+        job, new = self.jobs.submit_meta(chosen["transform"], chosen["metric"], chosen["embedding"])
+        return _json(request, {"job": job}, code=202 if new else 200)
+
+    @_route
+    def _serve_knn(self, request):
+        return _json(request, compare.knn_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                               _int_arg(request, "step"), _int_arg(request, "index"),
+                                               _int_arg(request, "k", 10)))
+
+    @_route
+    def _serve_density(self, request):
+        return _json(request, compare.density_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                                   _int_arg(request, "step"), _arg(request, "key"),
+                                                   request.args.get("by") or "all", _int_arg(request, "levels", 4)))
+
     # binary routes ------------------------------------------------------------------------------------------
+    @_route
+    def _serve_neighborhood_change(self, request):
+        first = (_arg(request, "run"), _arg(request, "layer"), _int_arg(request, "step"))
+        second = (_arg(request, "run2"), _arg(request, "layer2"), _int_arg(request, "step2"))
+        change = compare.neighborhood_change_impl(self.catalog, first, second, _int_arg(request, "k", 10),
+                                                  self._graph)
+        mean = float(change.mean()) if len(change) else 0.0
+        return _binary(request, change, {"X-Repviz-Mean": repr(round(mean, 6))})
+
+    def _graph(self, run, layer: str, step: int, k: int) -> np.ndarray:
+        """A k-NN graph computed in the job manager's worker process (shared by concurrent requests)."""
+        return self.jobs.call(("graph", run.name, layer, step, k), compare.compute_graph, run, layer, step, k)
+
+    @_route
+    def _serve_trails(self, request):
+        body = _json_body(request, "trails", MAX_TRAILS_BODY)
+        if not all(isinstance(body.get(k), str) for k in ("run", "layer", "key")):
+            raise data.BadRequest("the body must be a JSON object with string fields run, layer, key and a list "
+                                  "indices")
+        coords, steps = compare.trails_impl(self.catalog, body["run"], body["layer"], body["key"],
+                                            body.get("indices"))
+        return _binary(request, coords, {"X-Repviz-Steps": ",".join(map(str, steps))})
+
     @_route
     def _serve_coords(self, request):
         return _binary(request, data.coords_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),

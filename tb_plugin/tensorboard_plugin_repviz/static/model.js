@@ -28,6 +28,7 @@ export class RepvizError extends Error {
 
 const THUMBNAIL_BLOCK = 256; // thumbnails per request: a hover fetches its neighbours too
 const POLL_MS = 3000;
+const TRAIL_CACHE = 16;
 
 /** URL of `route` with query parameters, relative to the plugin base. */
 function url(route, params = {}) {
@@ -68,6 +69,7 @@ export class Model {
     this._etag = null;
     this._cache = new Map(); // url -> Promise of the decoded value
     this._thumbs = new Map(); // run -> Map(block start -> Promise<{shape, pixels}>)
+    this._trails = new Map(); // the last few trail requests (selections change often: bounded)
     this._pollTimer = null;
   }
 
@@ -140,14 +142,8 @@ export class Model {
   }
 
   /** Representation, record and embedding details for the info line. */
-  async info(run, layer, step, key) {
-    const key_ = url("info", { run, layer, step, key });
-    if (!this._cache.has(key_)) {
-      const promise = request("info", { run, layer, step, key }).then((r) => r.json());
-      promise.catch(() => this._cache.delete(key_));
-      this._cache.set(key_, promise);
-    }
-    return this._cache.get(key_);
+  info(run, layer, step, key) {
+    return this._json("info", { run, layer, step, key });
   }
 
   /**
@@ -175,12 +171,86 @@ export class Model {
 
   /** Start (or join) the background computation of `method` for one layer. @returns {Promise<Job>} */
   async compute(run, layer, method) {
-    const response = await request("compute", {}, {
+    return (await (await this._post("compute", { run, layer, method })).json()).job;
+  }
+
+  /** Cached JSON GET; a failure is not cached. */
+  _json(route, params) {
+    const key = url(route, params);
+    if (!this._cache.has(key)) {
+      const promise = request(route, params).then((r) => r.json());
+      promise.catch(() => this._cache.delete(key));
+      this._cache.set(key, promise);
+    }
+    return this._cache.get(key);
+  }
+
+  /** POST a JSON body; the decoded response. */
+  _post(route, body) {
+    return request(route, {}, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ run, layer, method }),
+      body: JSON.stringify(body),
     });
-    return (await response.json()).job;
+  }
+
+  /**
+   * The k nearest neighbours of point `index` in the original activation space of (run, layer, step).
+   * @returns {Promise<{index: number, k: number, neighbors: number[], distances: number[]}>}
+   */
+  knn(run, layer, step, index, k = 10) {
+    return this._json("knn", { run, layer, step, index, k });
+  }
+
+  /**
+   * Per point, 1 - Jaccard overlap of its k-NN sets in two representations (same probe order).
+   * @returns {Promise<Float32Array>}
+   */
+  async neighborhoodChange(a, b, k = 10) {
+    const params = { run: a.run, layer: a.layer, step: a.step, run2: b.run, layer2: b.layer, step2: b.step, k };
+    return (await this._array("neighborhood_change", params, Float32Array)).data;
+  }
+
+  /**
+   * 2-D coordinates of points `indices` at every stored step of (run, layer) in embedding `key`.
+   * @returns {Promise<{steps: number[], m: number, coords: Float32Array}>} coords (n_steps, m, 2) row-major
+   */
+  async trails(run, layer, key, indices) {
+    const key_ = `${run}|${layer}|${key}|${indices.join(",")}`;
+    if (!this._trails.has(key_)) {
+      const promise = this._post("trails", { run, layer, key, indices }).then(async (response) => ({
+        steps: (response.headers.get("X-Repviz-Steps") || "").split(",").filter(Boolean).map(Number),
+        m: indices.length,
+        coords: new Float32Array(await response.arrayBuffer()),
+      }));
+      promise.catch(() => this._trails.delete(key_));
+      this._trails.set(key_, promise);
+      if (this._trails.size > TRAIL_CACHE) this._trails.delete(this._trails.keys().next().value);
+    }
+    return this._trails.get(key_);
+  }
+
+  /**
+   * Density contours of a 2-D layout (coords route coordinates), overall or per class.
+   * @returns {Promise<{levels: number[], contours: {class: ?number, level: number, paths: number[][]}[]}>}
+   */
+  density(run, layer, step, key, by = "all", levels = 4) {
+    return this._json("density", { run, layer, step, key, by, levels });
+  }
+
+  /**
+   * A stored meta-SNE map: keys, coordinates, parameters, figures, and per row its depth and landmark flag.
+   * @returns {Promise<{keys: Array, coords: number[][], params: object, explained_variance: ?number,
+   *   robustness: ?number, rows: ?{run: string, layer: string, step: number, depth: number, n_layers: number,
+   *   landmark: boolean}[]}>}
+   */
+  metaResult(name) {
+    return this._json("meta_result", { name });
+  }
+
+  /** Start (or join) the background computation of a meta-SNE map. @returns {Promise<Job>} */
+  async computeMeta(transform, metric, embedding) {
+    return (await (await this._post("compute_meta", { transform, metric, embedding })).json()).job;
   }
 
   /** Recent background jobs. @returns {Promise<Job[]>} */

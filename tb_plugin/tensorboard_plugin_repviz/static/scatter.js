@@ -1,7 +1,9 @@
 // A thin wrapper over the vendored regl-scatterplot: points in, colours and selection by index, hover and
 // lasso events out. It serialises draws (regl-scatterplot refuses a draw while one is running; the latest
-// request wins) and records timings in window.__repvizStats (see index.js).
-import { createScatterplot } from "./vendor/regl-scatterplot.js";
+// request wins) and records timings in window.__repvizStats (see index.js). Small views (the grid's cells) share
+// one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
+// overlays (overlay.js) stay in register with pan and zoom.
+import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
 
 /**
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array}} Points
@@ -13,7 +15,11 @@ import { createScatterplot } from "./vendor/regl-scatterplot.js";
 const TRANSITION_MS = 700;
 const HOVER_COLOR = "#212121";
 
-/** Scale n×2 row-major coordinates into [-0.95, 0.95] keeping the aspect ratio; non-finite values go to 0. */
+/**
+ * Scale n×2 row-major coordinates into [-0.95, 0.95] keeping the aspect ratio; non-finite values go to 0.
+ * `centre` and `half` give the transform, so that other coordinates of the same frame (trails, contours) can be
+ * mapped the same way with `toPlot`.
+ */
 export function normalise(coords) {
   const n = coords.length / 2;
   let lo = [Infinity, Infinity];
@@ -41,7 +47,20 @@ export function normalise(coords) {
     x[i] = Number.isFinite(cx) ? (0.95 * (cx - centre[0])) / half : 0;
     y[i] = Number.isFinite(cy) ? (0.95 * (cy - centre[1])) / half : 0;
   }
-  return { x, y };
+  return { x, y, centre, half };
+}
+
+/** Plot coordinates of a point (cx, cy) in the frame that `normalise` returned `frame` for. */
+export function toPlot(frame, cx, cy) {
+  return [(0.95 * (cx - frame.centre[0])) / frame.half, (0.95 * (cy - frame.centre[1])) / frame.half];
+}
+
+/**
+ * One WebGL context for many small scatters, drawing into a buffer the size of one cell (`resize`), each plot
+ * copying its picture into its own 2-D canvas.
+ */
+export function sharedRenderer() {
+  return createRenderer({ canvas: document.createElement("canvas") });
 }
 
 /** Point size in CSS pixels that keeps n points legible without one blot. */
@@ -52,14 +71,20 @@ function pointSizeFor(n) {
 export class Scatter {
   /**
    * @param {HTMLCanvasElement} canvas
-   * @param {{onHover: function(?number): void, onSelect: function(number[]): void}} handlers
+   * @param {{onHover: function(?number): void, onSelect: function(number[]): void, onView?: function(): void}} handlers
+   * @param {{renderer?: object, small?: boolean}} options `renderer`: a `sharedRenderer()`; `small`: a grid
+   *   cell (smaller points, a reticle on the hovered point, no frame statistics)
    */
-  constructor(canvas, handlers) {
+  constructor(canvas, handlers, { renderer, small = false } = {}) {
     this.canvas = canvas;
     this.n = 0;
+    this.small = small;
     this._pending = null; // the latest draw request waiting for the running one
     this._running = false;
     this._plot = createScatterplot({
+      renderer,
+      showReticle: small,
+      reticleColor: [0.96, 0.49, 0, 0.55],
       canvas,
       width: "auto",
       height: "auto",
@@ -79,8 +104,11 @@ export class Scatter {
     this._plot.subscribe("pointOut", () => handlers.onHover(null));
     this._plot.subscribe("select", ({ points }) => handlers.onSelect(Array.from(points)));
     this._plot.subscribe("deselect", () => handlers.onSelect([]));
-    this._plot.subscribe("transitionStart", () => this._startFrameClock());
-    this._plot.subscribe("transitionEnd", () => this._stopFrameClock());
+    if (handlers.onView) this._plot.subscribe("view", () => handlers.onView());
+    if (!small) {
+      this._plot.subscribe("transitionStart", () => this._startFrameClock());
+      this._plot.subscribe("transitionEnd", () => this._stopFrameClock());
+    }
   }
 
   /**
@@ -104,7 +132,9 @@ export class Scatter {
       this._pending = null;
       const n = points.x.length;
       const transition = Boolean(options.transition) && n === this.n && n > 0;
-      if (n !== this.n) this._plot.set({ pointSize: pointSizeFor(n), opacity: n > 20000 ? 0.6 : 0.85 });
+      if (n !== this.n) {
+        this._plot.set({ pointSize: pointSizeFor(n) * (this.small ? 0.6 : 1), opacity: n > 20000 ? 0.6 : 0.85 });
+      }
       this.n = n;
       try {
         await this._plot.draw(points, {
@@ -166,6 +196,30 @@ export class Scatter {
   /** Screen position [x, y] (CSS pixels in the canvas) of point `index`. */
   screenPosition(index) {
     return this._plot.getScreenPosition(index);
+  }
+
+  /**
+   * Canvas position [x, y] (CSS pixels) of plot coordinates (x, y) in [-1, 1] under the current pan and zoom:
+   * regl-scatterplot's projection (1/aspect, 1) times the camera's view matrix, as its getScreenPosition does.
+   */
+  toScreen(x, y) {
+    const v = this._plot.get("cameraView"); // column-major 4×4
+    const width = this.canvas.clientWidth;
+    const height = this.canvas.clientHeight;
+    const px = (v[0] * x + v[4] * y + v[12]) / (width / height);
+    const py = v[1] * x + v[5] * y + v[13];
+    return [(width * (px + 1)) / 2, height * (0.5 - py / 2)];
+  }
+
+  /** Highlight point `index` (null: none) as if hovered, without firing the hover event. */
+  hover(index) {
+    this._plot.hover(index === null ? -1 : index, { preventEvent: true, showReticleOnce: index !== null });
+  }
+
+  /** Free the plot (a shared renderer stays). */
+  destroy() {
+    this._pending = null;
+    this._plot.destroy();
   }
 
   _startFrameClock() {

@@ -42,6 +42,13 @@ export function segmented(name, options, value, onChange) {
     })));
 }
 
+/** The mouse modes of the scatters (main view and grid). */
+export const MOUSE_MODES = [
+  { value: "pan", label: "pan", title: "drag to pan, wheel to zoom" },
+  { value: "lasso", label: "lasso", title: "draw around points to select them" },
+  { value: "rectangle", label: "rectangle", title: "drag a rectangle to select points" },
+];
+
 /** Number with thin grouping, e.g. 70000 -> "70,000". */
 export function fmt(value, digits = 3) {
   if (value === null || value === undefined || Number.isNaN(value)) return "–";
@@ -192,7 +199,7 @@ export function setSnapshotBar(bar, steps, position, unit, playing) {
 
 /** A background job's state: progress bar while it runs, the one-line reason when it failed. */
 export function jobView(job, onDismiss) {
-  const what = `${job.method} of ${job.layer}`;
+  const what = job.kind === "meta" ? "the meta-SNE map" : `${job.method} of ${job.layer}`;
   if (job.state === "failed") {
     return h("div", { class: "job failed", role: "alert" },
       h("span", { text: `Computing ${what} failed: ${job.error || "unknown reason"}` }),
@@ -225,4 +232,77 @@ export function errorBanner(message, onDismiss) {
 export function note(message, onDismiss) {
   return h("div", { class: "note", role: "status" }, h("span", { text: message }),
     h("button", { type: "button", class: "link", text: "dismiss", onclick: onDismiss }));
+}
+
+/**
+ * A list of probe points with their thumbnails (filled in later by `fillThumb`) and a value each; a click on an
+ * entry calls `onPick(index)`.
+ * @param {{index: number, text: string, value: string}[]} items
+ */
+export function pointList(title, hint, items, onPick, testid) {
+  return h("section", { class: "points", "data-testid": testid },
+    h("h3", { text: title }),
+    hint ? h("p", { class: "hint", text: hint }) : null,
+    h("ol", {}, items.map((item) => h("li", {},
+      h("button", { type: "button", class: "point", "data-index": String(item.index), onclick: () => onPick(item.index) },
+        h("div", { class: "mini placeholder" }),
+        h("span", { class: "name", text: item.text }),
+        h("span", { class: "count", text: item.value }))))));
+}
+
+/** Put thumbnail `canvas` in place of the placeholder of entry `index` of a `pointList`. */
+export function fillThumb(list, index, canvas) {
+  const slot = list.querySelector(`button[data-index="${index}"] .mini`);
+  if (!slot) return;
+  canvas.classList.add("mini");
+  slot.replaceWith(canvas);
+}
+
+/** Check boxes of runs, at most `max` checked; `onChange(names)`. */
+export function runChecks(runs, checked, max, onChange) {
+  return h("div", { class: "checks", "data-testid": "run-checks" },
+    runs.map((name) => h("label", {},
+      h("input", {
+        type: "checkbox", value: name, checked: checked.includes(name),
+        disabled: !checked.includes(name) && checked.length >= max,
+        onchange: (e) => onChange(e.target.checked ? [...checked, name] : checked.filter((r) => r !== name)),
+      }), h("span", { text: name }))));
+}
+
+/**
+ * The meta-SNE picker: stored results with their figures, or the form that computes one.
+ * @param {string[]} names @param {?object} result the chosen one (for its figures)
+ */
+export function metaPanel(names, chosen, result, onPick, onCompute) {
+  if (!names.length) {
+    const form = h("form", { class: "meta-form" },
+      picker("Transform", "transform", ["dist", "sqrt", "rank", "cka", "rbf_cka"].map((v) => ({ value: v, label: v })), "dist", () => {}),
+      picker("Metric", "metric", ["chord", "angle"].map((v) => ({ value: v, label: v })), "chord", () => {}),
+      picker("Embedding", "embedding", ["mds", "smacof", "tsne"].map((v) => ({ value: v, label: v })), "mds", () => {}),
+      h("button", { type: "submit", "data-testid": "compute-meta", text: "Compute the meta-SNE map" }));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      onCompute(form.elements.transform.value, form.elements.metric.value, form.elements.embedding.value);
+    });
+    return h("div", { class: "meta-bar" }, h("span", { class: "hint", text: "No meta-SNE map is stored yet." }), form);
+  }
+  const figures = [];
+  if (result) {
+    if (result.explained_variance !== null && result.explained_variance !== undefined) {
+      figures.push(h("span", {}, "explained variance ", h("b", { text: fmt(result.explained_variance) })));
+    }
+    if (result.robustness !== null && result.robustness !== undefined) {
+      figures.push(h("span", {}, "robustness (dist vs CKA) ", h("b", { text: fmt(result.robustness) })));
+    }
+    figures.push(h("span", { text: `${fmt(result.keys.length)} representations` }));
+  }
+  return h("div", { class: "meta-bar" },
+    picker("Map", "meta", names.map((n) => ({ value: n, label: n })), chosen, onPick),
+    h("span", { class: "figures", "data-testid": "meta-figures" }, figures));
+}
+
+/** The preview of a representation under the mouse in the meta map. */
+export function previewCard(title, canvas, message) {
+  return h("section", { class: "preview", "data-testid": "preview" }, h("h3", { text: title }),
+    canvas || h("p", { class: "hint", text: message || "" }));
 }

@@ -1,0 +1,144 @@
+"""Helpers of the browser tests (tests/browser): what a test does with the page, read from its own pixels.
+
+Fixtures (TensorBoard process, log directory, Chromium) are in conftest.py; a test module calls
+``require_browser()`` first, which skips it with the reason when Chromium, its driver, Selenium or Pillow is
+missing (Debian: ``apt-get install chromium chromium-driver``; CI installs them).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import textwrap
+
+import numpy as np
+import pytest
+
+try:
+    from PIL import Image
+    from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError:  # require_browser() says what is missing
+    webdriver = None
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+N_PROBE = 300
+EPOCHS = 3
+# Software WebGL (SwiftShader through ANGLE): what CI machines without a GPU have.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--window-size=1280,800"]
+# Start TensorBoard with the plugin from this checkout (an installed wheel registers it by entry point instead).
+LAUNCH = textwrap.dedent("""
+    import sys
+    from tensorboard import default, program
+    from tensorboard_plugin_repviz.loader import RepvizLoader
+    tb = program.TensorBoard(plugins=default.get_static_plugins() + [RepvizLoader()])  # installed or not
+    tb.configure(argv=sys.argv)
+    sys.exit(tb.main())
+""")
+
+
+def train(run_dir, activation, x, y, xp, yp):
+    """A small MNIST model trained EPOCHS epochs with the real callback on probe (xp, yp)."""
+    import keras
+
+    import repviz
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(name="flat"),
+                              keras.layers.Dense(32, activation=activation, name="hidden"),
+                              keras.layers.Dense(10, activation="softmax", name="probs")])
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")
+    logger = repviz.ActivationLogger(run_dir, probe=(xp, yp), layers=["hidden", "probs"])
+    model.fit(x, y, epochs=EPOCHS, batch_size=64, verbose=0, callbacks=[logger])
+
+
+def write_logdir(root):
+    """Run "relu": PCA of both layers and t-SNE of "hidden" at every epoch; run "tanh" (same probe): nothing
+    embedded. Returns the probe inputs."""
+    import repviz
+    from repviz.datasets import BUNDLED_MNIST, load_mnist
+
+    (x, y), (xt, yt) = load_mnist(BUNDLED_MNIST)
+    x, y = x[:1500].astype(np.float32) / 255, y[:1500]
+    xp, yp = xt[:N_PROBE].astype(np.float32) / 255, yt[:N_PROBE]
+    train(root / "relu", "relu", x, y, xp, yp)
+    train(root / "tanh", "tanh", x, y, xp, yp)
+    repviz.embed_logdir(root, methods=["pca"], runs=["relu"], progress=False)
+    repviz.embed_logdir(root, methods=["tsne"], params={"tsne": {"max_iter": 400}}, runs=["relu"],
+                        layers=["hidden"], progress=False)
+    return xp
+
+
+def require_browser() -> None:
+    """Skip the calling test module unless headless Chromium can be driven."""
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("headless browser tests need chromium and chromedriver on PATH "
+                    "(Debian: apt-get install chromium chromium-driver)", allow_module_level=True)
+    if webdriver is None:
+        pytest.skip("selenium and Pillow are not installed (pip install '.[test]')", allow_module_level=True)
+
+
+
+def wait(driver, condition, what, timeout=60):
+    try:
+        # Parts of the page are rebuilt when their data changes: an element found just before is asked again.
+        return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                             ignored_exceptions=[StaleElementReferenceException]).until(condition)
+    except TimeoutException:
+        errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="error"], .job.failed')
+        raise AssertionError(f"timed out waiting for {what}; page says: {[e.text for e in errors]}") from None
+
+
+def stats(driver) -> dict:
+    return driver.execute_script("return window.__repvizStats || {draws: 0, transitions: 0}")
+
+
+def canvas(driver, selector="canvas.scatter") -> np.ndarray:
+    """The canvas's own pixels (RGBA) as the page drew them."""
+    url = driver.execute_script(f"return document.querySelector({selector!r}).toDataURL('image/png')")
+    image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA")
+    return np.asarray(image)
+
+
+def ink(pixels: np.ndarray) -> np.ndarray:
+    """Mask of pixels where something was drawn (opaque and not the white background)."""
+    rgb = pixels[..., :3].astype(int)
+    return (pixels[..., 3] > 0) & (rgb.sum(axis=-1) < 3 * 235)
+
+
+def shot(driver, shots, name):
+    driver.switch_to.default_content()
+    driver.save_screenshot(str(shots / f"{name}.png"))
+    driver.switch_to.frame(driver.find_element(By.CSS_SELECTOR, "iframe"))
+
+
+def select(driver, name, text_prefix):
+    """Choose the first option of picker `name` starting with `text_prefix`. The page rebuilds its pickers when
+    the run index changes (a poll can land at any moment), so a picker that went stale is found again."""
+    for _ in range(3):
+        try:
+            menu = Select(driver.find_element(By.CSS_SELECTOR, f'select[name="{name}"]'))
+            texts = [o.text for o in menu.options]
+            for text in texts:
+                if text.startswith(text_prefix):
+                    menu.select_by_visible_text(text)
+                    return
+            raise AssertionError(f"no {name} option starting with {text_prefix!r}: {texts}")
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the {name} picker kept being rebuilt")
+
+
+def step_once(driver):
+    """One snapshot back (forward from the first) with the keyboard, waiting for the animated transition."""
+    before = stats(driver)["transitions"]
+    slider = driver.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
+    slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
+    wait(driver, lambda d: stats(d)["transitions"] > before, "the snapshot transition")
