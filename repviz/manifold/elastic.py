@@ -160,6 +160,10 @@ class ElasticEmbedding(Estimator):
         self.neighbors = neighbors
         self.random_state = random_state
 
+    def __sklearn_is_fitted__(self) -> bool:
+        # the parameter lambda_ ends with "_", which scikit-learn's default test takes for a fitted attribute
+        return hasattr(self, "embedding_")
+
     def _start(self, X: np.ndarray) -> np.ndarray:
         n, k = X.shape[0], self.n_components
         if not isinstance(self.init, str):
