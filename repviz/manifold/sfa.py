@@ -43,9 +43,9 @@ def slow_directions(H: np.ndarray, n_components: int) -> tuple[np.ndarray, np.nd
         raise ValueError(f"SlowFeatureAnalysis: the data span only {int(keep.sum())} dimension(s) (after expansion),"
                          f" fewer than n_components ({n_components}); pass a smaller n_components.")
     S = V[:, keep] / np.sqrt(w[keep])  # whitening: Sᵀ B S = I
-    dZ = np.diff(H, axis=0) @ S
-    A = dZ.T @ dZ / (n - 2 if n > 2 else 1)
-    lam, U = eigh(A, subset_by_index=(0, n_components - 1))
+    dH = np.diff(H, axis=0)
+    A = dH.T @ dH / max(n - 2, 1)
+    lam, U = eigh(S.T @ A @ S, subset_by_index=(0, n_components - 1))  # D³, not another n D² product
     return _signed_rows((S @ U).T), lam
 
 
@@ -97,7 +97,7 @@ class SlowFeatureAnalysis(Estimator):
         self.degree = degree
 
     def _expand(self, X: np.ndarray) -> np.ndarray:
-        Xs = (X - self.mean_) / self.scale_
+        Xs = (X - self.mean_) / self.scale_  # a new array: fit centres it in place
         return Xs if self.degree == 1 else quadratic_expansion(Xs)
 
     def fit(self, X, y=None):
@@ -112,9 +112,10 @@ class SlowFeatureAnalysis(Estimator):
         self.scale_ = float(np.sqrt(np.mean((X - self.mean_) ** 2))) or 1.0
         H = self._expand(X)
         self.expanded_mean_ = H.mean(axis=0)
-        self.components_, self.delta_ = slow_directions(H - self.expanded_mean_, self.n_components)
+        H -= self.expanded_mean_
+        self.components_, self.delta_ = slow_directions(H, self.n_components)
         self.n_features_in_ = d
-        self.embedding_ = self._project(H)
+        self.embedding_ = (H @ self.components_.T).astype(np.float32)
         return self
 
     def _project(self, H: np.ndarray) -> np.ndarray:

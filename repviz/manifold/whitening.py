@@ -21,13 +21,13 @@ from ._base import Estimator, check_dense_memory
 from .pca import _signed_rows
 
 
-def _covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and sample covariance (n - 1 normaliser), float64."""
+def _covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and sample covariance (n - 1 normaliser), float64, and the centred data (reused for the output)."""
     check_dense_memory(8.0 * X.shape[1] ** 2, "Whitening", f"a {X.shape[1]}×{X.shape[1]} covariance matrix",
                        "Reduce the number of features first (e.g. PCA(n_components=...)).")
     mean = X.mean(axis=0, dtype=np.float64)
     Xc = np.subtract(X, mean, dtype=np.float64)
-    return mean, Xc.T @ Xc / max(X.shape[0] - 1, 1)
+    return mean, Xc.T @ Xc / max(X.shape[0] - 1, 1), Xc
 
 
 def whitening_matrices(C: np.ndarray, method: str, n_components: int | None, eps: float):
@@ -108,11 +108,11 @@ class Whitening(Estimator):
                              f"keeps all {d} features. Pass n_components=None or method='pca'.")
         if k is not None and k > d:
             raise ValueError(f"n_components ({k}) must be at most n_features ({d}) in Whitening.")
-        self.mean_, C = _covariance(X)
+        self.mean_, C, Xc = _covariance(X)
         self.components_, self.inverse_components_ = whitening_matrices(C, self.method, k, self.eps)
         self.n_components_ = self.components_.shape[0]
         self.n_features_in_ = d
-        self.embedding_ = self._whiten(X)
+        self.embedding_ = (Xc @ self.components_.T).astype(np.float32)
         return self
 
     def _whiten(self, X: np.ndarray) -> np.ndarray:
