@@ -46,8 +46,8 @@ PROBLEMS = {
         ("FastICA", "repviz", "FastICA(20, random_state=0)"),
         ("FastICA", "sklearn", "FastICA(20, whiten='unit-variance', random_state=0)")]),
     "whiten-100k": ("sources-100k", "whiteness", [
-        ("Whitening pca", "repviz", "Whitening('pca')"),
-        ("Whitening zca", "repviz", "Whitening('zca')"),
+        ("Whitening pca", "repviz", "Whitening(method='pca')"),
+        ("Whitening zca", "repviz", "Whitening(method='zca')"),
         ("PCA whiten", "sklearn", "PCA(whiten=True)")]),
     "sfa-toy": ("wiskott", "slow", [
         ("SFA degree 2", "repviz", "SlowFeatureAnalysis(2, degree=2)"),

@@ -34,7 +34,7 @@ def mixed_sources(n: int, seed: int):
 def test_whitened_covariance_is_the_identity_and_inverse_is_exact(method):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(2000, 4)) @ rng.normal(size=(4, 4)) * [1, 10, 100, 0.1] + 7
-    w = Whitening(method).fit(X)
+    w = Whitening(method=method).fit(X)
     np.testing.assert_allclose(np.cov(w.embedding_.T), np.eye(4), atol=1e-4)
     np.testing.assert_allclose(w.embedding_.mean(axis=0), 0, atol=1e-4)
     np.testing.assert_allclose(w.inverse_transform(w.embedding_), X, rtol=1e-4, atol=1e-3)
@@ -43,23 +43,23 @@ def test_whitened_covariance_is_the_identity_and_inverse_is_exact(method):
 
 def test_whitening_variants_are_rotations_of_each_other_and_zca_is_symmetric():
     X = np.random.default_rng(1).normal(size=(500, 3)) @ [[2, 1, 0], [0, 1, 3], [1, 0, 1]]
-    Y = {m: Whitening(m).fit(X).embedding_.astype(np.float64) for m in ("pca", "zca", "cholesky")}
+    Y = {m: Whitening(method=m).fit(X).embedding_.astype(np.float64) for m in ("pca", "zca", "cholesky")}
     for m in ("zca", "cholesky"):
         R = np.linalg.lstsq(Y["pca"], Y[m], rcond=None)[0]
         np.testing.assert_allclose(R @ R.T, np.eye(3), atol=1e-4)
-    W = Whitening("zca").fit(X).components_
+    W = Whitening(method="zca").fit(X).components_
     np.testing.assert_allclose(W, W.T, atol=1e-10)
-    assert np.allclose(np.triu(Whitening("cholesky").fit(X).components_, 1), 0)
+    assert np.allclose(np.triu(Whitening(method="cholesky").fit(X).components_, 1), 0)
 
 
 def test_pca_whitening_keeps_the_leading_directions():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3000, 5)) * [8, 4, 2, 0.1, 0.1]
-    w = Whitening("pca", n_components=3).fit(X)
+    w = Whitening(3, method="pca").fit(X)
     assert w.embedding_.shape == (3000, 3)
     np.testing.assert_allclose(np.abs(w.components_[:, :3] * [8, 4, 2]), np.eye(3), atol=0.05)
     with pytest.raises(ValueError, match="applies to Whitening\\(method='pca'\\) only"):
-        Whitening("zca", n_components=2).fit(X)
+        Whitening(2, method="zca").fit(X)
 
 
 @pytest.mark.parametrize("algorithm", ["parallel", "deflation"])

@@ -175,7 +175,7 @@ class FastICA(Estimator):
         if k > min(n, d):
             raise ValueError(f"n_components ({k}) must be at most min(n_samples, n_features) = {min(n, d)} in "
                              f"FastICA.")
-        white = Whitening("pca", n_components=k).fit(X)
+        white = Whitening(k, method="pca").fit(X)
         return white.embedding_, white.mean_, white.components_
 
     def fit(self, X, y=None):

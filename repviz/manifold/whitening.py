@@ -59,10 +59,10 @@ class Whitening(Estimator):
 
     Parameters
     ----------
-    method : {"pca", "zca", "cholesky"}, default="pca"
-        Which whitening matrix (see the module docstring); they differ by a rotation of the output.
     n_components : int or None, default=None
         "pca" only: keep the first ``n_components`` principal directions (None: all ``n_features``).
+    method : {"pca", "zca", "cholesky"}, default="pca"
+        Which whitening matrix (see the module docstring); they differ by a rotation of the output.
     eps : float, default=1e-10
         Regulariser, relative to the largest variance, added to every variance before dividing by its square
         root. Matters only for (near-)singular covariances, e.g. more features than samples.
@@ -92,9 +92,9 @@ class Whitening(Estimator):
         "eps": [Interval(float, 0, None, "left")],
     }
 
-    def __init__(self, method="pca", *, n_components=None, eps=1e-10):
-        self.method = method
+    def __init__(self, n_components=None, *, method="pca", eps=1e-10):
         self.n_components = n_components
+        self.method = method
         self.eps = eps
 
     def fit(self, X, y=None):
