@@ -123,11 +123,12 @@ def _worker(spec: dict) -> dict:
             "note": note}
 
 
-def _run(spec: dict, threads: int, timeout: float) -> dict:
+def _run(spec: dict, threads: int, timeout: float, script: str = __file__) -> dict:
+    """Run ``script --worker SPEC`` in a fresh process with ``threads`` threads; its last stdout line (JSON)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), NUMBA_NUM_THREADS=str(threads), PYTHONPATH=str(ROOT))
     try:
-        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], env=env,
+        proc = subprocess.run([sys.executable, script, "--worker", json.dumps(spec)], env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout > {timeout:.0f} s"}

@@ -102,7 +102,8 @@ def _add_embed(sub) -> None:
                    help="continue each embedding from the previous snapshot (default), the previous layer, or none")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (-1: one per core; default 1)")
     p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
-                   help="an estimator parameter, e.g. tsne.perplexity=50 (repeatable)")
+                   help="an estimator parameter, e.g. tsne.perplexity=50 or autoencoder.hidden=128,32 "
+                        "(repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
     _add_out(p)
     p.set_defaults(func=_run_embed)
@@ -120,6 +121,8 @@ def _split(text: str | None, option: str = "") -> list[str] | None:
 
 
 def _parse_value(text: str):
+    if "," in text:  # a tuple, e.g. autoencoder.hidden=128,32
+        return tuple(_parse_value(part.strip()) for part in text.split(","))
     low = text.lower()
     if low in ("true", "false", "none"):
         return {"true": True, "false": False, "none": None}[low]

@@ -7,15 +7,15 @@ out, here or in worker processes; another executor (a cluster) runs the same tas
 
 Alignment (``align=``)
     ``"snapshots"`` (default): the snapshots of one layer form a chain, so that consecutive pictures differ only
-    by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon) start
-    snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the method's
-    *continuation* parameters. For t-SNE: the previous layout at its own scale (``rescale_init=False``, not shrunk
-    to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), at most 300
-    iterations at ``learning_rate="auto"``, which without exaggeration is n (the rate of t-SNE's main phase),
+    by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon, the elastic
+    embedding) start snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the
+    method's *continuation* parameters. For t-SNE: the previous layout at its own scale (``rescale_init=False``,
+    not shrunk to std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), at most
+    300 iterations at ``learning_rate="auto"``, which without exaggeration is n (the rate of t-SNE's main phase),
     stopping once the KL divergence changed by less than 0.1 % over 50 iterations (``tol=1e-3``: a snapshot that
     barely changed costs 100-150 iterations, one that moved runs all 300). Snapshot 0 gets
-    the method's own initialisation (PCA for t-SNE). The other methods
-    (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA, force-directed, LDA) are computed
+    the method's own initialisation (PCA for t-SNE). The other methods (PCA, classical MDS, Isomap, LLE,
+    spectral, diffusion maps, kernel PCA, force-directed, LDA, whitening, ICA, SFA, autoencoder) are computed
     independently, then rotated/reflected onto snapshot k−1 by orthogonal Procrustes
     (:func:`repviz.align.align_to`; distances are untouched).
     ``"layers"``: the same, along the layers of one snapshot (layer l continues from layer l−1).
@@ -146,6 +146,15 @@ for _name, _target in (("pca", "PCA"), ("cmds", "ClassicalMDS"), ("isomap", "Iso
     register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0})
 register_method("lda", "repviz.manifold:LinearDiscriminantAnalysis", align="procrustes",
                 defaults={"n_components": 2}, supervised=True)
+# The elastic embedding continues from the previous layout as it is, with fewer iterations (it starts near a
+# minimum). The other new methods are fitted anew and rotated onto the previous snapshot. SFA reads the probe
+# points in their stored order as its sequence.
+register_method("ee", "repviz.manifold:ElasticEmbedding", align="init", defaults={"random_state": 0},
+                continuation={"max_iter": 100})
+for _name, _target in (("ica", "FastICA"), ("sfa", "SlowFeatureAnalysis"), ("autoencoder", "AutoencoderEmbedding")):
+    register_method(_name, f"repviz.manifold:{_target}", align="procrustes",
+                    defaults={"random_state": 0, "n_components": 2})
+register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defaults={"n_components": 2})
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -198,6 +207,10 @@ class Resolved:
                 "pipeline_version": PIPELINE_VERSION}
 
 
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str, np.generic))
+
+
 def _check_method(name: str, align: str) -> None:
     check_option(align, ALIGN_MODES, "align", "embed_logdir")
     if name not in METHODS:
@@ -227,9 +240,9 @@ def resolve(name: str, params: dict | None = None, align: str = "snapshots") -> 
     if hasattr(estimator, "_validate_params"):
         estimator._validate_params()
     for k, v in full.items():
-        if k not in _NOT_HASHED and not (v is None or isinstance(v, (bool, int, float, str, np.generic))):
-            raise ValueError(f"the {k!r} parameter of {name!r} must be a number, string, bool or None for the "
-                             f"pipeline to cache results by it; got a {type(v).__name__}")
+        if k not in _NOT_HASHED and not (_scalar(v) or (isinstance(v, (tuple, list)) and all(map(_scalar, v)))):
+            raise ValueError(f"the {k!r} parameter of {name!r} must be a number, string, bool, None or a tuple of "
+                             f"those for the pipeline to cache results by it; got a {type(v).__name__}")
     # "default" is a property of the values, not of how they were given: whiten=False spelled out is the default.
     defaults = {**accepted, **{k: v for k, v in method.defaults.items() if k in accepted}}
     default = align == "snapshots" and all(_canonical(full[k]) == _canonical(defaults[k])

@@ -448,3 +448,17 @@ def test_import_repviz_stays_light():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+def test_tuple_parameters_reach_the_estimator_and_the_cache_key(tmp_path):
+    from repviz.cli import _parse_value
+
+    assert _parse_value("128,32") == (128, 32)
+    make_run(tmp_path / "r1", layers=("a",), steps=range(2), n=40)
+    keys = {}
+    for hidden in ((8, 4), (8,)):
+        result = embed_logdir(tmp_path, ["autoencoder"], {"autoencoder": {"hidden": hidden, "epochs": 2}})
+        assert (result.computed, result.failed) == (2, [])
+        keys[hidden] = result.keys["autoencoder"]
+    assert keys[(8, 4)] != keys[(8,)]
+    assert resolve("autoencoder", {"hidden": [8, 4], "epochs": 2}).key == keys[(8, 4)]

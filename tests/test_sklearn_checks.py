@@ -27,6 +27,11 @@ SETTINGS = {
     manifold.LinearDiscriminantAnalysis: {"n_components": 1},
     manifold.TSNE: {"perplexity": 5, "max_iter": 50, "random_state": 0},
     manifold.SNE: {"perplexity": 5, "max_iter": 50, "random_state": 0},
+    manifold.Whitening: {},
+    manifold.FastICA: {"n_components": 1, "random_state": 0},
+    manifold.SlowFeatureAnalysis: {"n_components": 1},
+    manifold.AutoencoderEmbedding: {"hidden": (4,), "epochs": 2, "random_state": 0},
+    manifold.ElasticEmbedding: {"n_neighbors": 5, "max_iter": 20, "random_state": 0},
 }
 
 _DISCONNECTED = ("its data (two far-apart blobs, or iris) has a disconnected kNN graph, which LLE refuses by "

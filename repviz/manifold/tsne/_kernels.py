@@ -122,6 +122,10 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compu
         attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl, i)
 
 
+#: Squared distance beyond which a Gaussian kernel term, exp(-d²) < 2e-22, is skipped in the exact sums.
+_GAUSS_CUTOFF = 50.0
+
+
 @njit(parallel=True, cache=True, fastmath=True)
 def direct_repulsive_2d(x, y, out, z_rows):
     """2-D t-SNE (dof = 1) over all pairs: out[i] = sum_j w_ij² (y_i - y_j), z_rows[i] = sum_{j != i} w_ij.
@@ -171,6 +175,25 @@ def exact_repulsive(Y, dof, out, z_rows):
                 z += q
                 r0 += q * q * d0
                 r1 += q * q * d1
+            out[i, 0] = r0
+            out[i, 1] = r1
+            z_rows[i] = z - 1.0
+        return
+    if dim == 2 and dof <= 0.0:  # the Gaussian kernel of SNE and the elastic embedding
+        for i in prange(n):
+            yi0 = Y[i, 0]
+            yi1 = Y[i, 1]
+            z, r0, r1 = 0.0, 0.0, 0.0
+            for j in range(n):
+                d0 = yi0 - Y[j, 0]
+                d1 = yi1 - Y[j, 1]
+                d2 = d0 * d0 + d1 * d1
+                if d2 > _GAUSS_CUTOFF:  # exp is the whole cost, and most pairs of a spread layout are this far
+                    continue
+                q = np.exp(-d2)
+                z += q
+                r0 += q * d0
+                r1 += q * d1
             out[i, 0] = r0
             out[i, 1] = r1
             z_rows[i] = z - 1.0
