@@ -668,10 +668,14 @@ def _check_embed(embed) -> list[str]:
 def _start_follower(writer: store.RunWriter, methods: list[str]) -> subprocess.Popen:
     """Start ``python -m repviz.follow`` on the run (a plain subprocess, not multiprocessing: nothing of the
     training script is imported or run again in it)."""
+    import site
+
     logdir, name = writer.reader_location()
+    env = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH"))
-                                                       if p)}
+    if package_root not in {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}:
+        # a source checkout: make this repviz importable there too, after the user's own path entries
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
     follower = subprocess.Popen([sys.executable, "-m", "repviz.follow", logdir, name, *methods],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, bufsize=0)
     os.set_blocking(follower.stdin.fileno(), False)  # a nudge must never wait on a busy follower

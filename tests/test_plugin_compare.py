@@ -30,13 +30,17 @@ neighbors_module = pytest.importorskip("sklearn.neighbors")
 @pytest.fixture(scope="module")
 def logs(logdir):  # noqa: F811
     """The routes' log directory ("mlp" with PCA embeddings, "bare", "meta-test"; this module's own copy) plus
-    "other": one snapshot of a layer "hidden" over the same probe points in reversed id order."""
+    "other": two snapshots of a layer "hidden" over the same probe points in reversed id order, the second with a
+    NaN."""
     root = logdir
     rng = np.random.default_rng(3)
     writer = RunWriter(root / "other")
     writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"hidden": {"stored_shape": [N, 12]}}})
     writer.write_probe(np.arange(N)[::-1].copy(), np.zeros(N, dtype=np.int64))
     writer.write_activation("hidden", 0, rng.normal(size=(N, 12)).astype(np.float32))
+    diverged = rng.normal(size=(N, 12)).astype(np.float32)
+    diverged[3, 2] = np.nan
+    writer.write_activation("hidden", 1, diverged)
     return root
 
 
@@ -142,6 +146,7 @@ def test_neighborhood_change_across_runs_of_one_probe_set(served, logs):
 
 @pytest.mark.parametrize("query, code, message", [
     ("run=mlp&layer=hidden&step=0&run2=other&layer2=hidden&step2=0", 400, "runs 'mlp' and 'other' hold different"),
+    ("run=other&layer=hidden&step=0&run2=other&layer2=hidden&step2=1", 400, "has non-finite activations at step 1"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden&step2=1&k=101", 400, "k must be in [1, 47]"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden&step2=1&k=0", 400, "k must be in"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden", 400, "missing parameter 'step2'"),

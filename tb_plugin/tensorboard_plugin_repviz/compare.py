@@ -134,6 +134,9 @@ def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], seco
     _check_k(k, MAX_CHANGE_K, len(X_a))
     graphs = []
     for run, (_, layer, step) in ((run_a, first), (run_b, second)):
+        if run.record(layer, step).get("nonfinite"):
+            raise BadRequest(f"layer {layer!r} of run {run.name!r} has non-finite activations at step {step}; its "
+                             f"neighbourhoods are undefined")
         graph = run.neighbor_graph(layer, step, graph_variant(len(X_a), k))
         graphs.append(graph if graph is not None else compute(run, layer, step, k))
     return neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
