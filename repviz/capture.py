@@ -143,7 +143,7 @@ class ActivationLogger(keras.callbacks.Callback):
         Also embed each new snapshot while training runs, with these methods (names of
         :data:`repviz.pipeline.METHODS`, e.g. ``"tsne"`` or ``["tsne", "pca"]``, default parameters, aligned
         across snapshots), so the TensorBoard tab shows the embeddings as they arrive. A background process
-        (:mod:`repviz.follow`, at lower priority) computes them through :func:`repviz.embed_logdir`: the same
+        (:mod:`repviz.follow`, at the lowest priority) computes them through :func:`repviz.embed_logdir`: the same
         embeddings under the same keys as ``repviz embed`` computes afterwards, which then finds them cached.
         ``fit`` never waits for it. ``on_train_end`` tells it that training is over and does not wait either: it
         embeds the snapshots left and exits on its own, also when the training script ends or crashes first (its

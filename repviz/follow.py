@@ -7,8 +7,9 @@ whatever of run ``RUN`` of ``LOGDIR`` is not embedded yet with :func:`repviz.pip
 parameters and aligned chain as ``repviz embed LOGDIR --methods METHOD,...``, snapshot k continuing from k-1, so
 the embeddings stored when training ends are those ``repviz embed`` would compute (and it then finds them cached).
 The end of stdin (the callback's ``on_train_end``, or the training process exiting or crashing, which closes the
-pipe) triggers one last pass, then the process exits. It runs at a lower priority (nice 10), so that training
-keeps the processor whenever both want it; a failed pass is reported on stderr and the next one tries again.
+pipe) triggers one last pass, then the process exits. It runs at the lowest priority (nice 19): while training
+keeps the cores busy it gets little of them (and training loses little), and it catches up when they are free (a
+GPU fit leaves them mostly free); a failed pass is reported on stderr and the next one tries again.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m repviz.follow LOGDIR RUN METHOD [METHOD ...]", file=sys.stderr)
         return 2
     if hasattr(os, "nice"):
-        os.nice(10)
+        os.nice(19)
     try:
         follow(args[0], args[1], args[2:], sys.stdin)
     except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: stop quietly
