@@ -131,7 +131,7 @@ def test_neighborhood_change_route_then_cached(served, logs, monkeypatch):
     def no_compute(*args, **kwargs):
         raise AssertionError("a cached graph was computed again")
 
-    monkeypatch.setattr(plugin.jobs, "call", no_compute)
+    monkeypatch.setattr(plugin.jobs, "calls", no_compute)
     swapped = _get(client, "neighborhood_change?run=mlp&layer=out&step=2&run2=mlp&layer2=hidden&step2=0&k=5")
     np.testing.assert_array_equal(_array(swapped, "<f4"), change)
     same = _get(client, "neighborhood_change?run=mlp&layer=out&step=2&run2=mlp&layer2=out&step2=2&k=5")
@@ -402,7 +402,7 @@ def test_a_computation_done_before_its_callback_is_added_does_not_deadlock(tmp_p
     jobs = JobManager(str(tmp_path))
     jobs._start_quick = DonePool
     result = []
-    caller = threading.Thread(target=lambda: result.append(jobs.call(("k",), sum, [1, 2])), daemon=True)
+    caller = threading.Thread(target=lambda: result.append(jobs.calls([(("k",), sum, ([1, 2],))])), daemon=True)
     caller.start()
     caller.join(timeout=30)
-    assert result == [3] and not jobs._calls
+    assert result == [[3]] and not jobs._calls
