@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import subprocess
-import sys
 import time
 import warnings
 import zlib
@@ -143,7 +141,7 @@ class ActivationLogger(keras.callbacks.Callback):
         Also embed each new snapshot while training runs, with these methods (names of
         :data:`repviz.pipeline.METHODS`, e.g. ``"tsne"`` or ``["tsne", "pca"]``, default parameters, aligned
         across snapshots), so the TensorBoard tab shows the embeddings as they arrive. A background process
-        (:mod:`repviz.follow`, at lower priority) computes them through :func:`repviz.embed_logdir`: the same
+        (:mod:`repviz.follow`, at the lowest priority) computes them through :func:`repviz.embed_logdir`: the same
         embeddings under the same keys as ``repviz embed`` computes afterwards, which then finds them cached.
         ``fit`` never waits for it. ``on_train_end`` tells it that training is over and does not wait either: it
         embeds the snapshots left and exits on its own, also when the training script ends or crashes first (its
@@ -220,7 +218,9 @@ class ActivationLogger(keras.callbacks.Callback):
             self._writer.abandon()  # nothing stored: a retry with corrected data must not be refused
             raise
         if self.embed and (self._follower is None or self._follower.poll() is not None):
-            self._follower = _start_follower(self._writer, self.embed)
+            from . import follow  # the pipeline side; imports no numerical code
+
+            self._follower = follow.start(*self._writer.reader_location(), self.embed)
         self._run_fn = None  # compiled on the first snapshot
         self._first = True
         self._epoch = 0
@@ -418,7 +418,9 @@ class ActivationLogger(keras.callbacks.Callback):
                 s.commit()
         self._report(records, step)
         if self._follower is not None:
-            _nudge(self._follower)
+            from .follow import nudge
+
+            nudge(self._follower)
         if not self._marker_written:
             self._writer.write_tensorboard_marker(_write_summary_event)
             self._marker_written = True
@@ -663,26 +665,6 @@ def _check_embed(embed) -> list[str]:
     if not isinstance(methods, (list, tuple)) or not methods:
         raise _param_error("embed", f"None, a method name or a non-empty list of them ({sorted(METHODS)})", embed)
     return [check_option(m, sorted(METHODS), "embed", "ActivationLogger") for m in dict.fromkeys(methods)]
-
-
-def _start_follower(writer: store.RunWriter, methods: list[str]) -> subprocess.Popen:
-    """Start ``python -m repviz.follow`` on the run (a plain subprocess, not multiprocessing: nothing of the
-    training script is imported or run again in it)."""
-    logdir, name = writer.reader_location()
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH"))
-                                                       if p)}
-    follower = subprocess.Popen([sys.executable, "-m", "repviz.follow", logdir, name, *methods],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, bufsize=0)
-    os.set_blocking(follower.stdin.fileno(), False)  # a nudge must never wait on a busy follower
-    return follower
-
-
-def _nudge(follower: subprocess.Popen) -> None:
-    """Tell the embedding process that a snapshot was stored. Never blocks: when the pipe is full (the process is
-    busy; each pass embeds everything new anyway) or closed (it exited), the nudge is dropped."""
-    with contextlib.suppress(OSError, ValueError):
-        os.write(follower.stdin.fileno(), b"snapshot\n")
 
 
 def _is_int(v) -> bool:

@@ -7,18 +7,52 @@ whatever of run ``RUN`` of ``LOGDIR`` is not embedded yet with :func:`repviz.pip
 parameters and aligned chain as ``repviz embed LOGDIR --methods METHOD,...``, snapshot k continuing from k-1, so
 the embeddings stored when training ends are those ``repviz embed`` would compute (and it then finds them cached).
 The end of stdin (the callback's ``on_train_end``, or the training process exiting or crashing, which closes the
-pipe) triggers one last pass, then the process exits. It runs at a lower priority (nice 10), so that training
-keeps the processor whenever both want it; a failed pass is reported on stderr and the next one tries again.
+pipe) triggers one last pass, then the process exits. It runs on one thread at the lowest priority (nice 19):
+while training keeps the cores busy it gets little of them (and training loses little), and it catches up when
+they are free (a GPU fit leaves them mostly free). One thread, because parallel kernels that wait for each other
+at every iteration crawl when their threads are preempted by everything else. A failed pass is reported on
+stderr and the next one tries again.
+
+:func:`start` launches it and :func:`nudge` signals a snapshot (``repviz.capture`` calls both).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import site
+import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 
 from .pipeline import embed_logdir
 from .store import open_logdir
+
+#: Thread counts of the process (read by numba and BLAS when they load, hence set before it starts).
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def start(logdir: str, run: str, methods: Sequence[str]) -> subprocess.Popen:
+    """Start ``python -m repviz.follow LOGDIR RUN METHOD...`` with a pipe on its stdin for :func:`nudge`.
+
+    A plain subprocess, not multiprocessing: nothing of the training script is imported or run again in it.
+    """
+    env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, "1")}
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if package_root not in {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}:
+        # a source checkout: make this repviz importable there too, after the user's own path entries
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
+    process = subprocess.Popen([sys.executable, "-m", "repviz.follow", logdir, run, *methods],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, bufsize=0)
+    os.set_blocking(process.stdin.fileno(), False)  # a nudge must never wait on a busy process
+    return process
+
+
+def nudge(process: subprocess.Popen) -> None:
+    """Tell the process that a snapshot was stored. Never blocks: when the pipe is full (the process is busy;
+    each pass embeds everything new anyway) or closed (it exited), the nudge is dropped."""
+    with contextlib.suppress(OSError, ValueError):
+        os.write(process.stdin.fileno(), b"snapshot\n")
 
 
 def embed_run(logdir: str, run: str, methods: Sequence[str]) -> int:
@@ -47,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m repviz.follow LOGDIR RUN METHOD [METHOD ...]", file=sys.stderr)
         return 2
     if hasattr(os, "nice"):
-        os.nice(10)
+        os.nice(19)
     try:
         follow(args[0], args[1], args[2:], sys.stdin)
     except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: stop quietly

@@ -17,7 +17,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 import repviz  # noqa: E402
-from repviz import capture  # noqa: E402
+from repviz import follow  # noqa: E402
 
 N = 40
 
@@ -92,9 +92,9 @@ def test_a_nudge_never_blocks_on_a_busy_follower():
     os.set_blocking(busy.stdin.fileno(), False)
     try:
         for _ in range(100_000):  # about 900 KB, far beyond a pipe's buffer
-            capture._nudge(busy)
+            follow.nudge(busy)
     finally:
         busy.kill()
         busy.wait()
     busy.stdin.close()
-    capture._nudge(busy)  # closed: dropped too
+    follow.nudge(busy)  # closed: dropped too

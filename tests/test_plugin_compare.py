@@ -30,13 +30,17 @@ neighbors_module = pytest.importorskip("sklearn.neighbors")
 @pytest.fixture(scope="module")
 def logs(logdir):  # noqa: F811
     """The routes' log directory ("mlp" with PCA embeddings, "bare", "meta-test"; this module's own copy) plus
-    "other": one snapshot of a layer "hidden" over the same probe points in reversed id order."""
+    "other": two snapshots of a layer "hidden" over the same probe points in reversed id order, the second with a
+    NaN."""
     root = logdir
     rng = np.random.default_rng(3)
     writer = RunWriter(root / "other")
     writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"hidden": {"stored_shape": [N, 12]}}})
     writer.write_probe(np.arange(N)[::-1].copy(), np.zeros(N, dtype=np.int64))
     writer.write_activation("hidden", 0, rng.normal(size=(N, 12)).astype(np.float32))
+    diverged = rng.normal(size=(N, 12)).astype(np.float32)
+    diverged[3, 2] = np.nan
+    writer.write_activation("hidden", 1, diverged)
     return root
 
 
@@ -127,7 +131,7 @@ def test_neighborhood_change_route_then_cached(served, logs, monkeypatch):
     def no_compute(*args, **kwargs):
         raise AssertionError("a cached graph was computed again")
 
-    monkeypatch.setattr(plugin.jobs, "call", no_compute)
+    monkeypatch.setattr(plugin.jobs, "calls", no_compute)
     swapped = _get(client, "neighborhood_change?run=mlp&layer=out&step=2&run2=mlp&layer2=hidden&step2=0&k=5")
     np.testing.assert_array_equal(_array(swapped, "<f4"), change)
     same = _get(client, "neighborhood_change?run=mlp&layer=out&step=2&run2=mlp&layer2=out&step2=2&k=5")
@@ -142,6 +146,7 @@ def test_neighborhood_change_across_runs_of_one_probe_set(served, logs):
 
 @pytest.mark.parametrize("query, code, message", [
     ("run=mlp&layer=hidden&step=0&run2=other&layer2=hidden&step2=0", 400, "runs 'mlp' and 'other' hold different"),
+    ("run=other&layer=hidden&step=0&run2=other&layer2=hidden&step2=1", 400, "has non-finite activations at step 1"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden&step2=1&k=101", 400, "k must be in [1, 47]"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden&step2=1&k=0", 400, "k must be in"),
     ("run=mlp&layer=hidden&step=0&run2=mlp&layer2=hidden", 400, "missing parameter 'step2'"),
@@ -397,7 +402,7 @@ def test_a_computation_done_before_its_callback_is_added_does_not_deadlock(tmp_p
     jobs = JobManager(str(tmp_path))
     jobs._start_quick = DonePool
     result = []
-    caller = threading.Thread(target=lambda: result.append(jobs.call(("k",), sum, [1, 2])), daemon=True)
+    caller = threading.Thread(target=lambda: result.append(jobs.calls([(("k",), sum, ([1, 2],))])), daemon=True)
     caller.start()
     caller.join(timeout=30)
-    assert result == [3] and not jobs._calls
+    assert result == [[3]] and not jobs._calls

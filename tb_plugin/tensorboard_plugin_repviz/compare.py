@@ -2,9 +2,10 @@
 neighbourhood change between two representations, trails across snapshots and density contours of a layout.
 
 Pure functions of the catalog and plain arguments, like ``data.py``; every name is looked up in what the store
-lists. k-NN graphs (numba, seconds at 20,000 points) are computed by :func:`compute_graph` in a worker process
-(``JobManager.call``), never in TensorBoard's process, and cached in the store, so the change between any two
-representations whose graphs are cached costs milliseconds. Density contours are cached in the store too.
+lists. k-NN graphs (numba, seconds at 20,000 points) are computed by :func:`compute_graph` in worker processes
+(``JobManager.calls``, the two graphs of a pair side by side), never in TensorBoard's process, and cached in the
+store, so the change between any two representations whose graphs are cached costs milliseconds (it is not
+cached itself). Density contours are cached in the store too.
 """
 
 from __future__ import annotations
@@ -121,21 +122,27 @@ def neighborhood_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], second: tuple[str, str, int], k: int,
-                             compute: Callable[[Run, str, int, int], np.ndarray]) -> np.ndarray:
+                             compute: Callable[[list[tuple[Run, str, int]], int], list[np.ndarray]]) -> np.ndarray:
     """Neighbourhood change (n,) float32 between two representations, each given as (run, layer, step).
 
-    ``compute(run, layer, step, k)`` returns a graph that is not cached yet (the plugin passes one that runs
-    :func:`compute_graph` in a worker process).
+    ``compute(representations, k)`` returns the graphs of those given as (run, layer, step) that are not cached
+    yet (the plugin passes one that runs :func:`compute_graph` in worker processes, side by side).
     """
     (run_a, X_a), (run_b, _) = (_representation(catalog, *first), _representation(catalog, *second))
     if run_a is not run_b and not np.array_equal(np.asarray(run_a.probe.ids), np.asarray(run_b.probe.ids)):
         raise BadRequest(f"runs {run_a.name!r} and {run_b.name!r} hold different probe sets (ids or order); "
                          f"neighbourhood change compares the same probe points")
     _check_k(k, MAX_CHANGE_K, len(X_a))
-    graphs = []
-    for run, (_, layer, step) in ((run_a, first), (run_b, second)):
-        graph = run.neighbor_graph(layer, step, graph_variant(len(X_a), k))
-        graphs.append(graph if graph is not None else compute(run, layer, step, k))
+    pair = [(run_a, first[1], first[2]), (run_b, second[1], second[2])]
+    for run, layer, step in pair:
+        if run.record(layer, step).get("nonfinite"):
+            raise BadRequest(f"layer {layer!r} of run {run.name!r} has non-finite activations at step {step}; its "
+                             f"neighbourhoods are undefined")
+    graphs = [run.neighbor_graph(layer, step, graph_variant(len(X_a), k)) for run, layer, step in pair]
+    missing = [rep for rep, graph in zip(pair, graphs) if graph is None]
+    computed = iter(compute(list(dict.fromkeys(missing)), k) if missing else [])
+    new = {rep: next(computed) for rep in dict.fromkeys(missing)}
+    graphs = [graph if graph is not None else new[rep] for rep, graph in zip(pair, graphs)]
     return neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
 
 

@@ -8,9 +8,10 @@ TensorBoard's threads and any BLAS pool are not copied), at most ``max_pending``
 (``TooManyJobs`` beyond), at most ``keep`` finished jobs remembered. Jobs are deduplicated per (run, layer,
 method), or per meta-SNE parameters, while queued or running.
 
-Short computations that a request waits for (k-NN graphs, :meth:`JobManager.call`) run in one more worker
-process of their own, so they queue neither behind long embedding jobs nor hold TensorBoard's process (numba
-kernels keep the GIL).
+Short computations that a request waits for (k-NN graphs, :meth:`JobManager.calls`) run in worker processes of
+their own (``quick_workers``, each on one numba thread, so two graphs are computed side by side without
+oversubscribing), so they queue neither behind long embedding jobs nor hold TensorBoard's process (numba kernels
+keep the GIL).
 
 Progress travels from the worker through a :class:`repviz.progress.ProgressState` whose sink puts snapshots on a
 multiprocessing queue; a daemon thread in the server drains it into the job table. Spawned workers import the
@@ -61,6 +62,13 @@ _QUEUE = None
 def _init_worker(queue) -> None:
     global _QUEUE
     _QUEUE = queue
+
+
+def _init_quick_worker() -> None:
+    """One numba thread per quick worker: they run side by side, and numba is loaded before the first call."""
+    import numba
+
+    numba.set_num_threads(1)
 
 
 def _run_job(job_id: str, logdir: str, out: str | None, run: str, layer: str, method: str) -> dict:
@@ -122,11 +130,15 @@ class JobManager:
         Jobs queued or running at once; one more raises :class:`TooManyJobs`.
     keep : int, default=50
         Finished jobs kept for the status route.
+    quick_workers : int, default=2
+        Worker processes for the short computations of :meth:`calls` (started with the first), one numba thread
+        each.
     """
 
     def __init__(self, logdir: str, *, out: str | None = None, workers: int = 1, max_pending: int = 8,
-                 keep: int = 50):
+                 keep: int = 50, quick_workers: int = 2):
         self.logdir, self.out, self.workers, self.max_pending, self.keep = logdir, out, workers, max_pending, keep
+        self.quick_workers = quick_workers
         self._lock = threading.Lock()
         self._jobs: OrderedDict[str, dict] = OrderedDict()
         self._ids = itertools.count(1)
@@ -150,10 +162,19 @@ class JobManager:
         return self._submit({"kind": "meta", "run": None, "layer": None, "method": embedding, "params": params},
                             _run_meta_job, transform, metric, embedding)
 
-    def call(self, key: tuple, fn: Callable, *args, timeout: float = 120.0):
-        """``fn(*args)`` run in the worker process for short computations, waited for up to ``timeout``
-        seconds (:class:`StillComputing` beyond; the computation goes on and a retry joins it). Calls with the
-        same ``key`` share one computation while it runs; at most ``max_pending`` different ones wait at once."""
+    def calls(self, calls: list[tuple[tuple, Callable, tuple]], timeout: float = 120.0) -> list:
+        """The results of ``fn(*args)`` for each ``(key, fn, args)`` of ``calls``, run side by side in the
+        worker processes for short computations and waited for up to ``timeout`` seconds in all
+        (:class:`StillComputing` beyond; the computations go on and a retry joins them). Calls with the same
+        ``key`` share one computation while it runs; at most ``max_pending`` different ones wait at once."""
+        futures = [self._call_future(key, fn, args) for key, fn, args in calls]
+        deadline = time.monotonic() + timeout
+        try:
+            return [future.result(timeout=max(0.0, deadline - time.monotonic())) for future in futures]
+        except FutureTimeout:
+            raise StillComputing(f"still computing after {timeout:.0f} s; retry later") from None
+
+    def _call_future(self, key: tuple, fn: Callable, args: tuple) -> Future:
         with self._lock:
             future, new = self._calls.get(key), False
             if future is None:
@@ -164,10 +185,7 @@ class JobManager:
                 self._calls[key] = future
         if new:  # outside the lock: a future already done runs the callback at once, in this thread
             future.add_done_callback(lambda f, key=key: self._call_done(key, f))
-        try:
-            return future.result(timeout=timeout)
-        except FutureTimeout:
-            raise StillComputing(f"still computing after {timeout:.0f} s; retry later") from None
+        return future
 
     def _submit(self, fields: dict, fn: Callable, *args) -> tuple[dict, bool]:
         identity = tuple(fields.get(k) for k in ("kind", "run", "layer", "method")) + \
@@ -237,7 +255,9 @@ class JobManager:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            self._quick = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._quick = ProcessPoolExecutor(max_workers=self.quick_workers,
+                                              mp_context=multiprocessing.get_context("spawn"),
+                                              initializer=_init_quick_worker)
             atexit.register(self.close)
         return self._quick
 

@@ -283,13 +283,15 @@ class RepvizPlugin(base_plugin.TBPlugin):
         first = (_arg(request, "run"), _arg(request, "layer"), _int_arg(request, "step"))
         second = (_arg(request, "run2"), _arg(request, "layer2"), _int_arg(request, "step2"))
         change = compare.neighborhood_change_impl(self.catalog, first, second, _int_arg(request, "k", 10),
-                                                  self._graph)
+                                                  self._graphs)
         mean = float(change.mean()) if len(change) else 0.0
         return _binary(request, change, {"X-Repviz-Mean": repr(round(mean, 6))})
 
-    def _graph(self, run, layer: str, step: int, k: int) -> np.ndarray:
-        """A k-NN graph computed in the job manager's worker process (shared by concurrent requests)."""
-        return self.jobs.call(("graph", run.name, layer, step, k), compare.compute_graph, run, layer, step, k)
+    def _graphs(self, representations: list, k: int) -> list[np.ndarray]:
+        """k-NN graphs computed side by side in the job manager's worker processes (a graph asked for by
+        concurrent requests is computed once)."""
+        return self.jobs.calls([(("graph", run.name, layer, step, k), compare.compute_graph, (run, layer, step, k))
+                                for run, layer, step in representations])
 
     @_route
     def _serve_trails(self, request):
