@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import site
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 
 from .pipeline import embed_logdir
 from .store import open_logdir
-
-#: Thread counts of the process (read by numba and BLAS when they load, hence set before it starts).
-THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+from .workers import background_process
 
 
 def start(logdir: str, run: str, methods: Sequence[str]) -> subprocess.Popen:
@@ -37,13 +34,8 @@ def start(logdir: str, run: str, methods: Sequence[str]) -> subprocess.Popen:
 
     A plain subprocess, not multiprocessing: nothing of the training script is imported or run again in it.
     """
-    env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, "1")}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if package_root not in {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}:
-        # a source checkout: make this repviz importable there too, after the user's own path entries
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
-    process = subprocess.Popen([sys.executable, "-m", "repviz.follow", logdir, run, *methods],
-                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, bufsize=0)
+    process = background_process(["-m", "repviz.follow", logdir, run, *methods], threads=1,
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, bufsize=0)
     os.set_blocking(process.stdin.fileno(), False)  # a nudge must never wait on a busy process
     return process
 

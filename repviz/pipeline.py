@@ -63,7 +63,7 @@ from ._validation import Interval, Rule, check_option, check_param, unset_alias
 from .align import align_to
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import NotFoundError, Run, checksum, open_logdir
-from .workers import WorkerDied, WorkerPool
+from .workers import THREAD_VARIABLES, WorkerDied, WorkerPool
 
 #: Bumped when the pipeline's output for the same inputs and parameters changes; part of every cache key.
 PIPELINE_VERSION = 1
@@ -681,9 +681,6 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-_THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def _check_jobs(jobs: int, owner: str) -> None:
     check_param(jobs, [Interval(int, 1, None, "left"), _ALL_CORES], "jobs", owner)
 
@@ -736,7 +733,7 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     if workers == 1:
         results = [r for task in tasks for r in run_chain(task, advance)]
     else:
-        env = {name: str(tasks[0].threads) for name in _THREAD_VARIABLES}
+        env = {name: str(tasks[0].threads) for name in THREAD_VARIABLES}
         with WorkerPool(run_chain, workers, env=env) as pool:
             results = [r for chain_results in pool.run(tasks, advance, on_death=_lost_chain)
                        for r in chain_results]

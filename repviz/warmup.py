@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
+
+from .workers import background_process
 
 #: Methods warmed when none are named: what ``repviz demo`` computes.
 DEFAULT_METHODS = ("tsne", "pca")
@@ -69,23 +70,7 @@ def start(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> sub
     start: warming is an optimisation, never a failure). Its output is discarded."""
     code = f"from repviz.warmup import warm; warm({list(methods)!r}, meta={meta!r})"
     try:
-        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, preexec_fn=_lowest_priority, env=_child_env())
+        return background_process(["-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
     except OSError:
         return None
-
-
-def _lowest_priority() -> None:  # pragma: no cover - runs in the child
-    try:
-        os.nice(19)
-    except OSError:
-        pass
-
-
-def _child_env() -> dict:
-    """This process's environment, with the directory repviz is imported from first on PYTHONPATH (a source
-    checkout run without installing)."""
-    env = dict(os.environ)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    return env

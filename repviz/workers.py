@@ -8,6 +8,9 @@ they start with the environment given to the pool (thread counts are read by num
 Each worker has two pipes of its own: tasks in, events out. The pool hands a task to a worker as it frees up (the
 tasks queued first start first), knows which task each worker holds, and sees a worker's death at once (its
 pipe closes) rather than waiting for it.
+
+:func:`background_process` starts the other kind: one plain ``python`` process at the lowest priority for work
+beside a training script (live embeddings, the compiler warm-up), which never runs the script again.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import ctypes.util
 import multiprocessing
 import os
 import signal
+import site
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -31,6 +37,25 @@ from typing import Any
 TaskFunction = Callable[[Any, Callable[[int], None]], Any]
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+#: Thread counts of a process (read by numba and BLAS when they load, hence set before it starts).
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def background_process(args: Sequence[str], *, threads: int = 1, **popen: Any) -> subprocess.Popen:
+    """Start ``python ARGS...`` at the lowest CPU priority (nice 19) on ``threads`` threads, with this repviz
+    importable in it (a source checkout is put on PYTHONPATH after the user's own entries). ``popen`` goes to
+    :class:`subprocess.Popen` (stdin, stdout, ...)."""
+    env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if package_root not in {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
+    return subprocess.Popen([sys.executable, *args], env=env, preexec_fn=_lowest_priority, **popen)
+
+
+def _lowest_priority() -> None:  # pragma: no cover - runs in the child before exec
+    with contextlib.suppress(OSError):
+        os.nice(19)
 
 
 class WorkerDied(RuntimeError):
