@@ -236,7 +236,11 @@ def _add_export(sub) -> None:
 
 
 def _run_export(args) -> int:
-    from .export import export_figures
+    try:
+        from .export import export_figures
+    except ImportError as e:  # matplotlib, the optional extra
+        print(f"repviz export: error: {e}", file=sys.stderr)
+        return 2
 
     written = export_figures(open_logdir(args.logdir, args.results), args.out,
                              formats=_split(args.formats, "--formats"))
