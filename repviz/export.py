@@ -5,8 +5,8 @@ Everything is read through the store (:func:`repviz.open_logdir`, :meth:`MetaRes
 - ``layer-<layer>-<method>.<fmt>``: per layer name and embedding method, a grid of the stored embeddings, one row
   per run that has the layer, one column per snapshot, points coloured by label;
 - ``meta-<name>.<fmt>``: each meta-SNE map, every (run, layer) drawn as its training path, runs coloured (runs in
-  one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a colour), the last snapshot labelled
-  with the layer and the input landmark marked;
+  one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a colour, solid then dashed lines), the
+  last snapshot circled and labelled with the layer, the input landmark marked;
 - ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot.
 
 The point clouds are rasterised inside SVG files (text and axes stay vectors), which keeps a figure of tens of
@@ -122,22 +122,28 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
     return fig
 
 
+def _group(run: str) -> str:
+    """Runs in one parent directory (``relu/seed0``, ``relu/seed1``) form a group: one colour, one layer label."""
+    return str(Path(run).parent) if "/" in run else run
+
+
 def _run_styles(runs: list[str]) -> dict[str, tuple]:
-    """A colour per parent directory of the run names (``relu/seed0`` -> ``relu``), a line style per member."""
-    groups = list(dict.fromkeys(str(Path(r).parent) if "/" in r else r for r in runs))
+    """A colour per group of runs, a line style per member (solid for the first)."""
+    groups = list(dict.fromkeys(map(_group, runs)))
     palette = matplotlib.colormaps["tab10"]
     dashes = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
     styles = {}
     for r in runs:
-        g = str(Path(r).parent) if "/" in r else r
+        g = _group(r)
         styles[r] = (palette(groups.index(g) % 10), dashes[seen.get(g, 0) % len(dashes)])
         seen[g] = seen.get(g, 0) + 1
     return styles
 
 
 def meta_map(result: MetaResult, title: str = "") -> Figure:
-    """The map with every (run, layer)'s training path; the last snapshot dotted and labelled with the layer."""
+    """The map with every (run, layer)'s training path; the last snapshot circled, and labelled with the layer
+    on the first run of each group."""
     fig = Figure(figsize=(7.5, 6.5))
     ax = fig.subplots()
     runs = sorted({k[0] for k in result.keys if k[0] != _INPUT_RUN})
@@ -151,7 +157,8 @@ def meta_map(result: MetaResult, title: str = "") -> Figure:
         ax.plot(xy[:, 0], xy[:, 1], ls=dash, lw=1, color=colour, alpha=0.8)
         ax.scatter(xy[:-1, 0], xy[:-1, 1], s=8, color=colour, alpha=0.6)
         ax.scatter(xy[-1:, 0], xy[-1:, 1], s=36, color=colour, edgecolors="black", linewidths=0.5, zorder=4)
-        ax.annotate(layer, xy[-1], fontsize=6, xytext=(3, 3), textcoords="offset points")
+        if styles[run][1] == "-":  # the layer named once per group: its runs end side by side
+            ax.annotate(layer, xy[-1], fontsize=7, xytext=(4, 4), textcoords="offset points")
     handles = [Line2D([], [], color=styles[r][0], ls=styles[r][1], marker="o", ms=4) for r in runs]
     labels = list(runs)
     if any(k[0] == _INPUT_RUN for k in result.keys):
