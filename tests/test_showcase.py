@@ -115,7 +115,7 @@ def quick(tmp_path_factory):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["demo", str(root / "logs"), "--quick", "--jobs", "1"])
+        code = main(["demo", str(root / "logs"), "--quick"])
     assert code == 0
     return root / "logs", out.getvalue()
 
@@ -188,7 +188,7 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
 @pytest.mark.slow
 def test_two_quick_runs_give_the_same_numbers(quick, tmp_path, capsys):
     _, first = quick
-    assert main(["demo", str(tmp_path / "again"), "--quick", "--jobs", "1"]) == 0
+    assert main(["demo", str(tmp_path / "again"), "--quick"]) == 0
     assert _numbers(capsys.readouterr().out) == _numbers(first)
     assert len(_numbers(first)) > 50
 
@@ -203,3 +203,26 @@ def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip()
     assert err == 'repviz export: error: repviz export needs matplotlib; install it with: pip install "repviz[export]"'
     assert not Path(tmp_path / "fig").exists()
+
+
+def test_serve_starts_tensorboard_on_localhost_instead_of_printing(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    import repviz.demo
+
+    started = []
+
+    class FakeTensorBoard:
+        def __init__(self, argv):
+            started.append(argv)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(repviz.demo, "run_demo", lambda cfg: cfg)  # the training is tested above
+    monkeypatch.setattr(subprocess, "Popen", FakeTensorBoard)
+    assert main(["demo", str(tmp_path), "--quick", "--serve", "--port", "7007"]) == 0
+    assert started == [[sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path), "--host", "127.0.0.1",
+                        "--port", "7007"]]
+    assert "browse it:" not in capsys.readouterr().out
