@@ -226,3 +226,41 @@ def test_serve_starts_tensorboard_on_localhost_instead_of_printing(tmp_path, mon
     assert started == [[sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path), "--host", "127.0.0.1",
                         "--port", "7007"]]
     assert "browse it:" not in capsys.readouterr().out
+
+
+def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path):
+    """A hand-made log directory (two runs of one layer, a t-SNE key, a meta-SNE map): the expected files, the
+    table read back from the stored scores, layer names made safe for file names."""
+    pytest.importorskip("matplotlib")
+    from repviz.export import export_figures
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    for run in ("net/seed0", "net/seed1"):
+        w = RunWriter(tmp_path / "logs" / run)
+        w.begin({"fingerprint": {"model": "m", "probe": "p"}, "step_unit": "epoch",
+                 "layers": {"enc/dense#0": {"stored_shape": [30, 4]}}})
+        w.write_probe(np.arange(30), np.arange(30) % 3)
+        for step in (0, 1):
+            w.write_activation("enc/dense#0", step, rng.normal(size=(30, 4)).astype(np.float32))
+        stored = open_logdir(tmp_path / "logs").run(run)
+        stored.write_embedding_method("tsne-abc", {"method": "tsne", "params": {}})
+        for step in (0, 1):
+            stored.write_embedding("tsne-abc", "enc/dense#0", step, rng.normal(size=(30, 2)),
+                                   {"scores": {"trustworthiness": 0.9 + step / 100, "knn_accuracy": 0.5}})
+    keys = [("<input>", "input", 0)] + [(r, "enc/dense#0", s) for r in ("net/seed0", "net/seed1") for s in (0, 1)]
+    MetaResult(keys, rng.normal(size=(5, 2)).astype(np.float32), np.ones((5, 5)),
+               {"transform": "cka", "embedding": "tsne"}).save(tmp_path / "logs", "meta-cka-chord-tsne")
+
+    written = export_figures(tmp_path / "logs", tmp_path / "fig", formats=["png", "svg"])
+    names = sorted(p.name for p in written)
+    assert names == sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
+        "layer-enc_dense_0-tsne.png", "layer-enc_dense_0-tsne.svg", "meta-cka-chord-tsne.png",
+        "meta-cka-chord-tsne.svg", "quality.csv", "quality.md"]
+    assert (tmp_path / "fig" / "layer-enc_dense_0-tsne.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
+    assert [(r["run"], r["layer"], r["method"], r["step"], r["trustworthiness"], r["continuity"]) for r in rows] == [
+        ("net/seed0", "enc/dense#0", "tsne", "1", "0.91", ""), ("net/seed1", "enc/dense#0", "tsne", "1", "0.91", "")]
+    assert "| net/seed0 | enc/dense#0 | tsne | 1 | 0.910 | - | - | 0.500 |" in (tmp_path / "fig" / "quality.md").read_text()
+    with pytest.raises(ValueError, match="figure formats \\['docx'\\] are not supported"):
+        export_figures(tmp_path / "logs", tmp_path / "fig", formats=["docx"])
