@@ -80,6 +80,7 @@ class DemoConfig:
 
 
 def run_name(architecture: str, seed: int) -> str:
+    """The run of one network and seed, e.g. ``relu/seed0`` (TensorBoard groups the seeds under ``relu``)."""
     return f"{architecture}/seed{seed}"
 
 
@@ -150,6 +151,7 @@ def summarise(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
 
 
 def summary_lines(cfg: DemoConfig) -> list[str]:
+    """The lines :func:`summarise` prints, from what the earlier steps left in ``cfg``."""
     seeds = sorted({s for _, s in cfg.runs.values()})
     lines = ["", "test accuracy at the last epoch (" + ", ".join(f"seed {s}" for s in seeds) + "):"]
     for arch in ARCHITECTURES:
