@@ -55,6 +55,19 @@ def _param_error(param: str, rule: str, value: Any) -> ValueError:
     return param_error(param, "ActivationLogger", rule, value)
 
 
+def log_spaced_epochs(epochs: int, n: int) -> list[int]:
+    """About ``n`` epochs from 1 to ``epochs``, spaced evenly on a log scale (the last always included), for
+    ``ActivationLogger(freq=...)``: representations change fastest early in training, so early snapshots are
+    dense. Snapshot 0, before training, is taken anyway.
+
+    >>> log_spaced_epochs(8, 4)
+    [1, 2, 4, 8]
+    """
+    check_param(epochs, [_POSITIVE], "epochs", "log_spaced_epochs")
+    check_param(n, [_POSITIVE], "n", "log_spaced_epochs")
+    return sorted({int(round(e)) for e in np.geomspace(1, epochs, min(n, epochs))})
+
+
 @dataclass
 class _Capture:
     """One captured tensor: call ``call`` of ``layer``, flat output ``output``; how it is reduced and stored."""

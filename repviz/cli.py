@@ -164,34 +164,90 @@ def _run_embed(args) -> int:
 
 
 def _add_demo(sub) -> None:
-    p = sub.add_parser("demo", help="the main job, offline: train a ReLU and a sigmoid MLP on bundled MNIST, "
-                                    "record, embed every layer and map the representations",
-                       description="Train a ReLU and a sigmoid MLP on MNIST digits bundled with repviz (no network "
-                                   "needed) with repviz.ActivationLogger, writing runs LOGDIR/relu and "
-                                   "LOGDIR/sigmoid; embed every layer at every snapshot (PCA, aligned t-SNE) and "
-                                   "compute the meta-SNE map of all representations.")
+    p = sub.add_parser("demo", help="the showcase, offline: sigmoid MLP, ReLU MLP and CNN on bundled MNIST, two "
+                                    "seeds each; record, embed every layer, map and check the representations",
+                       description="Train a sigmoid MLP, a ReLU MLP and a small CNN on MNIST digits bundled with "
+                                   "repviz (no network needed), two seeds each, recorded by repviz.ActivationLogger "
+                                   "on a stratified probe set at log-spaced epochs (runs LOGDIR/<network>/seed<k>); "
+                                   "embed every layer at every snapshot (PCA, aligned t-SNE); map all "
+                                   "representations with meta-SNE (dist and cka, the input as landmark) and check "
+                                   "that each layer's nearest other-seed representation is the same layer of the "
+                                   "same network. Prints a summary and how to browse the result.")
     p.add_argument("logdir", help="log directory to write (created if missing)")
-    p.add_argument("--epochs", type=int, default=5, help="training epochs per network (default 5)")
-    p.add_argument("--probe", type=int, default=1000, help="test digits recorded at every snapshot (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and projections (default 0)")
-    p.add_argument("--mnist", help="a local MNIST .npz (default: the subset bundled with repviz)")
+    p.add_argument("--epochs", type=int, help="training epochs per network (default 8; --quick: 2)")
+    p.add_argument("--probe", type=int, help="test digits recorded at every snapshot, evenly drawn from the "
+                                             "classes (default 1000; --quick: 200)")
+    p.add_argument("--seed", type=int, default=0, help="first seed; networks use seed, seed+1, ... (default 0)")
+    p.add_argument("--seeds", type=int, default=2, help="runs per network, at least 2 (default 2)")
+    p.add_argument("--mnist", metavar="PATH.npz", help="a local MNIST .npz (keys x_train, y_train, x_test, "
+                                                       "y_test; default: the subset bundled with repviz)")
     p.add_argument("--jobs", type=int, default=-1, help="worker processes for the embeddings (default -1: one "
                                                          "per core)")
+    p.add_argument("--quick", action="store_true", help="a CI-sized run: 200 probes, 2,000 training digits, "
+                                                        "2 epochs")
+    p.add_argument("--serve", action="store_true", help="then start TensorBoard on LOGDIR (127.0.0.1) instead of "
+                                                        "printing the command")
+    p.add_argument("--port", type=int, default=6006, help="TensorBoard's port with --serve (default 6006)")
     p.set_defaults(func=_run_demo)
 
 
 def _run_demo(args) -> int:
-    import os
-
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from .demo import DemoConfig, run_demo
 
-    if args.epochs < 1:
+    if args.epochs is not None and args.epochs < 1:
         raise ValueError(f"--epochs must be >= 1; got {args.epochs}")
-    cfg = run_demo(DemoConfig(args.logdir, epochs=args.epochs, n_probe=args.probe, seed=args.seed,
-                              mnist=args.mnist, jobs=args.jobs))
-    print(f"wrote runs {', '.join(cfg.runs)} under {args.logdir}; see them with: repviz info {args.logdir}")
+    given = {k: v for k, v in (("epochs", args.epochs), ("n_probe", args.probe)) if v is not None}
+    options = dict(seed=args.seed, n_seeds=args.seeds, mnist=args.mnist, jobs=args.jobs, **given)
+    cfg = DemoConfig.quick_config(args.logdir, **options) if args.quick else DemoConfig(args.logdir, **options)
+    run_demo(cfg)
+    command = ["tensorboard", "--logdir", str(args.logdir), "--host", "127.0.0.1", "--port", str(args.port)]
+    if args.serve:
+        return _serve(command)
+    print(f"\nbrowse it: tensorboard --logdir {args.logdir}   (tab \"Repviz\"); figures: repviz export "
+          f"{args.logdir} --out figures/")
+    return 0
+
+
+def _serve(command: list[str]) -> int:
+    """Run TensorBoard (this interpreter's) in the foreground until it exits or Ctrl-C."""
+    import subprocess
+
+    print(f"serving: {' '.join(command)}  (Ctrl-C stops it)", flush=True)
+    child = subprocess.Popen([sys.executable, "-m", "tensorboard.main", *command[1:]])
+    try:
+        return child.wait()
+    except BaseException:  # Ctrl-C or SIGTERM: stop TensorBoard too
+        child.terminate()
+        child.wait()
+        raise
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="static figures (PNG and SVG) and quality tables from a log directory",
+                       description="Write, for papers and for readers without TensorBoard: per layer, a grid of "
+                                   "its stored embeddings over snapshots coloured by label; each meta-SNE map with "
+                                   "its training paths, runs coloured and the input landmark marked; the quality "
+                                   "scores as CSV and Markdown. Needs matplotlib (pip install \"repviz[export]\").")
+    p.add_argument("logdir", help="a log directory with embeddings (repviz embed) and meta-SNE maps (repviz meta)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the figures (created if missing)")
+    p.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default png,svg)")
+    p.add_argument("--results", metavar="DIR", help="where the results were written if not in the log "
+                                                    "directory (their --out)")
+    p.set_defaults(func=_run_export)
+
+
+def _run_export(args) -> int:
+    try:
+        from .export import export_figures
+    except ImportError as e:  # matplotlib, the optional extra
+        print(f"repviz export: error: {e}", file=sys.stderr)
+        return 2
+
+    written = export_figures(open_logdir(args.logdir, args.results), args.out,
+                             formats=_split(args.formats, "--formats"))
+    print(f"wrote {len(written)} files under {args.out}")
     return 0
 
 
@@ -263,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_embed(sub)
     _add_meta(sub)
+    _add_export(sub)
     return parser
 
 

@@ -5,7 +5,8 @@ site cannot be reached within a few seconds, it falls back to 6,000 training and
 shipped inside the package (``BUNDLED_MNIST``: 600 / 100 per class drawn with a fixed seed; MNIST by Y. LeCun,
 C. Cortes and C. Burges, CC BY-SA 3.0). A one-line notice on stderr says which data was used.
 
-Also ``thumbnails``: uint8 images for hover previews from any image-like probe array.
+Also ``stratified_indices`` (a probe set with every class equally represented) and ``thumbnails`` (uint8 images
+for hover previews from any image-like probe array).
 """
 
 from __future__ import annotations
@@ -83,6 +84,26 @@ def _reachable(host: str, timeout: float) -> bool:
 
 def _notice(message: str) -> None:
     print(f"repviz: using {message}", file=sys.stderr)
+
+
+def stratified_indices(labels, n: int, *, random_state: int = 0) -> np.ndarray:
+    """Indices of ``n`` rows of ``labels`` with the classes as equally represented as they can be, in
+    increasing order (so they can serve as stable probe ids).
+
+    Each class gets ``n // k`` rows (k classes), the first ``n % k`` classes one more; rows are drawn at random
+    within each class (seeded by ``random_state``). A class with too few rows gives all it has and the rest
+    is drawn from the other classes, still evenly.
+    """
+    labels = np.asarray(labels).ravel()
+    if not 1 <= n <= len(labels):
+        raise ValueError(f"n={n} rows requested but labels has {len(labels)}; ask for between 1 and {len(labels)}")
+    rng = np.random.default_rng(random_state)
+    pools = [rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)]
+    take = [0] * len(pools)
+    for _ in range(n):  # round robin over the classes that have rows left: as even as the data allows
+        c = min((i for i in range(len(pools)) if take[i] < len(pools[i])), key=lambda i: (take[i], i))
+        take[c] += 1
+    return np.sort(np.concatenate([p[:t] for p, t in zip(pools, take)])).astype(np.int64)
 
 
 def thumbnails(x: np.ndarray) -> np.ndarray | None:

@@ -54,31 +54,32 @@ def test_info_missing_logdir_is_one_clear_line(tmp_path, capsys):
                                               f"does not exist"
 
 
-def test_demo_writes_two_runs_offline(tmp_path, capsys):
-    assert main(["demo", str(tmp_path / "logs"), "--epochs", "1", "--probe", "200", "--jobs", "1"]) == 0
+@pytest.mark.slow
+def test_demo_options_offline(tmp_path, capsys):
+    """The demo's own options (--epochs, --probe, --seed, --jobs) beside --quick's sizes; the full --quick run is
+    tests/test_showcase.py."""
+    assert main(["demo", str(tmp_path / "logs"), "--quick", "--epochs", "1", "--probe", "100", "--seed", "3",
+                 "--jobs", "1"]) == 0
     captured = capsys.readouterr()
     assert "using the MNIST subset bundled with repviz" in captured.err
     lines = captured.out.splitlines()
-    assert lines[0].lstrip().startswith("relu: 1 epochs, train accuracy") and lines[0].endswith("relu")
-    assert lines[-1].startswith("wrote runs relu, sigmoid under")
+    assert lines[0].lstrip().startswith("sigmoid/seed3: 1 epochs on 2,000 digits, test accuracy")
+    assert lines[-1].startswith(f"browse it: tensorboard --logdir {tmp_path / 'logs'}")
     logdir = open_logdir(tmp_path / "logs")
-    assert list(logdir.runs) == ["relu", "sigmoid"]
+    assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (3, 4))
     for run in logdir.runs.values():
-        assert run.layers == ["hidden1", "hidden2", "logits"] and run.steps() == [0, 1]
-        assert run.activations("hidden1", 1).shape == (200, 128) and run.predictions(1).shape == (200, 10)
-        assert run.probe.thumbnails.shape == (200, 28, 28) and len(np.unique(run.probe.labels)) == 10
+        assert run.steps() == [0, 1] and run.activations("logits", 1).shape == (100, 10)
+        assert run.probe.thumbnails.shape == (100, 28, 28) and np.array_equal(np.bincount(run.probe.labels), [10] * 10)
         for method in ("pca", "tsne"):
-            assert run.embedding("logits", 1, method=method).shape == (200, 2)
-            assert run.embedding_scores("logits", 1, method=method)["trustworthiness"] > 0.8
-    assert "24 computed, 0 cached, 0 failed" in captured.out
-    meta = MetaResult.load(logdir, "meta-dist-chord-mds")
-    assert len(meta) == 2 * 3 * 2 + 1 and meta.coords.shape == (13, 2)  # runs x layers x snapshots + the input
-    assert main(["info", str(tmp_path / "logs")]) == 0
-    assert "run 'sigmoid': model sigmoid_mlp, probe n=200, 2 snapshot(s)" in capsys.readouterr().out
+            assert run.embedding("logits", 1, method=method).shape == (100, 2)
+    assert "80 computed, 0 cached, 0 failed" in captured.out
+    meta = MetaResult.load(logdir, "meta-cka-chord-tsne")
+    assert len(meta) == 20 * 2 + 1  # layers x snapshots + the input
 
 
 @pytest.mark.parametrize("args, match", [(["--probe", "5000"], "--probe must be between 1 and the 1000 test digits"),
-                                         (["--epochs", "0"], "--epochs must be >= 1; got 0")])
+                                         (["--epochs", "0"], "--epochs must be >= 1; got 0"),
+                                         (["--seeds", "1"], "--seeds must be >= 2 (the checks compare seeds); got 1")])
 def test_demo_bad_arguments(tmp_path, capsys, args, match):
     assert main(["demo", str(tmp_path / "logs"), *args]) == 2
     assert match in capsys.readouterr().err

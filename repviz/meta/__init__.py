@@ -7,7 +7,8 @@
 Modules, one job each: ``vectors`` (representation → unit vector), ``bank`` (vectors on disk, blocked float64
 Gram, incremental cache), ``distances`` (chord/angle, ``representation_distances``), ``sources`` (what to
 compare, probe checks), ``embedding`` (MDS/SMACOF/t-SNE of the R×R distances), ``metasne`` (the estimator and
-its fit), ``result`` (the saved map, numpy only).
+its fit), ``result`` (the saved map, numpy only), ``checks`` (layer identification and architecture separation
+across seeds).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import importlib
 # Lazy: reading a saved map (MetaResult, used by the TensorBoard plugin) must not import numba and the manifold
 # code that computing one needs. Each public name is imported from its module on first use.
 _EXPORTS = {"EMBEDDINGS": "embedding", "INPUT_KEY": "sources", "METRICS": "distances", "MetaResult": "result",
-            "MetaSNE": "metasne", "TRANSFORMS": "vectors", "Trajectory": "result",
-            "representation_distances": "distances"}
+            "MetaSNE": "metasne", "SeedChecks": "checks", "TRANSFORMS": "vectors", "Trajectory": "result",
+            "representation_distances": "distances", "seed_checks": "checks"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -1,0 +1,225 @@
+"""Static figures and tables from a log directory (``repviz export``), for papers and readers without TensorBoard.
+
+Everything is read through the store (:func:`repviz.open_logdir`, :meth:`MetaResult.load`):
+
+- ``layer-<layer>-<method>.<fmt>``: per layer name and embedding method, a grid of the stored embeddings, one row
+  per run that has the layer, one column per snapshot, points coloured by label;
+- ``meta-<name>.<fmt>``: each meta-SNE map, every (run, layer) drawn as its training path, runs coloured (runs in
+  one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a colour, solid then dashed lines), the
+  last snapshot circled and labelled with the layer, the input landmark marked;
+- ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot.
+
+The point clouds are rasterised inside SVG files (text and axes stay vectors), which keeps a figure of tens of
+thousands of points at a few hundred KB. Needs matplotlib (the ``export`` extra).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # files only, whatever the environment's display
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+except ImportError as e:  # the optional extra: one clear line for the CLI
+    raise ImportError("repviz export needs matplotlib; install it with: pip install \"repviz[export]\"") from e
+
+from .meta.result import MetaResult
+from .meta.sources import INPUT_KEY
+from .store import LogDir, atomic_path, open_logdir
+
+SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
+_INPUT_RUN = INPUT_KEY[0]
+
+
+def _file_part(name: str) -> str:
+    """A name as a safe file-name part (layer paths like ``encoder/dense#0`` included)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "_"
+
+
+def _method_names(logdir: LogDir) -> dict[str, str]:
+    """Embedding key -> its method's name, or the key itself where two keys share a method (other parameters)."""
+    methods: dict[str, str] = {}
+    for run in logdir.runs.values():
+        for key in run.embedding_keys():
+            methods.setdefault(key, run.embedding_method(key).get("method") or key)
+    counts = {m: list(methods.values()).count(m) for m in methods.values()}
+    return {key: m if counts[m] == 1 else key for key, m in methods.items()}
+
+
+def score_rows(logdir: LogDir | str | os.PathLike) -> list[dict]:
+    """Per run, layer and embedding method: the last embedded snapshot and its stored quality scores."""
+    logdir = logdir if isinstance(logdir, LogDir) else open_logdir(logdir)
+    names = _method_names(logdir)
+    rows = []
+    for run in logdir.runs.values():
+        for layer in run.layers:
+            for key in run.embedding_keys():
+                steps = run.embedding_steps(key, layer)
+                if steps:
+                    scores = run.embedding_info(key, layer, steps[-1]).get("scores", {})
+                    rows.append({"run": run.name, "layer": layer, "method": names[key], "step": steps[-1],
+                                 **{s: scores.get(s) for s in SCORES}})
+    return rows
+
+
+def _save(fig: Figure, out: Path, stem: str, formats: Sequence[str]) -> list[Path]:
+    paths = []
+    for fmt in formats:
+        path = out / f"{stem}.{fmt}"
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=110, bbox_inches="tight")
+        paths.append(path)
+    return paths
+
+
+def _digit_colours(labels: np.ndarray | None, n: int) -> np.ndarray:
+    if labels is None:
+        return np.full((n, 4), (0.3, 0.3, 0.3, 1.0))
+    return matplotlib.colormaps["tab10"](np.asarray(labels) % 10)
+
+
+def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Figure | None:
+    """Rows: the runs that have ``layer`` embedded under ``key``; columns: their snapshots. None if no run has it."""
+    runs = [run for run in logdir.runs.values() if layer in run.layers and run.embedding_steps(key, layer)]
+    if not runs:
+        return None
+    steps = sorted({s for run in runs for s in run.embedding_steps(key, layer)})
+    unit = runs[0].manifest.get("step_unit", "step")
+    fig = Figure(figsize=(1.7 * len(steps) + 0.6, 1.7 * len(runs) + 0.5))
+    axes = fig.subplots(len(runs), len(steps), squeeze=False)
+    for r, run in enumerate(runs):
+        colours = _digit_colours(run.probe.labels, len(run.probe))
+        size = float(np.clip(2000 / len(run.probe), 0.5, 4))  # dots shrink as the probe set grows
+        have = set(run.embedding_steps(key, layer))
+        for c, step in enumerate(steps):
+            ax = axes[r, c]
+            ax.set_xticks([]), ax.set_yticks([])
+            if step in have:
+                Y = np.asarray(run.read_embedding(key, layer, step))
+                ax.scatter(Y[:, 0], Y[:, 1], s=size, c=colours, linewidths=0, rasterized=True)
+            ax.set_aspect("equal", adjustable="datalim")
+            if r == 0:
+                ax.set_title(f"{unit} {step}", fontsize=9)
+            if c == 0:
+                ax.set_ylabel(run.name, fontsize=8)
+    if runs[0].probe.labels is not None:
+        classes = np.unique(runs[0].probe.labels)
+        handles = [Line2D([], [], ls="", marker="o", ms=4, color=matplotlib.colormaps["tab10"](int(k) % 10))
+                   for k in classes]
+        fig.legend(handles, [str(k) for k in classes], loc="center right", fontsize=7, frameon=False,
+                   title="label", title_fontsize=7)
+        fig.subplots_adjust(right=0.9)
+    fig.suptitle(title or f"layer {layer}", fontsize=10)
+    return fig
+
+
+def _group(run: str) -> str:
+    """Runs in one parent directory (``relu/seed0``, ``relu/seed1``) form a group: one colour, one layer label."""
+    return str(Path(run).parent) if "/" in run else run
+
+
+def _run_styles(runs: list[str]) -> dict[str, tuple]:
+    """A colour per group of runs, a line style per member (solid for the first)."""
+    groups = list(dict.fromkeys(map(_group, runs)))
+    palette = matplotlib.colormaps["tab10"]
+    dashes = ["-", "--", ":", "-."]
+    seen: dict[str, int] = {}
+    styles = {}
+    for r in runs:
+        g = _group(r)
+        styles[r] = (palette(groups.index(g) % 10), dashes[seen.get(g, 0) % len(dashes)])
+        seen[g] = seen.get(g, 0) + 1
+    return styles
+
+
+def meta_map(result: MetaResult, title: str = "") -> Figure:
+    """The map with every (run, layer)'s training path; the last snapshot circled, and labelled with the layer
+    on the first run of each group."""
+    fig = Figure(figsize=(7.5, 6.5))
+    ax = fig.subplots()
+    runs = sorted({k[0] for k in result.keys if k[0] != _INPUT_RUN})
+    styles = _run_styles(runs)
+    for (run, layer), path in result.trajectories().items():
+        xy = np.asarray(path.coords)
+        if run == _INPUT_RUN:
+            ax.scatter(xy[:, 0], xy[:, 1], marker="*", s=260, c="black", zorder=5, label="input (landmark)")
+            continue
+        colour, dash = styles[run]
+        ax.plot(xy[:, 0], xy[:, 1], ls=dash, lw=1, color=colour, alpha=0.8)
+        ax.scatter(xy[:-1, 0], xy[:-1, 1], s=8, color=colour, alpha=0.6)
+        ax.scatter(xy[-1:, 0], xy[-1:, 1], s=36, color=colour, edgecolors="black", linewidths=0.5, zorder=4)
+        if styles[run][1] == "-":  # the layer named once per group: its runs end side by side
+            ax.annotate(layer, xy[-1], fontsize=7, xytext=(4, 4), textcoords="offset points")
+    handles = [Line2D([], [], color=styles[r][0], ls=styles[r][1], marker="o", ms=4) for r in runs]
+    labels = list(runs)
+    if any(k[0] == _INPUT_RUN for k in result.keys):
+        handles.append(Line2D([], [], ls="", marker="*", ms=12, color="black"))
+        labels.append("input (landmark)")
+    ax.legend(handles, labels, fontsize=7, loc="best", frameon=False)
+    ax.set_xticks([]), ax.set_yticks([])
+    p = result.params
+    ax.set_title(title or f"meta-SNE ({p.get('transform')}, {p.get('embedding')}): paths from the first snapshot "
+                          f"to the labelled last one", fontsize=9)
+    return fig
+
+
+def _write_tables(rows: list[dict], out: Path) -> list[Path]:
+    head = ["run", "layer", "method", "step", *SCORES]
+    csv_path, md_path = out / "quality.csv", out / "quality.md"
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(head)
+        writer.writerows([[r[h] if r[h] is not None else "" for h in head] for r in rows])
+
+    def cell(v) -> str:
+        return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(r[h]) for h in head) + " |" for r in rows]
+    with atomic_path(md_path) as tmp:
+        Path(tmp).write_text("\n".join(lines) + "\n")
+    return [csv_path, md_path]
+
+
+def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *,
+                   formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write every figure and table of ``logdir`` under ``out`` (created if missing); returns the paths written.
+
+    Parameters
+    ----------
+    logdir : path or LogDir
+        A log directory with stored embeddings (``repviz embed``) and/or meta-SNE maps (``repviz meta``).
+    out : path
+        Output directory.
+    formats : sequence of str, default=("png", "svg")
+        Figure formats matplotlib can write (png, svg, pdf, ...).
+    """
+    logdir = logdir if isinstance(logdir, LogDir) else open_logdir(logdir)
+    bad = [f for f in formats if f not in Figure().canvas.get_supported_filetypes()]
+    if bad or not formats:
+        raise ValueError(f"figure formats {bad or list(formats)} are not supported; use some of "
+                         f"{sorted(Figure().canvas.get_supported_filetypes())}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    names = _method_names(logdir)
+    layers = list(dict.fromkeys(layer for run in logdir.runs.values() for layer in run.layers))
+    for key, method in names.items():
+        for layer in layers:
+            fig = embedding_grid(logdir, layer, key, title=f"layer {layer}: {method} over training")
+            if fig is not None:
+                written += _save(fig, out, f"layer-{_file_part(layer)}-{_file_part(method)}", formats)
+    for name in logdir.artifact_names():
+        if logdir.artifacts(name).exists("result.json"):
+            written += _save(meta_map(MetaResult.load(logdir, name)), out, _file_part(name), formats)
+    written += _write_tables(score_rows(logdir), out)
+    return written

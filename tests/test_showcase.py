@@ -1,0 +1,266 @@
+"""The showcase (``repviz demo``, ``repviz export``): the seed checks on hand-made maps, the stratified probe and
+the log-spaced schedule; then (slow) ``--quick`` end to end: train -> embed -> meta -> export -> the plugin's
+routes, and two ``--quick`` runs giving the same numbers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from repviz.cli import main
+from repviz.datasets import stratified_indices
+from repviz.meta import MetaResult, seed_checks
+
+RUNS = {"a/s0": ("a", 0), "a/s1": ("a", 1), "b/s0": ("b", 0), "b/s1": ("b", 1)}
+LAYERS = ("h1", "h2", "out")
+
+
+def _map(close: dict | None = None, step: int = 1) -> MetaResult:
+    """A hand-made map: each (architecture, layer) 10 apart, its two seeds 0.1 apart, each also at step 0 (far
+    away) and an input landmark; ``close`` sets chosen distances at ``step`` (both ways)."""
+    keys, pts = [("<input>", "input", 0)], [(100.0, 100.0)]
+    for a, arch in enumerate("ab"):
+        for j, layer in enumerate(LAYERS):
+            for seed in (0, 1):
+                keys += [(f"{arch}/s{seed}", layer, 0), (f"{arch}/s{seed}", layer, step)]
+                pts += [(-50.0 - len(keys), 0.0), (30.0 * a, 10.0 * j + 0.1 * seed)]
+    pts = np.array(pts)
+    D = np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1))
+    for (r1, l1), (r2, l2) in (close or {}).items():
+        i, j = keys.index((r1, l1, step)), keys.index((r2, l2, step))
+        D[i, j] = D[j, i] = 0.01
+    return MetaResult(keys, pts.astype(np.float32), D, {"transform": "dist"})
+
+
+def test_seed_checks_all_identified():
+    checks = seed_checks(_map(), RUNS, output_layers={"out"})
+    assert checks.step == 1
+    assert (checks.layer_identification, checks.n_layers) == (1.0, 12)
+    assert (checks.architecture_separation, checks.n_hidden) == (1.0, 8)
+    assert checks.misses == []
+
+
+def test_seed_checks_count_a_wrong_layer_and_a_wrong_architecture():
+    close = {("a/s0", "h2"): ("a/s1", "h1"),  # right network, wrong layer
+             ("b/s1", "out"): ("a/s0", "out"),  # wrong network, but output layers are not in separation
+             ("b/s1", "h1"): ("a/s0", "h1")}  # wrong network
+    checks = seed_checks(_map(close), RUNS, output_layers={"out"})
+    pairs = [(x, y) for x, y in close.items()] + [(y, x) for x, y in close.items()]  # distances are symmetric
+    assert sorted((m[0][:2], m[1][:2]) for m in checks.misses) == sorted(pairs)
+    assert checks.layer_identification == pytest.approx(6 / 12)
+    assert checks.architecture_separation == pytest.approx(6 / 8)
+
+
+def test_seed_checks_ignore_runs_of_the_same_seed():
+    """A same-seed run of another architecture, however close, is not a candidate (it may share initial weights)."""
+    checks = seed_checks(_map({("b/s0", "h1"): ("a/s0", "h1")}), RUNS, output_layers={"out"})
+    assert checks.misses == [] and checks.layer_identification == 1.0
+
+
+def test_seed_checks_step_and_errors():
+    result = _map()
+    assert seed_checks(result, RUNS, step=0).step == 0
+    with pytest.raises(ValueError, match="at least two seeds"):
+        seed_checks(result, {"a/s0": ("a", 0), "b/s0": ("b", 0)})
+    with pytest.raises(ValueError, match="share no snapshot"):
+        seed_checks(result, {**RUNS, "c/s0": ("c", 0)})
+
+
+def test_stratified_indices():
+    labels = np.repeat(np.arange(10), [100] * 9 + [3])  # class 9 has only 3 rows
+    idx = stratified_indices(labels, 205, random_state=1)
+    assert len(idx) == len(set(idx)) == 205 and np.all(np.diff(idx) > 0)
+    counts = np.bincount(labels[idx], minlength=10)
+    assert counts[9] == 3 and counts[:9].max() - counts[:9].min() <= 1
+    assert np.array_equal(idx, stratified_indices(labels, 205, random_state=1))
+    assert not np.array_equal(idx, stratified_indices(labels, 205, random_state=2))
+    with pytest.raises(ValueError, match="n=2000 rows requested but labels has 903"):
+        stratified_indices(labels, 2000)
+
+
+def test_log_spaced_epochs():
+    from repviz.capture import log_spaced_epochs
+
+    assert log_spaced_epochs(8, 4) == [1, 2, 4, 8]
+    assert log_spaced_epochs(10, 5) == [1, 2, 3, 6, 10]
+    assert log_spaced_epochs(2, 4) == [1, 2]
+    with pytest.raises(ValueError, match="'epochs' parameter of log_spaced_epochs"):
+        log_spaced_epochs(0, 3)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# --quick end to end (slow: trains six small networks)
+# ----------------------------------------------------------------------------------------------------------------
+
+def _numbers(text: str) -> list[str]:
+    """The summary's figures: accuracies, quality scores, check percentages (not the timings or paths)."""
+    summary = text[text.index("test accuracy at the last epoch"):text.index("browse it:")]
+    return re.findall(r"\d+\.\d+|\d+%", summary)
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    root = tmp_path_factory.mktemp("showcase")
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["demo", str(root / "logs"), "--quick"])
+    assert code == 0
+    return root / "logs", out.getvalue()
+
+
+@pytest.mark.slow
+def test_quick_demo_writes_runs_maps_and_summary(quick):
+    import repviz
+
+    logs, text = quick
+    logdir = repviz.open_logdir(logs)
+    assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
+    for name, run in logdir.runs.items():
+        assert run.steps() == [0, 1, 2]
+        assert run.layers == (["conv1", "conv2", "dense", "logits"] if name.startswith("cnn") else
+                              ["hidden1", "hidden2", "logits"])
+        assert np.array_equal(np.bincount(run.probe.labels), [20] * 10)  # stratified: 20 per class
+        assert run.embedding("logits", 2, method="tsne").shape == (200, 2)
+    for transform in ("dist", "cka"):
+        meta = MetaResult.load(logs, f"meta-{transform}-chord-tsne")
+        assert len(meta) == (4 * 2 + 3 * 4) * 3 + 1 and ("<input>", "input", 0) in meta.keys
+    assert re.search(r"layer identification at epoch 2 .*: dist \d+% of 20, cka \d+% of 20", text)
+    assert re.search(r"architecture separation at epoch 2 .*: dist \d+% of 14, cka \d+% of 14", text)
+    assert "target: layer identification (cka) >= 90%:" in text
+    assert f"browse it: tensorboard --logdir {logs}" in text
+
+
+@pytest.mark.slow
+def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
+    import repviz
+
+    pytest.importorskip("matplotlib")
+    from urllib.parse import quote
+
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz import loader
+    from werkzeug import test as wtest
+    from werkzeug import wrappers
+
+    logs, _ = quick
+    assert main(["export", str(logs), "--out", str(tmp_path / "fig")]) == 0
+    files = {p.name for p in (tmp_path / "fig").iterdir()}
+    for stem in ["meta-dist-chord-tsne", "meta-cka-chord-tsne",
+                 *(f"layer-{layer}-{m}" for layer in ("hidden1", "hidden2", "logits", "conv1", "conv2", "dense")
+                   for m in ("pca", "tsne"))]:
+        assert {f"{stem}.png", f"{stem}.svg"} <= files
+    assert len(files) == 14 * 2 + 2
+    rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
+    assert len(rows) == 20 * 2 and {r["step"] for r in rows} == {"2"}
+    assert all(0.5 < float(r["trustworthiness"]) <= 1 for r in rows)
+
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logs)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    base = "/data/plugin/repviz/"
+    try:
+        index = json.loads(client.get(base + "runs").get_data())
+        runs = {run["name"]: run for run in index["runs"]}
+        assert len(runs) == 6 and set(index["meta"]) == {"meta-dist-chord-tsne", "meta-cka-chord-tsne"}
+        r = client.get(base + "meta_result?name=meta-cka-chord-tsne")
+        assert r.status_code == 200 and len(json.loads(r.get_data())["keys"]) == 61
+        (tsne,) = [e for e in runs["cnn/seed1"]["embeddings"] if e["method"] == "tsne"]
+        r = client.get(base + f"coords?run={quote('cnn/seed1', safe='')}&layer=conv2&step=2&key={tsne['key']}")
+        stored = repviz.open_logdir(logs).run("cnn/seed1").read_embedding(tsne["key"], "conv2", 2)
+        assert r.status_code == 200 and r.get_data() == np.asarray(stored, "<f4").tobytes()
+        assert client.get(base + f"labels?run={quote('relu/seed0', safe='')}").status_code == 200
+    finally:
+        plugin.jobs.close()
+
+
+@pytest.mark.slow
+def test_two_quick_runs_give_the_same_numbers(quick, tmp_path, capsys):
+    _, first = quick
+    assert main(["demo", str(tmp_path / "again"), "--quick"]) == 0
+    assert _numbers(capsys.readouterr().out) == _numbers(first)
+    assert len(_numbers(first)) > 50
+
+
+def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.delitem(sys.modules, "repviz.export", raising=False)
+    (tmp_path / "logs").mkdir()
+    assert main(["export", str(tmp_path / "logs"), "--out", str(tmp_path / "fig")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == 'repviz export: error: repviz export needs matplotlib; install it with: pip install "repviz[export]"'
+    assert not Path(tmp_path / "fig").exists()
+
+
+def test_serve_starts_tensorboard_on_localhost_instead_of_printing(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import sys
+
+    import repviz.demo
+
+    started = []
+
+    class FakeTensorBoard:
+        def __init__(self, argv):
+            started.append(argv)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(repviz.demo, "run_demo", lambda cfg: cfg)  # the training is tested above
+    monkeypatch.setattr(subprocess, "Popen", FakeTensorBoard)
+    assert main(["demo", str(tmp_path), "--quick", "--serve", "--port", "7007"]) == 0
+    assert started == [[sys.executable, "-m", "tensorboard.main", "--logdir", str(tmp_path), "--host", "127.0.0.1",
+                        "--port", "7007"]]
+    assert "browse it:" not in capsys.readouterr().out
+
+
+def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path):
+    """A hand-made log directory (two runs of one layer, a t-SNE key, a meta-SNE map): the expected files, the
+    table read back from the stored scores, layer names made safe for file names."""
+    pytest.importorskip("matplotlib")
+    from repviz.export import export_figures
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    for run in ("net/seed0", "net/seed1"):
+        w = RunWriter(tmp_path / "logs" / run)
+        w.begin({"fingerprint": {"model": "m", "probe": "p"}, "step_unit": "epoch",
+                 "layers": {"enc/dense#0": {"stored_shape": [30, 4]}}})
+        w.write_probe(np.arange(30), np.arange(30) % 3)
+        for step in (0, 1):
+            w.write_activation("enc/dense#0", step, rng.normal(size=(30, 4)).astype(np.float32))
+        stored = open_logdir(tmp_path / "logs").run(run)
+        stored.write_embedding_method("tsne-abc", {"method": "tsne", "params": {}})
+        for step in (0, 1):
+            stored.write_embedding("tsne-abc", "enc/dense#0", step, rng.normal(size=(30, 2)),
+                                   {"scores": {"trustworthiness": 0.9 + step / 100, "knn_accuracy": 0.5}})
+    keys = [("<input>", "input", 0)] + [(r, "enc/dense#0", s) for r in ("net/seed0", "net/seed1") for s in (0, 1)]
+    MetaResult(keys, rng.normal(size=(5, 2)).astype(np.float32), np.ones((5, 5)),
+               {"transform": "cka", "embedding": "tsne"}).save(tmp_path / "logs", "meta-cka-chord-tsne")
+
+    written = export_figures(tmp_path / "logs", tmp_path / "fig", formats=["png", "svg"])
+    names = sorted(p.name for p in written)
+    assert names == sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
+        "layer-enc_dense_0-tsne.png", "layer-enc_dense_0-tsne.svg", "meta-cka-chord-tsne.png",
+        "meta-cka-chord-tsne.svg", "quality.csv", "quality.md"]
+    assert (tmp_path / "fig" / "layer-enc_dense_0-tsne.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
+    assert [(r["run"], r["layer"], r["method"], r["step"], r["trustworthiness"], r["continuity"]) for r in rows] == [
+        ("net/seed0", "enc/dense#0", "tsne", "1", "0.91", ""), ("net/seed1", "enc/dense#0", "tsne", "1", "0.91", "")]
+    assert "| net/seed0 | enc/dense#0 | tsne | 1 | 0.910 | - | - | 0.500 |" in (tmp_path / "fig" / "quality.md").read_text()
+    with pytest.raises(ValueError, match="figure formats \\['docx'\\] are not supported"):
+        export_figures(tmp_path / "logs", tmp_path / "fig", formats=["docx"])
