@@ -6,11 +6,13 @@ The demo is a list of steps run in order on one :class:`DemoConfig` (``STEPS``);
 ones wrote in the log directory and prints what it found: training (test accuracy), per-layer embeddings (PCA
 and aligned t-SNE), the meta-SNE maps (``dist`` and ``cka``, the raw input as landmark) with the truth checks of
 :func:`repviz.meta.seed_checks`, and a closing summary. ``examples/compare_networks.py`` is the same experiment
-as a script.
+as a script. While the networks train, :mod:`repviz.warmup` compiles the numerical kernels in the background, so
+that on a fresh install the embeddings do not wait for the compiler.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,7 +207,17 @@ STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networ
 
 
 def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:
-    """Run every step of ``STEPS`` on ``cfg``; returns ``cfg`` with the runs, accuracies, maps and checks."""
+    """Run every step of ``STEPS`` on ``cfg``; returns ``cfg`` with the runs, accuracies, maps and checks. The
+    kernels compile in a background process from the start; the embedding step waits for it to finish (what it
+    compiles the embedding would otherwise compile itself, in every worker)."""
+    from . import warmup
+
+    warming = warmup.start(["pca", "tsne"])
     for step in STEPS:
+        if step is embed_layers and warming is not None:
+            start = time.perf_counter()
+            warming.wait()
+            if (waited := time.perf_counter() - start) >= 0.5:
+                out(f"waited {waited:.1f} s for the numerical kernels to compile")
         step(cfg, out)
     return cfg

@@ -27,9 +27,10 @@ DEFAULT_METHODS = ("tsne", "pca")
 
 
 def warm(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> dict[str, float]:
-    """Run each method of :data:`repviz.pipeline.METHODS` through the pipeline on a tiny log directory (three
-    snapshots, so the aligned continuation runs too), then meta-SNE on it; returns seconds per stage. Also
-    compiles the FFT repulsion of t-SNE, which the tiny input would not reach (larger probe sets use it)."""
+    """Run each method of :data:`repviz.pipeline.METHODS` through the pipeline on a tiny log directory (four
+    snapshots, so the aligned continuation runs too), then meta-SNE on it (classical MDS and t-SNE maps); returns
+    seconds per stage. Also compiles the FFT repulsion of t-SNE, which the tiny input would not reach (larger
+    probe sets use it)."""
     from .pipeline import embed_logdir
     from .store import RunWriter
 
@@ -43,7 +44,7 @@ def warm(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> dict
         labels = np.repeat(np.arange(3), 20)
         writer.write_probe(np.arange(60), labels)
         base = rng.normal(size=(60, 8)).astype(np.float32) + 4 * np.eye(3, 8, dtype=np.float32)[labels]
-        for step in range(3):
+        for step in range(4):
             writer.write_activation("layer", step, base + 0.1 * step * rng.normal(size=base.shape).astype(np.float32))
         for method in methods:
             start = time.perf_counter()
@@ -60,7 +61,8 @@ def warm(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> dict
             from .meta import MetaSNE
 
             start = time.perf_counter()
-            MetaSNE().fit(tmp)
+            for embedding in ("mds", "tsne"):
+                MetaSNE(embedding=embedding, cache=False).fit(tmp)
             seconds["meta"] = time.perf_counter() - start
     return seconds
 
