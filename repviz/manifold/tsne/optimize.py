@@ -53,7 +53,8 @@ class DirectRepulsion:
 # Cost model of one repulsion call, single-threaded, measured on MNIST-sized layouts on an AVX-512 machine: the
 # direct sums take about 0.18 ns per pair; the FFT about 4 ns per (2G)² log2(2G) for a grid of G nodes per side (its
 # locate/spread/gather are O(n) and small beside it). Both scale alike with threads, so only their ratio counts; a
-# CPU with narrower vectors makes the direct sums relatively dearer, which moves the crossover, not the results.
+# CPU with narrower vectors makes the direct sums relatively dearer and moves the best crossover; the constants are
+# fixed, so every machine makes the same choice and gets the same embedding.
 _DIRECT_NS_PER_PAIR = 0.18
 _FFT_NS_PER_GRID_TERM = 4.0
 
