@@ -277,6 +277,22 @@ def _until(chrome, condition, what: str, timeout: float = 60):
     raise RuntimeError(f"the page did not show {what} within {timeout} s")
 
 
+def _serve_logdir(logdir: str, port: int) -> subprocess.Popen:
+    """TensorBoard with the plugin on ``logdir`` at 127.0.0.1:``port``, returned once it serves its plugin listing."""
+    proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", logdir, str(port), str(ROOT), str(ROOT / "tb_plugin")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start = time.perf_counter()
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
+            return proc
+        except OSError:
+            if time.perf_counter() - start > 120:
+                proc.kill()
+                raise RuntimeError("tensorboard did not start within 120 s") from None
+            time.sleep(0.1)
+
+
 def page_rows(n: int) -> list[Row]:
     """Choice-to-draw time and animation frame intervals of the page, at 20,000 and ``n`` points."""
     chrome, reason = _chromium()
@@ -293,20 +309,9 @@ def page_rows(n: int) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp:
         for i, size in enumerate(sizes):
             write_logdir(Path(tmp) / f"{i}-{size}", size)
-        proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", tmp, str(port), str(ROOT), str(ROOT / "tb_plugin")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = _serve_logdir(tmp, port)
         try:
-            url = f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz"
-            start = time.perf_counter()
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
-                    break
-                except OSError:
-                    if time.perf_counter() - start > 120:
-                        raise RuntimeError("tensorboard did not start within 120 s") from None
-                    time.sleep(0.1)
-            chrome.get(url)
+            chrome.get(f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz")
             _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {sizes[0]}", "the first run")
             for i, size in enumerate(sizes[1:], start=1):
                 label = f"{size:,} points"
@@ -419,18 +424,8 @@ def compare_page_rows(repeats: int = 3) -> list[Row]:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         write_compare_logdir(Path(tmp))
-        proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", tmp, str(port), str(ROOT), str(ROOT / "tb_plugin")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = _serve_logdir(tmp, port)
         try:
-            start = time.perf_counter()
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=10).close()
-                    break
-                except OSError:
-                    if time.perf_counter() - start > 120:
-                        raise RuntimeError("tensorboard did not start within 120 s") from None
-                    time.sleep(0.1)
             chrome.get(f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz")
             _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {GRID_N}", "the grid run")
 
