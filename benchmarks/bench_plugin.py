@@ -277,6 +277,15 @@ def _until(chrome, condition, what: str, timeout: float = 60):
     raise RuntimeError(f"the page did not show {what} within {timeout} s")
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate a served TensorBoard, killing it if it does not exit within 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def _serve_logdir(logdir: str, port: int) -> subprocess.Popen:
     """TensorBoard with the plugin on ``logdir`` at 127.0.0.1:``port``, returned once it serves its plugin listing."""
     proc = subprocess.Popen([sys.executable, "-c", _SERVE, "with", logdir, str(port), str(ROOT), str(ROOT / "tb_plugin")],
@@ -334,11 +343,7 @@ def page_rows(n: int) -> list[Row]:
                              frames[int(0.9 * (len(frames) - 1))], "ms", ""))
         finally:
             chrome.quit()
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _stop(proc)
     return rows
 
 
@@ -483,11 +488,7 @@ def compare_page_rows(repeats: int = 3) -> list[Row]:
                          f"(median of {repeats})", statistics.median(meta_ms), "ms", ""))
         finally:
             chrome.quit()
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _stop(proc)
     return rows
 
 
