@@ -100,6 +100,25 @@ def stats(driver) -> dict:
     return driver.execute_script("return window.__repvizStats || {draws: 0, transitions: 0}")
 
 
+def text(driver, selector) -> str:
+    """The rendered text of the first element matching `selector`, read in one step: the page rebuilds parts of
+    itself when a poll lands, so an element found and then read in two calls can go stale in between."""
+    found = driver.execute_script(f"const e = document.querySelector({selector!r}); return e && e.innerText")
+    if found is None:
+        raise AssertionError(f"nothing on the page matches {selector}")
+    return found
+
+
+def texts(driver, selector) -> list[str]:
+    """The rendered text of every element matching `selector`, read in one step (see `text`)."""
+    return driver.execute_script(f"return [...document.querySelectorAll({selector!r})].map(e => e.innerText)")
+
+
+def wait_text(driver, selector, what) -> str:
+    """Wait until an element matching `selector` shows some text, and return that text."""
+    return wait(driver, lambda d: (texts(d, selector) or [""])[0], what)
+
+
 def canvas(driver, selector="canvas.scatter") -> np.ndarray:
     """The canvas's own pixels (RGBA) as the page drew them."""
     url = driver.execute_script(f"return document.querySelector({selector!r}).toDataURL('image/png')")

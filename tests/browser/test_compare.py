@@ -124,8 +124,7 @@ def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
     for _ in range(9):
         drag = drag.move_by_offset(0.06 * width, 0.06 * height).pause(0.03)
     drag.release().perform()
-    count = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a selection")
-    selected = int(count[0].text.replace(",", ""))
+    selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
     assert 0 < selected < pk.N_PROBE
     tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="pan"]').click()
     ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
@@ -137,15 +136,16 @@ def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
 
 
 def test_click_on_a_cell_opens_it_in_the_main_view(tab):
-    cell = _cells(tab)[pk.EPOCHS + 2]  # second row (layer "probs"), second column (epoch 1)
-    title = cell.find_element(By.CSS_SELECTOR, ".cell-title")
-    assert "probs" in title.text and "epoch 1" in title.text
+    cell = pk.EPOCHS + 2  # second row (layer "probs"), second column (epoch 1)
+    title = pk.texts(tab, '[data-testid="cell"] .cell-title')[cell]
+    assert "probs" in title and "epoch 1" in title
     draws = pk.stats(tab)["draws"]
-    title.click()
+    # A poll may rebuild the grid between finding the title and clicking it: find it again then.
+    pk.wait(tab, lambda d: _cells(d)[cell].find_element(By.CSS_SELECTOR, ".cell-title").click() or True, "the click")
     pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws, "the main view's draw")
     assert tab.find_element(By.CSS_SELECTOR, ".repviz").get_attribute("data-view") == "main"
     assert tab.find_element(By.CSS_SELECTOR, 'select[name="layer"]').get_attribute("value") == "probs"
-    assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text == "epoch 1"
+    assert pk.text(tab, '[data-testid="step"]') == "epoch 1"
 
 
 def test_runs_side_by_side(tab, shots):
@@ -153,7 +153,7 @@ def test_runs_side_by_side(tab, shots):
     before = pk.stats(tab)["gridDraws"]
     _view(tab, "runs")
     _grid_drawn(tab, 2, before)
-    titles = [c.find_element(By.CSS_SELECTOR, ".cell-title").text for c in _cells(tab)]
+    titles = pk.texts(tab, '[data-testid="cell"] .cell-title')
     assert titles[0].startswith("relu · hidden") and titles[1].startswith("tanh · hidden")
     for i in range(2):
         assert pk.ink(_cell_pixels(tab, i)).sum() > 300
@@ -167,7 +167,7 @@ def test_meta_map_draws_trajectories_and_a_click_opens_a_representation(tab, sho
     # 2 runs x 2 layers x 4 snapshots, and the input landmark; one trajectory per (run, layer).
     assert stats["metaPoints"] == 2 * 2 * (pk.EPOCHS + 1) + 1
     assert stats["metaTrajectories"] == 4
-    assert "explained variance" in tab.find_element(By.CSS_SELECTOR, '[data-testid="meta-figures"]').text
+    assert "explained variance" in pk.text(tab, '[data-testid="meta-figures"]')
     pixels = pk.canvas(tab, '[data-testid="meta"]')
     meta = tab.find_element(By.CSS_SELECTOR, '[data-testid="meta"]')
     scale = pixels.shape[1] / meta.rect["width"]
@@ -193,7 +193,7 @@ def test_meta_map_draws_trajectories_and_a_click_opens_a_representation(tab, sho
     assert tab.find_element(By.CSS_SELECTOR, ".repviz").get_attribute("data-view") == "main"
     assert tab.find_element(By.CSS_SELECTOR, 'select[name="run"]').get_attribute("value") == "relu"
     assert tab.find_element(By.CSS_SELECTOR, 'select[name="layer"]').get_attribute("value") == "hidden"
-    assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text == f"epoch {target[4]}"
+    assert pk.text(tab, '[data-testid="step"]') == f"epoch {target[4]}"
 
 
 def test_a_snapshot_written_while_the_page_is_open_appears_in_the_grid(tab, logdir):
@@ -211,7 +211,7 @@ def test_a_snapshot_written_while_the_page_is_open_appears_in_the_grid(tab, logd
     writer.write_activation("hidden", step, grown.astype(np.float32), epoch=step)
     repviz.embed_logdir(logdir, methods=["pca"], runs=["relu"], layers=["hidden"], progress=False)
     _grid_drawn(tab, 2 * (pk.EPOCHS + 2), before)
-    titles = [c.find_element(By.CSS_SELECTOR, ".cell-title").text for c in _cells(tab)]
+    titles = pk.texts(tab, '[data-testid="cell"] .cell-title')
     assert titles[pk.EPOCHS + 1] == f"hidden · epoch {step}"
     assert pk.ink(_cell_pixels(tab, pk.EPOCHS + 1)).sum() > 300
 
@@ -247,8 +247,7 @@ def _rectangle_select(driver, selector="canvas.scatter") -> int:
         drag = drag.move_by_offset(32, 26).pause(0.03)
     drag.release().perform()
     driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
-    count = pk.wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a selection")
-    return int(count[0].text.replace(",", ""))
+    return int(pk.wait_text(driver, '[data-testid="selection-count"]', "a selection").replace(",", ""))
 
 
 def _overlay_ink(driver, before: int) -> int:
@@ -295,11 +294,11 @@ def test_neighbourhood_change_colours_lists_and_neighbours(tab, shots):
     draws = pk.stats(tab)["draws"]
     tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="change"]').click()
     pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws, "the change colouring")
-    assert "Neighbourhood change" in tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]').text
+    assert "Neighbourhood change" in pk.text(tab, '[data-testid="legend"]')
     assert (np.abs(plain.astype(int) - pk.canvas(tab).astype(int)).sum(axis=-1) > 60).sum() > 300
     changed = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="changed"] li'), "the list")
     assert len(changed) == 12
-    values = [float(li.find_element(By.CSS_SELECTOR, ".count").text) for li in changed]
+    values = [float(v) for v in pk.texts(tab, '[data-testid="changed"] li .count')]
     assert values == sorted(values, reverse=True) and 0 < values[0] <= 1
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="changed"] canvas.mini'), "thumbnails")
     # A click on one: its 10 nearest neighbours in the original space, listed and ringed in the plot.

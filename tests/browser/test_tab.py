@@ -34,7 +34,7 @@ def test_pick_a_layer_draws_every_point(tab, shots):
     assert ink.sum() > 2000
     rows, cols = np.nonzero(ink)
     assert np.ptp(rows) > ink.shape[0] / 3 and np.ptp(cols) > ink.shape[1] / 4
-    legend = tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]').text
+    legend = pk.text(tab, '[data-testid="legend"]')
     assert "Label" in legend and sum(int(w) for w in legend.split()[1:] if w.isdigit()) >= N_PROBE
     pk.shot(tab, shots, "1-layer")
 
@@ -53,7 +53,7 @@ def test_hover_shows_the_thumbnail_and_prediction(tab, shots):
     thumb = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
     image = pk.canvas(tab, '[data-testid="hover"] canvas.thumb')
     assert image.shape[:2] == (28, 28) and image[..., :3].std() > 20  # a digit, not a blank square
-    card = tab.find_element(By.CSS_SELECTOR, '[data-testid="hover"]').text
+    card = pk.text(tab, '[data-testid="hover"]')
     for field in ("label", "prediction", "confidence", "probe id"):
         assert field in card
     assert thumb[0].is_displayed()
@@ -62,10 +62,10 @@ def test_hover_shows_the_thumbnail_and_prediction(tab, shots):
 
 def test_slider_changes_the_picture(tab, shots):
     before = pk.canvas(tab)
-    step_before = tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text
+    step_before = pk.text(tab, '[data-testid="step"]')
     pk.step_once(tab)
     after = pk.canvas(tab)
-    assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text != step_before
+    assert pk.text(tab, '[data-testid="step"]') != step_before
     assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 500
     assert pk.stats(tab)["transitionFrames"]  # animated (frames drawn between the two layouts), not a jump
     pk.shot(tab, shots, "3-slider")
@@ -74,7 +74,7 @@ def test_slider_changes_the_picture(tab, shots):
     tab.find_element(By.CSS_SELECTOR, '[data-testid="play"]').click()
     pk.wait(tab, lambda d: pk.stats(d)["transitions"] > transitions and
           d.find_element(By.CSS_SELECTOR, '[data-testid="play"]').text == "▶", "play to reach the end")
-    assert tab.find_element(By.CSS_SELECTOR, '[data-testid="step"]').text == f"epoch {EPOCHS}"
+    assert pk.text(tab, '[data-testid="step"]') == f"epoch {EPOCHS}"
 
 
 def _rectangle_select(driver) -> int:
@@ -91,8 +91,7 @@ def _rectangle_select(driver) -> int:
 
 
 def _selected(driver) -> int:
-    count = pk.wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a selection")
-    return int(count[0].text.replace(",", ""))
+    return int(pk.wait_text(driver, '[data-testid="selection-count"]', "a selection").replace(",", ""))
 
 
 def test_rectangle_selection_survives_snapshot_and_method_changes(tab, shots):
@@ -126,8 +125,7 @@ def test_colour_modes_and_legend_toggles(tab):
 
 def test_run_without_embeddings_says_what_to_do_and_computes_on_demand(tab, shots):
     pk.select(tab, "run", "tanh")
-    empty = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="empty"]'), "the empty state")
-    assert "repviz embed" in empty[0].text
+    assert "repviz embed" in pk.wait_text(tab, '[data-testid="empty"]', "the empty state")
     pk.select(tab, "method", "compute pca")
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed'), "the job indicator")
     pk.shot(tab, shots, "5-computing")
@@ -174,6 +172,6 @@ def test_meta_map_offers_to_compute_one(tab, shots):
     pk.shot(tab, shots, "7-meta-computing")
     pk.wait(tab, lambda d: pk.stats(d).get("metaPoints", 0) > 0, "the computed meta-SNE map", 240)
     assert not tab.find_elements(By.CSS_SELECTOR, ".job.failed")
-    assert "explained variance" in tab.find_element(By.CSS_SELECTOR, '[data-testid="meta-figures"]').text
+    assert "explained variance" in pk.text(tab, '[data-testid="meta-figures"]')
     assert pk.ink(pk.canvas(tab, '[data-testid="meta"]')).sum() > 500
     pk.shot(tab, shots, "8-meta-computed")
