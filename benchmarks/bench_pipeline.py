@@ -1,18 +1,18 @@
 """Cost of `repviz embed`: every layer of every run at every snapshot, cold and with a warm cache.
 
     python benchmarks/bench_pipeline.py [--mnist PATH] [--runs 3] [--layers 4] [--snapshots 11] [--probe 2000]
-                                        [--jobs 2] [--peer-runs 1]
+                                        [--jobs 2] [--peer-runs 1] [--methods tsne,pca]
 
 A log directory of ``runs x layers x snapshots`` representations of ``probe`` MNIST test digits is written with
 ``RunWriter``: layer l of run r at snapshot s is ReLU(P x) for a fixed random projection P of the pixels (widths
 256, 128, 64, 10) plus class structure that grows with s (a network learning), so chains have something to follow.
 Then, each in its own process:
 
-- ``repviz embed`` cold: t-SNE and PCA of every representation, aligned over snapshots, with quality scores,
+- ``repviz embed`` cold: t-SNE and PCA (``--methods``) of every representation, aligned over snapshots, with quality scores,
   ``--jobs`` worker processes;
 - the same command again (warm cache: nothing to compute; target < 2 s);
-- the peer: a plain loop of openTSNE (``n_jobs`` = all cores) and scikit-learn PCA over the representations of
-  ``--peer-runs`` run(s), independently, with no alignment, scores or cache (what one writes by hand).
+- the peer: a plain loop of openTSNE (``n_jobs`` = all cores) and scikit-learn PCA (those of ``--methods``) over
+  the representations of ``--peer-runs`` run(s), independently, with no alignment, scores or cache (what one writes by hand).
 
 Reported: wall time of the call and of the whole process (interpreter, imports), representations computed and
 cached, and peak RSS (the process and its workers).
@@ -73,7 +73,7 @@ def worker_embed(args) -> None:
     start = time.perf_counter()
     from repviz.pipeline import embed_logdir
 
-    result = embed_logdir(args.logdir, ["tsne", "pca"], jobs=args.jobs, progress=False)
+    result = embed_logdir(args.logdir, args.methods.split(","), jobs=args.jobs, progress=False)
     call = result.seconds
     print(json.dumps({"call_s": call, "process_s": time.perf_counter() - start, "computed": result.computed,
                       "cached": result.cached, "failed": len(result.failed), "peak_mb": _peak_mb(),
@@ -95,9 +95,12 @@ def worker_peer(args) -> None:
         for layer in run.layers:
             for step in run.steps(layer):
                 X = np.asarray(run.activations(layer, step), dtype=np.float32)
-                TSNE(n_jobs=os.cpu_count(), random_state=0).fit(X)
-                PCA(2, random_state=0).fit_transform(X)
-                count += 2
+                if "tsne" in args.methods:
+                    TSNE(n_jobs=os.cpu_count(), random_state=0).fit(X)
+                    count += 1
+                if "pca" in args.methods:
+                    PCA(2, random_state=0).fit_transform(X)
+                    count += 1
     print(json.dumps({"call_s": time.perf_counter() - t0, "process_s": time.perf_counter() - start,
                       "computed": count, "cached": 0, "failed": 0, "peak_mb": _peak_mb()}))
 
@@ -126,7 +129,7 @@ def spawn(mode: str, args, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, __file__, "--worker", mode, "--logdir", str(args.logdir), "--jobs", str(args.jobs),
-           "--peer-runs", str(args.peer_runs)]
+           "--peer-runs", str(args.peer_runs), "--methods", args.methods]
     start = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode:
@@ -169,6 +172,7 @@ def main() -> None:
     p.add_argument("--probe", type=int, default=2000)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--peer-runs", type=int, default=1, help="runs the peer loop covers (0: no peer)")
+    p.add_argument("--methods", default="tsne,pca", choices=["tsne,pca", "tsne", "pca"])
     p.add_argument("--worker", choices=["embed", "peer"], help=argparse.SUPPRESS)
     p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one)")
     p.add_argument("--warm-only", action="store_true",
@@ -197,15 +201,18 @@ def main() -> None:
     try:
         write_logdir(args.logdir, args)
         n = args.runs * args.layers * args.snapshots
+        methods = args.methods.split(",")
         print(f"{args.runs} runs x {args.layers} layers x {args.snapshots} snapshots x {args.probe} probes "
-              f"= {n} representations; t-SNE + PCA = {2 * n} embeddings; {cores} cores, jobs={args.jobs}")
+              f"= {n} representations; {' + '.join(methods)} = {len(methods) * n} embeddings; {cores} cores, "
+              f"jobs={args.jobs}; load average {os.getloadavg()[0]:.2f}")
         rows = [("repviz embed, cold", spawn("embed", args, cores)),
                 ("repviz embed, warm cache", spawn("embed", args, cores))]
         table = rows[0][1].pop("table")
         rows[1][1].pop("table")
         if args.peer_runs:
-            per = args.layers * args.snapshots * 2 * min(args.peer_runs, args.runs)
-            rows.append((f"openTSNE + sklearn PCA loop ({per} fits)", spawn("peer", args, cores)))
+            per = args.layers * args.snapshots * len(methods) * min(args.peer_runs, args.runs)
+            peer = " + ".join({"tsne": "openTSNE", "pca": "sklearn PCA"}[m] for m in methods)
+            rows.append((f"{peer} loop ({per} fits)", spawn("peer", args, cores)))
         head = f"{'configuration':<38} {'call (s)':>9} {'process (s)':>11} {'ms/embedding':>12} " \
                f"{'computed':>8} {'cached':>6} {'peak RSS (MB)':>13}"
         print(head)
@@ -213,7 +220,8 @@ def main() -> None:
             per_ms = 1000 * r["call_s"] / max(1, r["computed"]) if r["computed"] else float("nan")
             print(f"{name:<38} {r['call_s']:>9.2f} {r['wall_s']:>11.2f} {per_ms:>12.0f} {r['computed']:>8} "
                   f"{r['cached']:>6} {r['peak_mb']:>13.0f}")
-        print(tsne_steps(args.logdir))
+        if "tsne" in methods:
+            print(tsne_steps(args.logdir))
         print("\nquality of the last snapshot (from the cold run):\n" + table)
     finally:
         if temporary:
