@@ -323,9 +323,9 @@ def _run_meta(args) -> int:
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    random_state=args.seed, progress=bar)
-    with warnings.catch_warnings():  # the representations left out are listed below, one line each
+    with warnings.catch_warnings(), _cluster(args) as client:  # the representations left out: one line each below
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
-        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs)
+        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, client=client)
     bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:

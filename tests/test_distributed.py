@@ -19,6 +19,7 @@ from test_pipeline import make_run  # noqa: E402
 from repviz import open_logdir  # noqa: E402
 from repviz.cli import main  # noqa: E402
 from repviz.pipeline import embed_logdir, register_method  # noqa: E402
+from repviz.store import RunWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,3 +172,59 @@ def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys):
     assert err.startswith("repviz embed: Dask cluster with 2 worker(s)")
     assert main(["embed", "logs", "--method", "pca", "--jobs", "2", "--scheduler", client.scheduler.address]) == 2
     assert "jobs=2 and client= both choose where the chains run" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# meta-SNE
+# ---------------------------------------------------------------------------------------------------------------
+
+def _meta_logdir(path, steps=range(3), seed=0):
+    from test_meta import make_run as make_meta_run
+
+    return make_meta_run(path, steps=steps, seed=seed)
+
+
+def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client):
+    from repviz.meta import MetaSNE
+
+    for where in ("local", "cluster"):
+        writer = _meta_logdir(tmp_path / where / "r1")
+        _meta_logdir(tmp_path / where / "r2", steps=range(2), seed=1)
+        writer.write_activation("a", 3, np.zeros((60, 8), np.float32))  # all probes coincide: left out
+    events = []
+    meta = MetaSNE(robustness=True, block_bytes=1 << 14,  # several column blocks per Gram task
+                   progress=lambda *e: events.append(e))
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        remote = meta.fit(tmp_path / "cluster", client=client)
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        local = MetaSNE(robustness=True).fit(tmp_path / "local")
+    assert remote.keys == local.keys and len(remote) == 10
+    assert remote.info["left_out"] == local.info["left_out"]
+    assert np.abs(remote.distances - local.distances).max() <= 1e-10
+    assert abs(remote.robustness - local.robustness) <= 1e-10
+    assert {e[0] for e in events} >= {"vectors", "distances"} and ("vectors", 11, 11, "") in events
+
+    # new snapshots: only their vectors are computed (the others are banked), and their rows extend the cache
+    rng = np.random.default_rng(5)
+    new = {(lay, s): rng.normal(size=(60, 8)).astype(np.float32) for lay in ("a", "b") for s in (4, 5)}
+    for where in ("local", "cluster"):
+        w = RunWriter(tmp_path / where / "r1")
+        w.begin(open_logdir(tmp_path / where).run("r1").manifest)
+        for (lay, s), X in new.items():
+            w.write_activation(lay, s, X)
+    before = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        remote = MetaSNE(robustness=True).fit(tmp_path / "cluster", client=client)
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        local = MetaSNE(robustness=True, cache=False).fit(tmp_path / "local")
+    after = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}
+    assert len(after - before) == 4  # the four new vectors
+    assert remote.keys == local.keys and len(remote) == 14
+    assert np.abs(remote.distances - local.distances).max() <= 1e-10
+
+
+def test_cli_meta_on_a_scheduler_address(tmp_path, client, capsys):
+    _meta_logdir(tmp_path / "r1")
+    assert main(["meta", str(tmp_path), "--scheduler", client.scheduler.address]) == 0
+    out = capsys.readouterr().out
+    assert "6 representations of 60 probes" in out
