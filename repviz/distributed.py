@@ -184,11 +184,14 @@ class ProgressRelay:
         return self
 
     def __exit__(self, exc_type, *_) -> None:
+        if exc_type is not None:  # e.g. the client closed under us: that error, not this one, is the story
+            with contextlib.suppress(Exception):
+                self.client.unsubscribe_topic(self.topic)
+            return
         self.client.unsubscribe_topic(self.topic)
-        if exc_type is None:
-            with self._lock:
-                self._done = self.total
-                report(self.progress, self.stage, self.total, self.total)
+        with self._lock:
+            self._done = self.total
+            report(self.progress, self.stage, self.total, self.total)
 
 
 def in_completion_order(client, futures: list, on_lost: Callable[[Any], Any]) -> Iterator[Any]:

@@ -36,7 +36,8 @@ Parallelism
     Chains are sequential (k needs k−1); ``jobs`` worker processes (:class:`repviz.workers.WorkerPool`: spawned,
     not forked, so no numba/BLAS thread pool is copied mid-flight) take whole chains, across runs, layers and
     methods. Each worker gets ``max(1, cores // jobs)`` numba/BLAS threads, so the machine is never
-    oversubscribed. Ctrl-C stops the workers at once; what they stored is kept.
+    oversubscribed. Ctrl-C stops the workers at once; what they stored is kept. With ``client=`` (a Dask client)
+    the same chains run as Dask tasks on a cluster instead (:mod:`repviz.distributed`), storing the same files.
 
 Failures
     A representation that cannot be embedded (a dead layer whose activations are all equal, NaN or infinite values

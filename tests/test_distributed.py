@@ -4,6 +4,7 @@ killed, the shared-log-directory check, the command line."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -228,3 +229,14 @@ def test_cli_meta_on_a_scheduler_address(tmp_path, client, capsys):
     assert main(["meta", str(tmp_path), "--scheduler", client.scheduler.address]) == 0
     out = capsys.readouterr().out
     assert "6 representations of 60 probes" in out
+
+
+@pytest.mark.parametrize("spec", ["local[x]", "local[0]", "locally", ""])
+def test_a_bad_scheduler_is_one_clear_error(spec):
+    from repviz.distributed import connect
+
+    with pytest.raises(ValueError, match=r"^(--scheduler must be a scheduler address \(tcp://host:8786\) or "
+                                         r"local\[N\] \(N worker processes on this machine\)|local\[N\] needs "
+                                         rf"at least one worker); got '{re.escape(spec)}'$"):
+        with connect(spec):
+            pass
