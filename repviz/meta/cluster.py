@@ -24,11 +24,16 @@ import numpy as np
 
 from ..distributed import in_completion_order, worker_threads
 from ..progress import ProgressCallback, report
-from ..store import LogDir
+from ..store import Artifacts, LogDir
 from .bank import Gram, VectorBank, block_gram, save_vector
 from .distances import add_vectors, vector_id
 from .sources import Representation
 from .vectors import PairSample, representation_vectors
+
+
+def _bare(artifacts: Artifacts) -> Artifacts:
+    """The same directory without the headers this process has read (a task carries only the location)."""
+    return Artifacts(artifacts.root, artifacts.fallback)
 
 
 def _vectors_task(i: int, run, layer: str, step: int, label: str, targets: dict[str, tuple],
@@ -50,9 +55,10 @@ def add_vectors_on(client, logdir: LogDir, reps: list[Representation], banks: Ma
     """:func:`repviz.meta.distances.add_vectors` with the log directory's representations computed as tasks on
     ``client`` (others, such as the input landmark, here); invalid ones are left out with the reason."""
     pairs_ref = None if pairs is None else client.scatter(pairs, broadcast=True)
+    shipped = {t: _bare(bank.artifacts) for t, bank in banks.items()}
     futures, sent, here = [], [], []
     for i, rep in enumerate(reps):
-        todo = {t: (bank.artifacts, bank.length, vector_id(rep, t)) for t, bank in banks.items()
+        todo = {t: (shipped[t], bank.length, vector_id(rep, t)) for t, bank in banks.items()
                 if vector_id(rep, t) not in bank}
         if todo and rep.key[0] in logdir.runs:
             run, layer, step = rep.key
@@ -105,11 +111,12 @@ def cluster_gram(client, bank: VectorBank) -> Gram:
         workers = max(1, len(client.scheduler_info()["workers"]))
         size = max(1, math.ceil(R / math.ceil(math.sqrt(2 * workers))))
         old, new = _blocks(0, first_new, size), _blocks(first_new, R, size)
+        artifacts = _bare(bank.artifacts)
         futures = []
         for p, P in enumerate(new):
             for Q in old + new[:p + 1]:
                 cols = None if Q is P else [vids[i] for i in Q]
-                futures.append(client.submit(_gram_task, (P.start, Q.start), bank.artifacts, [vids[i] for i in P],
+                futures.append(client.submit(_gram_task, (P.start, Q.start), artifacts, [vids[i] for i in P],
                                              cols, bank.length, bank.block_bytes, pure=False,
                                              key=f"repviz-gram-{uuid.uuid4().hex}"))
         G = np.zeros((R - first_new, R))
