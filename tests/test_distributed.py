@@ -164,9 +164,9 @@ def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, cli
     assert not list((tmp_path / "logs").rglob("embeddings"))  # nothing was sent
 
 
-def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys):
+def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch):
     make_run(tmp_path / "logs" / "r1")
-    os.chdir(tmp_path)  # a relative log directory reaches the workers as an absolute path
+    monkeypatch.chdir(tmp_path)  # a relative log directory reaches the workers as an absolute path
     assert main(["embed", "logs", "--method", "pca", "--scheduler", client.scheduler.address]) == 0
     out, err = capsys.readouterr()
     assert "8 computed, 0 cached, 0 failed" in out
