@@ -29,6 +29,7 @@ import numpy as np
 
 from . import store
 from ._validation import INTEGER, NONE, Interval, Options, Rule, check_option, check_param, param_error
+from .chief import ChiefOnly
 from .datasets import thumbnails
 
 _FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -94,7 +95,7 @@ class _Output:
     sample_shape: tuple[int, ...]
 
 
-class ActivationLogger(keras.callbacks.Callback):
+class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     """Record the activations of chosen layers on a fixed probe set, before and during ``model.fit``.
 
     One instance logs one run (like ``keras.callbacks.TensorBoard(log_dir=...)``): a manifest, the probe set

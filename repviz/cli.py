@@ -15,6 +15,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 
+from .distributed import MissingExtra
 from .store import NotFoundError, open_logdir
 
 
@@ -30,6 +31,28 @@ def _add_out(p) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="write results (embeddings, meta-SNE maps) under DIR instead of the log directory, e.g. "
                         "when it is read-only; results already in DIR or in the log directory are read from both")
+
+
+def _add_scheduler(p) -> None:
+    p.add_argument("--scheduler", metavar="ADDR|local[N]",
+                   help="run on a Dask cluster: a scheduler address (tcp://host:8786) or local[N] for N worker "
+                        "processes here; the log directory must be on storage every worker sees at the same path "
+                        "(needs pip install \"repviz[dask]\")")
+
+
+@contextlib.contextmanager
+def _cluster(args) -> Iterator[object]:
+    """The Dask client of ``--scheduler`` (None without it), its dashboard link printed on stderr."""
+    if not args.scheduler:
+        yield None
+        return
+    from .distributed import connect, dashboard
+
+    with connect(args.scheduler) as client:
+        link = dashboard(client)
+        print(f"repviz {args.command}: Dask cluster with {len(client.scheduler_info()['workers'])} worker(s)"
+              f"{f', dashboard {link}' if link else ''}", file=sys.stderr, flush=True)
+        yield client
 
 
 def _add_info(sub) -> None:
@@ -105,6 +128,7 @@ def _add_embed(sub) -> None:
                    help="an estimator parameter, e.g. tsne.perplexity=50 or autoencoder.hidden=128,32 "
                         "(repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    _add_scheduler(p)
     _add_out(p)
     p.set_defaults(func=_run_embed)
 
@@ -153,10 +177,12 @@ def _run_embed(args) -> int:
         steps = None if steps is None else [int(s) for s in steps]
     except ValueError:
         raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
-    result = embed_logdir(open_logdir(args.logdir, args.out), methods=_split(args.method, "--method"),
-                          params=_parse_params(args.param), runs=_split(args.runs, "--runs"),
-                          layers=_split(args.layers, "--layers"), steps=steps, align=args.align,
-                          jobs=args.jobs, progress=False if args.no_progress else None)
+    logdir = open_logdir(args.logdir, args.out)
+    with _cluster(args) as client:
+        result = embed_logdir(logdir, methods=_split(args.method, "--method"), params=_parse_params(args.param),
+                              runs=_split(args.runs, "--runs"), layers=_split(args.layers, "--layers"),
+                              steps=steps, align=args.align, jobs=args.jobs,
+                              progress=False if args.no_progress else None, client=client)
     for line in result.failure_lines():
         print(f"repviz embed: skipped {line}", file=sys.stderr)
     print(result.table())
@@ -275,6 +301,7 @@ def _add_meta(sub) -> None:
                                   "<embedding>)")
     p.add_argument("--seed", type=int, default=0, help="seed of the pair sample and of t-SNE/SMACOF (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    _add_scheduler(p)
     _add_out(p)
     p.set_defaults(func=_run_meta)
 
@@ -296,9 +323,9 @@ def _run_meta(args) -> int:
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    random_state=args.seed, progress=bar)
-    with warnings.catch_warnings():  # the representations left out are listed below, one line each
+    with warnings.catch_warnings(), _cluster(args) as client:  # the representations left out: one line each below
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
-        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs)
+        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, client=client)
     bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:
@@ -369,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     except _Terminated:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
+    except MissingExtra as e:
+        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
         hint = " (write the results elsewhere with --out DIR)" if isinstance(e, PermissionError) and \
             "out" in args else ""

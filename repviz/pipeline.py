@@ -36,7 +36,8 @@ Parallelism
     Chains are sequential (k needs k−1); ``jobs`` worker processes (:class:`repviz.workers.WorkerPool`: spawned,
     not forked, so no numba/BLAS thread pool is copied mid-flight) take whole chains, across runs, layers and
     methods. Each worker gets ``max(1, cores // jobs)`` numba/BLAS threads, so the machine is never
-    oversubscribed. Ctrl-C stops the workers at once; what they stored is kept.
+    oversubscribed. Ctrl-C stops the workers at once; what they stored is kept. With ``client=`` (a Dask client)
+    the same chains run as Dask tasks on a cluster instead (:mod:`repviz.distributed`), storing the same files.
 
 Failures
     A representation that cannot be embedded (a dead layer whose activations are all equal, NaN or infinite values
@@ -449,9 +450,10 @@ class _CacheWalk:
     failed: list[dict] = field(default_factory=list)
     todo: list[_Todo] = field(default_factory=list)
 
-    def add_chain(self, run: Run, key: str, method: str, items: list[tuple[str, int]]) -> None:
-        """Walk one chain through the cache up to the first representation to compute."""
-        previous = None
+    def add_chain(self, run: Run, key: str, method: str, items: list[tuple[str, int]],
+                  previous: tuple[str, int] | None = None) -> None:
+        """Walk one chain through the cache up to the first representation to compute; ``previous`` is the
+        stored embedding the chain continues from (None: it starts with ``items[0]``)."""
         for i, (layer, step) in enumerate(items):
             record = run.record(layer, step)
             if run.embedding_intact(key, layer, step, record["shape"][0]):
@@ -466,6 +468,25 @@ class _CacheWalk:
                 continue
             self.todo.append(_Todo(run, items[i:], previous))
             return
+
+
+def resume(task: ChainTask) -> tuple[ChainTask | None, list[dict]]:
+    """What is left of ``task`` once what the store already holds is skipped: the task for the rest (None if
+    nothing is left) and the results of the representations skipped.
+
+    A task run a second time (a cluster retrying it after its worker died) so continues from the last snapshot
+    the first attempt stored, which counts as computed.
+    """
+    key, method = task.resolved.key, task.resolved.method.name
+    walk = _CacheWalk()
+    walk.add_chain(task.run, key, method, list(task.items), task.init_from)
+    todo = walk.todo[0] if walk.todo else None
+    left = () if todo is None else tuple(todo.items)
+    done = [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
+             "seconds": float("nan")} for layer, step in task.items[:len(task.items) - len(left)]
+            if task.run.has_embedding(key, layer, step)]
+    rest = None if todo is None else replace(task, items=left, init_from=todo.init_from)
+    return rest, done + walk.failed
 
 
 def _walk(runs: list[Run], run_chains: dict[str, list], key: str, method: str) -> _CacheWalk:
@@ -694,7 +715,7 @@ def _lost_chain(death: WorkerDied) -> list[dict]:
             else _failure(task.run.name, layer, step, method, death) for layer, step in task.items]
 
 
-def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = None) -> EmbedResult:
+def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = None, client=None) -> EmbedResult:
     """Compute what ``plan`` lists, storing every embedding as soon as it is computed.
 
     Parameters
@@ -707,6 +728,9 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
         chains run in this process.
     progress : callable, optional
         Receives ``("embed", done, total, "")`` events (:mod:`repviz.progress`).
+    client : dask.distributed.Client, optional
+        Run the chains as tasks on this Dask cluster instead (:func:`repviz.distributed.run_chains`; ``jobs``
+        must then stay 1): same results, stored by the workers in the same places.
 
     Returns
     -------
@@ -718,6 +742,14 @@ def execute(plan: Plan, *, jobs: int = 1, progress: ProgressCallback | None = No
     """
     start = time.perf_counter()
     _check_jobs(jobs, "execute")
+    if client is not None:
+        from .distributed import run_chains  # dask is an optional extra
+
+        if jobs != 1:
+            raise ValueError(f"jobs={jobs} and client= both choose where the chains run; with a Dask client, "
+                             f"the cluster's workers do (leave jobs=1)")
+        plan.write_method_notes()
+        return EmbedResult.from_plan(plan, run_chains(client, plan, progress), time.perf_counter() - start)
     plan.write_method_notes()
     cores = _cores()
     workers = max(1, min(cores if jobs == -1 else jobs, len(plan.tasks)))
@@ -743,7 +775,7 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
                  runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
                  steps: Sequence[int] | None = None, align: str = "snapshots", jobs: int = 1,
                  score_sample: int | None = 1000, progress: bool | None = None,
-                 on_progress: ProgressCallback | None = None) -> EmbedResult:
+                 on_progress: ProgressCallback | None = None, client=None) -> EmbedResult:
     """Embed every selected layer of every selected run at every snapshot, skipping what is already stored.
 
     Parameters
@@ -774,6 +806,10 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     on_progress : callable, optional
         Also receives ``(stage, done, total, message)`` events (:mod:`repviz.progress`), e.g. a
         :class:`~repviz.progress.ProgressState` that a server polls.
+    client : dask.distributed.Client, optional
+        Run one Dask task per chain on this cluster instead of local processes (``pip install "repviz[dask]"``).
+        The log directory must be on storage every worker sees at the same path (checked first); the workers
+        store the results exactly as a local run would, so either can resume the other's work.
 
     Returns
     -------
@@ -787,11 +823,16 @@ def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, d
     """
     start = time.perf_counter()
     _check_jobs(jobs, "embed_logdir")
+    if client is not None:
+        from .distributed import check_workers_see, shared_logdir
+
+        logdir = shared_logdir(logdir)
+        check_workers_see(client, logdir)
     plan = plan_embeddings(logdir, methods, params, runs=runs, layers=layers, steps=steps, align=align,
                            score_sample=score_sample)
     bar = TerminalProgress("repviz embed", enabled=progress)
     try:
-        result = execute(plan, jobs=jobs, progress=fan_out(bar, on_progress))
+        result = execute(plan, jobs=jobs, progress=fan_out(bar, on_progress), client=client)
     finally:
         bar.close()
     return replace(result, seconds=time.perf_counter() - start)

@@ -182,3 +182,17 @@ def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys):
     assert MetaResult.load(overlay, "meta-dist-chord-mds").coords.shape == (6, 2)
     assert "meta-dist-chord-mds" not in open_logdir(logs).artifact_names()
     assert main(["info", str(logs), "--out", str(out)]) == 0 and "embeddings: pca-" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["embed", "meta"])
+def test_scheduler_without_dask_names_the_extra(tmp_path, capsys, monkeypatch, command):
+    w = RunWriter(tmp_path / "r1")
+    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"d": {"stored_shape": [4, 3]}}})
+    w.write_probe(np.arange(4))
+    w.write_activation("d", 0, np.eye(4, 3, dtype=np.float32))
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed now fails, as when not installed
+    assert main([command, str(tmp_path), "--scheduler", "local[2]"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"repviz {command}: error: running on a Dask cluster needs "
+                                               f"dask.distributed, which is not installed")
+    assert err[0].endswith('install it with: pip install "repviz[dask]"')

@@ -16,12 +16,71 @@ Nearly identical vectors (1 - cos < ``near``) have their distance recomputed fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..progress import ProgressCallback, report
 from ..store import Artifacts, NotFoundError, checksum
 from . import _kernels
+
+#: ``gram(vids, first_new, progress)``: the float64 dot products (R - first_new, R) of ``vids[first_new:]`` with
+#: all of ``vids`` (the whole symmetric matrix when ``first_new`` is 0).
+Gram = Callable[[list[str], int, ProgressCallback | None], np.ndarray]
+
+
+def save_vector(artifacts: Artifacts, length: int, vid: str, vector: np.ndarray) -> None:
+    """Store one float32 vector of ``length`` (atomically) as ``<vid>.npy`` in ``artifacts``."""
+    vector = np.asarray(vector, dtype=np.float32)
+    if vector.shape != (length,):
+        raise ValueError(f"vector {vid!r} has shape {vector.shape}; this bank holds vectors of length {length}")
+    artifacts.save_array(f"{vid}.npy", vector)
+
+
+def check_vector(artifacts: Artifacts, vid: str, length: int) -> None:
+    """Refuse a stored vector that is not float32 of ``length`` (a cache written by something else)."""
+    shape, dtype = artifacts.header(f"{vid}.npy")
+    if shape != (length,) or dtype != np.float32:
+        raise ValueError(f"vector {vid!r} in {artifacts.location!r} holds {dtype} {shape}, not float32 "
+                         f"({length},); delete the directory to rebuild the cache")
+
+
+def read_columns(artifacts: Artifacts, vids: list[str], start: int, out: np.ndarray) -> None:
+    """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads (a
+    memory map would keep every page it touched resident)."""
+    for row, vid in zip(out, vids):
+        artifacts.read_into(f"{vid}.npy", row, start)
+
+
+def column_step(length: int, n_rows: int, block_bytes: int) -> int:
+    """Columns per block so that ``n_rows`` rows of a block fit ``block_bytes`` as float32 plus float64."""
+    return min(length, max(1024, block_bytes // (12 * max(1, n_rows))))
+
+
+def block_gram(artifacts: Artifacts, rows: list[str], cols: list[str] | None, length: int,
+               block_bytes: int = 256 << 20) -> np.ndarray:
+    """Dot products (len(rows), len(cols)) of two sets of stored vectors, accumulated in float64 over column
+    blocks (``cols=None``: the rows with themselves, symmetric). One task of a Gram matrix computed in blocks
+    (:mod:`repviz.meta.cluster`); memory O((rows + cols) · block)."""
+    for vid in rows + (cols or []):
+        check_vector(artifacts, vid, length)
+    both = rows if cols is None else rows + cols
+    step = column_step(length, len(both), block_bytes)
+    buf32 = np.empty(len(both) * step, dtype=np.float32)
+    buf64 = np.empty(buf32.size)
+    G = np.zeros((len(rows), len(rows)), order="F") if cols is None else np.zeros((len(rows), len(cols)))
+    for start in range(0, length, step):
+        width = min(step, length - start)
+        B32 = buf32[:len(both) * width].reshape(len(both), width)
+        read_columns(artifacts, both, start, B32)
+        B = buf64[:B32.size].reshape(B32.shape)
+        B[...] = B32  # float64: nearly identical vectors cancel in float32
+        if cols is None:
+            G = dsyrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
+        else:
+            G += B[:len(rows)] @ B[len(rows):].T
+    return np.triu(G) + np.triu(G, 1).T if cols is None else G
 
 
 class VectorBank:
@@ -85,42 +144,32 @@ class VectorBank:
 
     def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
         """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
-        vector = np.asarray(vector, dtype=np.float32)
-        if vector.shape != (self.length,):
-            raise ValueError(f"vector {vid!r} has shape {vector.shape}; this bank holds vectors of length "
-                             f"{self.length}")
-        self.artifacts.save_array(f"{vid}.npy", vector)
+        save_vector(self.artifacts, self.length, vid, vector)
         self.info[vid] = dict(info or {})
 
     def vector(self, vid: str) -> np.ndarray:
         """One stored vector, memory-mapped."""
         return self.artifacts.load_array(f"{vid}.npy")
 
-    def _check(self, vid: str) -> None:
-        if vid not in self._checked:
-            shape, dtype = self.artifacts.header(f"{vid}.npy")
-            if shape != (self.length,) or dtype != np.float32:
-                raise ValueError(f"vector {vid!r} in {self.artifacts.location!r} holds {dtype} {shape}, not "
-                                 f"float32 ({self.length},); delete the directory to rebuild the cache")
-            self._checked.add(vid)
-
     def _read_block(self, vids: list[str], start: int, out: np.ndarray) -> None:
-        """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads
-        (a memory map would keep every page it touched resident)."""
-        for row, vid in zip(out, vids):
-            self._check(vid)
-            self.artifacts.read_into(f"{vid}.npy", row, start)
+        """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors."""
+        for vid in vids:
+            if vid not in self._checked:
+                check_vector(self.artifacts, vid, self.length)
+                self._checked.add(vid)
+        read_columns(self.artifacts, vids, start, out)
 
     def _blocks(self, n_rows: int) -> range:
-        step = max(1024, self.block_bytes // (12 * max(1, n_rows)))
-        return range(0, self.length, step)
+        return range(0, self.length, column_step(self.length, n_rows, self.block_bytes))
 
     # distances ------------------------------------------------------------------------------------------------
-    def sq_chords(self, vids: list[str], progress: ProgressCallback | None = None) -> np.ndarray:
+    def sq_chords(self, vids: list[str], progress: ProgressCallback | None = None,
+                  gram: Gram | None = None) -> np.ndarray:
         """Squared chord distances ||v̂_a - v̂_b||² (R, R) float64 between the stored vectors ``vids``.
 
         Vectors not yet in the cached matrix add rows to it (time O(k · R_all · length) for k new vectors);
-        the cache is saved before returning.
+        the cache is saved before returning. ``gram`` computes the dot products of the new rows instead of this
+        process (:func:`repviz.meta.cluster.cluster_gram`); it is called as ``self._gram`` is.
         """
         missing = [v for v in vids if v not in self]
         if missing:
@@ -129,15 +178,15 @@ class VectorBank:
         cached = set(self.rows)
         new = [v for v in dict.fromkeys(vids) if v not in cached]
         if new:
-            self._extend(new, progress)
+            self._extend(new, progress, gram or self._gram)
         pos = {v: i for i, v in enumerate(self.rows)}
         ix = np.array([pos[v] for v in vids], dtype=np.intp)
         return self.chord2[np.ix_(ix, ix)]
 
-    def _extend(self, new: list[str], progress: ProgressCallback | None) -> None:
+    def _extend(self, new: list[str], progress: ProgressCallback | None, gram: Gram) -> None:
         old = len(self.rows)
         everyone = self.rows + new
-        G = self._gram(everyone, old, progress)  # (k, R_all): new rows against everyone
+        G = gram(everyone, old, progress)  # (k, R_all): new rows against everyone
         norms2 = np.concatenate([self.norms2, np.diagonal(G[:, old:]).copy()])
         cos = G / np.sqrt(norms2[old:, None] * norms2[None, :])
         cos[np.arange(len(new)), old + np.arange(len(new))] = 1.0

@@ -1,0 +1,242 @@
+"""Embedding and meta-SNE on a Dask cluster: the same stored results as locally, resumption after a worker is
+killed, the shared-log-directory check, the command line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from test_pipeline import make_run  # noqa: E402
+
+from repviz import open_logdir  # noqa: E402
+from repviz.cli import main  # noqa: E402
+from repviz.pipeline import embed_logdir, register_method  # noqa: E402
+from repviz.store import RunWriter  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def client():
+    """One LocalCluster of two single-threaded worker processes for the module; the workers import this checkout
+    (PYTHONPATH), as they would import an installed repviz."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(REPO / "tb_plugin"), old) if p)
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                      dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as c:
+            yield c
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def _stored(logdir) -> dict[tuple, tuple[np.ndarray, dict]]:
+    """Every stored embedding and its sidecar (time taken left out), by (run, key, layer, step)."""
+    out = {}
+    log = open_logdir(logdir)
+    for name, run in log.runs.items():
+        for key in run.embedding_keys():
+            for layer in run.layers:
+                for step in run.embedding_steps(key, layer):
+                    info = {k: v for k, v in run.embedding_info(key, layer, step).items() if k != "seconds"}
+                    out[name, key, layer, step] = (np.array(run.read_embedding(key, layer, step)), info)
+    return out
+
+
+def _mtimes(logdir) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in Path(logdir).rglob("embeddings/**/*.npy")}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# repviz embed
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_embed_on_the_cluster_stores_what_a_local_run_stores(tmp_path, client):
+    for where in ("local", "cluster"):
+        make_run(tmp_path / where / "r1", nan_at=(("b", 2),))
+        make_run(tmp_path / where / "r2", seed=1)
+    local = embed_logdir(tmp_path / "local", ["tsne", "pca"])
+    events = []
+    remote = embed_logdir(tmp_path / "cluster", ["tsne", "pca"], client=client,
+                          on_progress=lambda *e: events.append(e))
+    assert (remote.computed, remote.cached, remote.keys, remote.rows) == \
+           (local.computed, local.cached, local.keys, local.rows) == (30, 0, local.keys, local.rows)
+    assert sorted(remote.failure_lines()) == sorted(local.failure_lines()) and len(remote.failed) == 2
+    ours, theirs = _stored(tmp_path / "cluster"), _stored(tmp_path / "local")
+    assert ours.keys() == theirs.keys() and len(ours) == 30
+    for k, (Y, info) in ours.items():
+        assert np.array_equal(Y, theirs[k][0]), k  # bit-identical
+        assert info == theirs[k][1], k
+    assert events[0] == ("embed", 0, 32, "") and events[-1] == ("embed", 32, 32, "")
+    assert all(a[1] <= b[1] for a, b in zip(events, events[1:]))
+
+    # the same cache: a local run finds everything the cluster stored, and the other way round
+    again = embed_logdir(tmp_path / "cluster", ["tsne", "pca"])
+    assert (again.computed, again.cached) == (0, 30)
+    assert embed_logdir(tmp_path / "local", ["tsne", "pca"], client=client).computed == 0
+
+
+_SLOW = '''
+import time
+from repviz.manifold import PCA
+
+class SlowPCA(PCA):
+    def fit(self, X, y=None):
+        time.sleep(0.4)
+        return super().fit(X, y)
+'''
+
+
+def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkeypatch):
+    module = tmp_path / "repviz_slow_pca.py"
+    module.write_text(_SLOW)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    client.upload_file(str(module))
+    register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
+    make_run(tmp_path / "logs" / "r1", steps=range(10))
+    make_run(tmp_path / "fresh" / "r1", steps=range(10))
+
+    outcome = {}
+    job = threading.Thread(target=lambda: outcome.update(result=embed_logdir(tmp_path / "logs", ["slowpca"],
+                                                                             client=client)))
+    job.start()
+    deadline = time.monotonic() + 60
+    while len(_mtimes(tmp_path / "logs")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    busy = [w for w, keys in client.processing().items() if keys]
+    pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+    before = _mtimes(tmp_path / "logs")
+    os.kill(pid, signal.SIGKILL)  # as the out-of-memory killer would
+    job.join(timeout=120)
+    assert not job.is_alive()
+    result = outcome["result"]
+    assert result.failed == [] and result.computed == 20
+    after = _mtimes(tmp_path / "logs")
+    assert len(after) == 20 and all(after[p] == t for p, t in before.items())  # nothing stored was redone
+    register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+    embed_logdir(tmp_path / "fresh", ["slowpca"])
+    fresh, done = _stored(tmp_path / "fresh"), _stored(tmp_path / "logs")
+    assert fresh.keys() == done.keys()
+    for k in fresh:
+        assert np.array_equal(fresh[k][0], done[k][0]), k
+    client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
+
+
+def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, client):
+    make_run(tmp_path / "logs" / "r1")
+    worker = sorted(client.scheduler_info()["workers"])[0]
+
+    def hide():  # this worker mounts nothing at that path
+        import repviz.distributed
+        from repviz.store import NotFoundError
+
+        def missing(path, out=None):
+            raise NotFoundError(f"log directory {str(path)!r} does not exist")
+
+        repviz.distributed.open_logdir = missing
+
+    def show():
+        import repviz.distributed
+        import repviz.store
+
+        repviz.distributed.open_logdir = repviz.store.open_logdir
+
+    client.run(hide, workers=[worker])
+    try:
+        with pytest.raises(ValueError, match=rf"^Dask worker {worker} cannot see the log directory "
+                                             rf"'{tmp_path / 'logs'}' as this process does \(NotFoundError: log "
+                                             rf"directory .* does not exist\); put it on a filesystem every worker"):
+            embed_logdir(tmp_path / "logs", ["pca"], client=client)
+    finally:
+        client.run(show, workers=[worker])
+    assert not list((tmp_path / "logs").rglob("embeddings"))  # nothing was sent
+
+
+def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch):
+    make_run(tmp_path / "logs" / "r1")
+    monkeypatch.chdir(tmp_path)  # a relative log directory reaches the workers as an absolute path
+    assert main(["embed", "logs", "--method", "pca", "--scheduler", client.scheduler.address]) == 0
+    out, err = capsys.readouterr()
+    assert "8 computed, 0 cached, 0 failed" in out
+    assert err.startswith("repviz embed: Dask cluster with 2 worker(s)")
+    assert main(["embed", "logs", "--method", "pca", "--jobs", "2", "--scheduler", client.scheduler.address]) == 2
+    assert "jobs=2 and client= both choose where the chains run" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# meta-SNE
+# ---------------------------------------------------------------------------------------------------------------
+
+def _meta_logdir(path, steps=range(3), seed=0):
+    from test_meta import make_run as make_meta_run
+
+    return make_meta_run(path, steps=steps, seed=seed)
+
+
+def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client):
+    from repviz.meta import MetaSNE
+
+    for where in ("local", "cluster"):
+        writer = _meta_logdir(tmp_path / where / "r1")
+        _meta_logdir(tmp_path / where / "r2", steps=range(2), seed=1)
+        writer.write_activation("a", 3, np.zeros((60, 8), np.float32))  # all probes coincide: left out
+    events = []
+    meta = MetaSNE(robustness=True, block_bytes=1 << 14,  # several column blocks per Gram task
+                   progress=lambda *e: events.append(e))
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        remote = meta.fit(tmp_path / "cluster", client=client)
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        local = MetaSNE(robustness=True).fit(tmp_path / "local")
+    assert remote.keys == local.keys and len(remote) == 10
+    assert remote.info["left_out"] == local.info["left_out"]
+    assert np.abs(remote.distances - local.distances).max() <= 1e-10
+    assert abs(remote.robustness - local.robustness) <= 1e-10
+    assert {e[0] for e in events} >= {"vectors", "distances"} and ("vectors", 11, 11, "") in events
+
+    # new snapshots: only their vectors are computed (the others are banked), and their rows extend the cache
+    rng = np.random.default_rng(5)
+    new = {(lay, s): rng.normal(size=(60, 8)).astype(np.float32) for lay in ("a", "b") for s in (4, 5)}
+    for where in ("local", "cluster"):
+        w = RunWriter(tmp_path / where / "r1")
+        w.begin(open_logdir(tmp_path / where).run("r1").manifest)
+        for (lay, s), X in new.items():
+            w.write_activation(lay, s, X)
+    before = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        remote = MetaSNE(robustness=True).fit(tmp_path / "cluster", client=client)
+    with pytest.warns(RuntimeWarning, match="left out 1 representation"):
+        local = MetaSNE(robustness=True, cache=False).fit(tmp_path / "local")
+    after = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}
+    assert len(after - before) == 4  # the four new vectors
+    assert remote.keys == local.keys and len(remote) == 14
+    assert np.abs(remote.distances - local.distances).max() <= 1e-10
+
+
+def test_cli_meta_on_a_scheduler_address(tmp_path, client, capsys):
+    _meta_logdir(tmp_path / "r1")
+    assert main(["meta", str(tmp_path), "--scheduler", client.scheduler.address]) == 0
+    out = capsys.readouterr().out
+    assert "6 representations of 60 probes" in out
+
+
+@pytest.mark.parametrize("spec", ["local[x]", "local[0]", "locally", ""])
+def test_a_bad_scheduler_is_one_clear_error(spec):
+    from repviz.distributed import connect
+
+    with pytest.raises(ValueError, match=r"^(--scheduler must be a scheduler address \(tcp://host:8786\) or "
+                                         r"local\[N\] \(N worker processes on this machine\)|local\[N\] needs "
+                                         rf"at least one worker); got '{re.escape(spec)}'$"):
+        with connect(spec):
+            pass
