@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-from .distributed import MissingExtra
+from .distributed import MissingExtra, SchedulerUnreachable
 from .store import NotFoundError, open_logdir
 
 
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     except _Terminated:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
-    except MissingExtra as e:
+    except (MissingExtra, SchedulerUnreachable) as e:
         print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2
     except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback

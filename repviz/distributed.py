@@ -43,6 +43,10 @@ class MissingExtra(ImportError):
     """An optional dependency is not installed; the message says which extra installs it."""
 
 
+class SchedulerUnreachable(ConnectionError):
+    """No Dask scheduler answered at the address given; the message names it and what to check."""
+
+
 def require_distributed():
     """``dask.distributed``, or :class:`MissingExtra` saying which extra installs it."""
     try:
@@ -54,8 +58,9 @@ def require_distributed():
 
 
 @contextlib.contextmanager
-def connect(scheduler: str) -> Iterator[Any]:
-    """A Dask client for ``scheduler``, closed (with its cluster) when the block ends.
+def connect(scheduler: str, *, timeout: str = "20s") -> Iterator[Any]:
+    """A Dask client for ``scheduler``, closed (with its cluster) when the block ends; a scheduler address that
+    does not answer within ``timeout`` raises :class:`SchedulerUnreachable`.
 
     ``scheduler`` is an address (``tcp://host:8786``, a scheduler file's address) or ``local[N]``: a
     :class:`LocalCluster` of N single-threaded worker processes on this machine (``local``: one per core).
@@ -66,7 +71,14 @@ def connect(scheduler: str) -> Iterator[Any]:
         if not scheduler.strip() or scheduler.startswith("local"):
             raise ValueError(f"--scheduler must be a scheduler address (tcp://host:8786) or local[N] (N worker "
                              f"processes on this machine); got {scheduler!r}")
-        with distributed.Client(scheduler.strip()) as client:
+        address = scheduler.strip()
+        try:
+            client = distributed.Client(address, timeout=timeout)
+        except OSError as e:  # refused, unknown host, or no answer within the timeout
+            raise SchedulerUnreachable(f"no Dask scheduler answered at {address} within {timeout} ({e}); check "
+                                       f"the address and that the scheduler is running and reachable from "
+                                       f"here") from None
+        with client:
             yield client
         return
     n = int(match.group(1)) if match.group(1) else _cores()

@@ -240,3 +240,17 @@ def test_a_bad_scheduler_is_one_clear_error(spec):
                                          rf"at least one worker); got '{re.escape(spec)}'$"):
         with connect(spec):
             pass
+
+
+def test_an_unreachable_scheduler_is_one_clear_error(tmp_path, capsys):
+    import socket
+
+    from repviz.distributed import SchedulerUnreachable, connect
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(SchedulerUnreachable, match=rf"^no Dask scheduler answered at {re.escape(address)} "
+                                                       r"within 1s \("):
+            with connect(address, timeout="1s"):
+                pass
