@@ -453,6 +453,64 @@ def test_conv_pooling_and_projection(tmp_path):
     assert projected.layer_info("conv")["reduction"]["in_width"] == 2704
 
 
+def _conv_net(functional: bool):
+    """Conv(relu) -> ReLU -> Activation(relu) -> pool -> Flatten -> Conv-free head; conv2 (linear) -> ReLU."""
+    L = keras.layers
+    stack = [L.Conv2D(4, 3, activation="relu", name="conv"), L.ReLU(name="relu"), L.Activation("relu", name="act"),
+             L.MaxPooling2D(name="pool"), L.Conv2D(4, 3, name="conv2"), L.ReLU(name="relu2"),
+             L.Activation("linear", name="ident"), L.Flatten(name="flat"), L.Dense(2, activation="softmax", name="out")]
+    if not functional:
+        return keras.Sequential([keras.Input((28, 28, 1)), *stack])
+    inp = keras.Input((28, 28, 1))
+    h = inp
+    for layer in stack:
+        h = layer(h)
+    return keras.Model(inp, h)
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_default_layers_record_no_tensor_twice(tmp_path, functional, capsys):
+    keras.utils.set_random_seed(0)
+    x, y = _images(64)
+    model = _conv_net(functional)
+    run = _fit(model, tmp_path / "run", x[..., None], y, epochs=1)
+    # relu and act repeat conv (ReLU is idempotent); ident repeats relu2; conv2 is linear, so relu2 is new.
+    assert run.layers == ["conv", "pool", "conv2", "relu2", "out"]
+    skipped = run.manifest["skipped"]
+    assert set(skipped) == {"relu", "act", "ident"}
+    assert "same tensor as 'conv'" in skipped["act"] and "same tensor as 'relu2'" in skipped["ident"]
+    # The pooled maps that Flatten reshapes are recorded once, under the pooling layer (a reshape is never
+    # in the default set), whole and in Flatten's order.
+    head = keras.Model(model.inputs, model.get_layer("relu2").output)
+    np.testing.assert_allclose(run.activations("relu2", 1), head.predict(x[:N, ..., None], verbose=0)
+                               .reshape(N, -1), rtol=1e-5, atol=1e-6)
+    from repviz.cli import main
+
+    assert main(["info", str(tmp_path)]) == 0
+    assert "act                              not recorded: same tensor as 'conv'" in capsys.readouterr().out
+    named = _fit(_conv_net(functional), tmp_path / "named", x[..., None], y, epochs=1, layers=["conv", "relu"])
+    assert named.layers == ["conv", "relu"] and "skipped" not in named.manifest  # what is named is recorded
+
+
+def test_a_failed_background_write_surfaces_on_the_training_thread(tmp_path, monkeypatch):
+    from repviz import store
+
+    write = store.RunWriter.write_activation
+
+    def failing(self, layer, step, array, **info):
+        if step == 1:
+            raise OSError(28, "No space left on device")
+        return write(self, layer, step, array, **info)
+
+    monkeypatch.setattr(store.RunWriter, "write_activation", failing)
+    x, y = _images()
+    with pytest.raises(OSError, match="No space left") as caught:
+        _fit(_mlp(), tmp_path / "run", x, y, epochs=3)
+    assert any("background writer" in note for note in caught.value.__notes__)
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0] and run.prediction_steps() == [0]  # nothing stored after the failed snapshot
+
+
 def test_float16_storage(tmp_path, mlp_run):
     run32 = mlp_run[0]
     x, y = _images()
