@@ -60,7 +60,8 @@ def worker(args) -> None:
     keras.utils.set_random_seed(0)
     model = build(args.model)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    callbacks, logdir, spent = [], tempfile.mkdtemp(prefix="bench_capture_"), {"setup": 0.0, "snapshots": []}
+    callbacks, logdir = [], tempfile.mkdtemp(prefix="bench_capture_")
+    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0}
     if MODES[args.mode]:
         logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **MODES[args.mode])
         begin, snapshot, end = logger.on_train_begin, logger._snapshot, logger.on_train_end
@@ -81,6 +82,17 @@ def worker(args) -> None:
             spent["setup"] += time.perf_counter() - t
 
         logger.on_train_begin, logger._snapshot, logger.on_train_end = timed_begin, timed_snapshot, timed_end
+        if hasattr(logger, "_write_snapshot"):  # writes on a background thread: its CPU time
+            write = logger._write_snapshot
+
+            def timed_write(*a, **k):
+                t = time.thread_time()
+                try:
+                    return write(*a, **k)
+                finally:
+                    spent["writer"] += time.thread_time() - t
+
+            logger._write_snapshot = timed_write
         callbacks.append(logger)
     rss_start = _reset_peak_rss()
     t0 = time.perf_counter()
@@ -155,7 +167,7 @@ def main() -> None:
     print(f"MNIST {args.rows:,} train, batch 128, {args.epochs} epochs, probe {args.probe}, {args.threads} threads, "
           f"one process per run, median of {args.repeats} alternating runs")
     head = (f"{'model':<5} {'capture':<17} {'fit s':>7} {'vs plain':>9} {'snap':>5} {'in logger':>13} "
-            f"{'fixed':>6} {'per snap':>9} {'+RSS':>7} {'disk/snap':>10} {'load':>5}")
+            f"{'fixed':>6} {'per snap':>9} {'writer':>7} {'+RSS':>7} {'disk/snap':>10} {'load':>5}")
     print(head + "\n" + "-" * len(head))
     for model in args.models.split(","):
         rounds = []
@@ -168,7 +180,7 @@ def main() -> None:
             rss = float(np.median([r["rss"] for r in rs]))
             if mode == "plain":
                 base_rss = rss
-                print(f"{model:<5} {mode:<17} {wall:7.1f} {'-':>9} {'-':>5} {'-':>13} {'-':>6} {'-':>9} "
+                print(f"{model:<5} {mode:<17} {wall:7.1f} {'-':>9} {'-':>5} {'-':>13} {'-':>6} {'-':>9} {'-':>7} "
                       f"{rss / 2**20:4.0f} MB {'-':>10} {load:5.2f}", flush=True)
                 continue
             # vs plain: median over rounds of (fit with logger / the same round's plain fit) - 1
@@ -178,15 +190,17 @@ def main() -> None:
             setup = float(np.median([r["setup"] for r in rs]))
             steady = float(np.median([np.median(r["snapshots"][1:] or r["snapshots"]) for r in rs]))
             per_disk = float(np.median([r["snapshot_bytes"] / max(len(r["snapshots"]), 1) for r in rs]))
+            writer = float(np.median([r["writer"] for r in rs]))
             print(f"{model:<5} {mode:<17} {wall:7.1f} {100 * vs:+8.1f}% {snaps:>5} "
-                  f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s "
+                  f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s "
                   f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
             for r in rs:
                 if "embed_lag" in r:
                     print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
     print("fit s: median fit wall time; vs plain: the fit's overhead against the plain fit of the same round "
           "(targets: every epoch <= 3%, every 50 batches on the CNN <= 10%); in logger: set-up, all snapshots and the final wait "
-          "measured on the training thread, and its share of the fit; fixed: set-up and final wait; per snap: median snapshot after the first; "
+          "measured on the training thread, and its share of the fit; fixed: set-up and final wait; per snap: median snapshot after the first; writer: CPU time of the background "
+          "writer thread (0 when writes happen inside the snapshots); "
           "+RSS: peak RSS during the fit over the plain fit's (target <= 150 MB); disk/snap: activations and "
           "predictions written per snapshot (target <= 12 MB for the CNN); load: 1-min load average at start")
 
