@@ -148,7 +148,7 @@ class ActivationLogger(keras.callbacks.Callback):
         near ``projection_dim``.
     projection_dim : int, default=256
         Width after the sketch; at most ``max_width``. Distances change by at most about
-        ``1 / sqrt(2 * projection_dim)`` (4.4% at 256, 3.1% at 512; a median relative error of 2.4-3.8% at 256
+        ``1 / sqrt(2 * projection_dim)`` (4.4% at 256, 3.1% at 512; a median relative error of 2.4-3.9% at 256
         on the conv and pooling layers of an MNIST CNN, see ``benchmarks/bench_reduction.py``); the disk per
         snapshot grows with it (2,000 probes x 256 float32 = 2 MB per wide layer).
     pooling : {None, "avg", "max"}, default=None
