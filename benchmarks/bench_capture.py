@@ -1,16 +1,18 @@
-"""Cost of ActivationLogger during model.fit: wall time, overhead and peak memory, with and without capture.
+"""Cost of ActivationLogger during model.fit: the fit's wall time with the logger against a plain fit.
 
     python benchmarks/bench_capture.py [--mnist PATH] [--epochs 3] [--probe 2000] [--models mlp,cnn]
+                                       [--modes "every epoch,every 50 batches"] [--repeats 3] [--rows 60000]
 
 An MLP (784-256-128-10) and a small CNN (conv16-pool-conv32-pool-dense128-dense10) train on the 60,000 MNIST
-training digits, each configuration in its own process: a plain fit, a fit capturing every epoch (the default
-layers, 2,000 probe digits), and one capturing every 50 batches. Reported per configuration: fit wall time, the
-time spent inside snapshots and its share of the fit, the overhead against the plain fit, peak RSS during the
-fit (the data loading's peak is reset away) and its excess over the plain fit, the number of snapshots and the
-bytes written. Targets: epoch-end capture <= 3% of
-fit time; peak RSS <= plain + 150 MB whatever the number of snapshots. The last configuration also embeds each
-snapshot with t-SNE while training runs (``embed="tsne"``, a background process at the lowest priority): its
-"vs plain" is what that costs the fit, and the time the embedding needs after the fit ends is printed below.
+training digits, each fit in its own process: a plain fit, a fit capturing every epoch (the default layers,
+2,000 probe digits) and one capturing every 50 batches, alternated for ``--repeats`` rounds (medians reported).
+Per configuration: the fit's wall time and its overhead against the plain fit of the same round (what a user
+feels: set-up, snapshots and the final wait for the background writer included), the time spent inside the
+logger on the training thread, the median snapshot, peak RSS during the fit (the data loading's peak is reset
+away) over the plain fit's, the bytes written per snapshot and the load average when the row started (the
+machine may be shared). Targets: every epoch <= 3% of the fit time (MLP and CNN), every 50 batches on the CNN
+<= 10%, <= 12 MB per CNN snapshot, peak RSS <= plain + 150 MB. The mode "every epoch, tsne" also embeds each
+snapshot with t-SNE while training runs (``embed="tsne"``, a background process at the lowest priority).
 """
 
 from __future__ import annotations
@@ -51,16 +53,18 @@ def worker(args) -> None:
 
     with np.load(args.mnist, allow_pickle=False) as f:
         x, y, xt, yt = (f[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    x, y = x[: args.rows], y[: args.rows]
     x = x[..., None].astype(np.float32)
     x /= 255
     probe = ((xt[: args.probe, ..., None] / 255.0).astype(np.float32), yt[: args.probe])
     keras.utils.set_random_seed(0)
     model = build(args.model)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    callbacks, logdir, spent = [], tempfile.mkdtemp(prefix="bench_capture_"), {"setup": 0.0, "snapshots": []}
+    callbacks, logdir = [], tempfile.mkdtemp(prefix="bench_capture_")
+    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0}
     if MODES[args.mode]:
         logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **MODES[args.mode])
-        begin, snapshot = logger.on_train_begin, logger._snapshot
+        begin, snapshot, end = logger.on_train_begin, logger._snapshot, logger.on_train_end
 
         def timed_begin(*a, **k):  # planning: dry run, manifest, probe, projection matrices
             t = time.perf_counter()
@@ -72,7 +76,23 @@ def worker(args) -> None:
             snapshot(*a, **k)
             spent["snapshots"].append(time.perf_counter() - t)
 
-        logger.on_train_begin, logger._snapshot = timed_begin, timed_snapshot
+        def timed_end(*a, **k):  # waits for the snapshots still being written
+            t = time.perf_counter()
+            end(*a, **k)
+            spent["setup"] += time.perf_counter() - t
+
+        logger.on_train_begin, logger._snapshot, logger.on_train_end = timed_begin, timed_snapshot, timed_end
+        if hasattr(logger, "_write_snapshot"):  # writes on a background thread: its CPU time
+            write = logger._write_snapshot
+
+            def timed_write(*a, **k):
+                t = time.thread_time()
+                try:
+                    return write(*a, **k)
+                finally:
+                    spent["writer"] += time.thread_time() - t
+
+            logger._write_snapshot = timed_write
         callbacks.append(logger)
     rss_start = _reset_peak_rss()
     t0 = time.perf_counter()
@@ -83,8 +103,10 @@ def worker(args) -> None:
         callbacks[0].wait_embeddings()
         spent["embed_lag"] = time.perf_counter() - t
     disk = sum(p.stat().st_size for p in Path(logdir).rglob("*") if p.is_file())
+    snapshot_bytes = sum(p.stat().st_size for d in ("activations", "predictions")
+                         for p in Path(logdir).glob(f"run/plugins/repviz/{d}/**/*") if p.is_file())
     shutil.rmtree(logdir)
-    print(json.dumps({"wall": wall, **spent, "disk": disk,
+    print(json.dumps({"wall": wall, **spent, "disk": disk, "snapshot_bytes": snapshot_bytes,
                       "rss": _peak_rss(), "rss_start": rss_start, "accuracy": history.history["accuracy"][-1]}))
 
 
@@ -113,11 +135,12 @@ def run_one(model: str, mode: str, args) -> dict:
            "OMP_NUM_THREADS": str(args.threads), "TF_NUM_INTRAOP_THREADS": str(args.threads),
            "TF_NUM_INTEROP_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, __file__, "--worker", "--model", model, "--mode", mode, "--mnist", args.mnist,
-           "--epochs", str(args.epochs), "--probe", str(args.probe)]
+           "--epochs", str(args.epochs), "--probe", str(args.probe), "--rows", str(args.rows)]
+    load = os.getloadavg()[0]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"{model}/{mode} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def main() -> None:
@@ -125,7 +148,11 @@ def main() -> None:
     p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--probe", type=int, default=2000)
+    p.add_argument("--rows", type=int, default=60000, help="training rows (fewer for a quick look)")
     p.add_argument("--models", default="mlp,cnn")
+    p.add_argument("--modes", default="every epoch,every 50 batches",
+                   help=f"comma-separated capture modes besides the plain fit, from {list(MODES)[1:]}")
+    p.add_argument("--repeats", type=int, default=3, help="rounds of alternating runs; medians are reported")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -133,36 +160,49 @@ def main() -> None:
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    print(f"MNIST 60,000 train, batch 128, {args.epochs} epochs, probe {args.probe}, {args.threads} threads, "
-          f"one process per row")
-    head = (f"{'model':<5} {'capture':<17} {'fit s':>7} {'snap':>5} {'in logger':>13} {'per snap':>9} "
-            f"{'epoch-end':>9} {'vs plain':>9} {'peak RSS':>9} {'+RSS':>7} {'disk':>7}")
+    modes = ["plain", *(m.strip() for m in args.modes.split(",") if m.strip())]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise SystemExit(f"unknown --modes {unknown}; choose from {list(MODES)[1:]}")
+    print(f"MNIST {args.rows:,} train, batch 128, {args.epochs} epochs, probe {args.probe}, {args.threads} threads, "
+          f"one process per run, median of {args.repeats} alternating runs")
+    head = (f"{'model':<5} {'capture':<17} {'fit s':>7} {'vs plain':>9} {'snap':>5} {'in logger':>13} "
+            f"{'fixed':>6} {'per snap':>9} {'writer':>7} {'+RSS':>7} {'disk/snap':>10} {'load':>5}")
     print(head + "\n" + "-" * len(head))
     for model in args.models.split(","):
-        base = None
-        for mode in MODES:
-            r = run_one(model, mode, args)
-            base = base or r
-            snaps = r.get("snapshots", [])
-            if snaps:
-                total = r["setup"] + sum(snaps)
-                share = f"{total:.2f} s {100 * total / r['wall']:4.1f}%"
-                steady = float(np.median(snaps[1:] or snaps))  # without the first (compiles the capture)
-                per_epoch = (r["wall"] - total) / args.epochs  # the fit's own epoch time
-                epoch_end = f"{100 * steady / per_epoch:.1f}%" if mode == "every epoch" else "-"
-                per = f"{steady:.2f} s"
-            else:
-                share = per = epoch_end = "-"
-            vs = f"{100 * (r['wall'] / base['wall'] - 1):+.1f}%" if r is not base else "-"
-            plus = f"{(r['rss'] - base['rss']) / 2**20:+.0f} MB" if r is not base else "-"
-            print(f"{model:<5} {mode:<17} {r['wall']:7.1f} {len(snaps) or '-':>5} {share:>13} {per:>9} "
-                  f"{epoch_end:>9} {vs:>9} {r['rss'] / 2**20:6.0f} MB {plus:>7} {r['disk'] / 2**20:4.0f} MB",
-                  flush=True)
-            if "embed_lag" in r:
-                print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
-    print("in logger: setup + all snapshots, share of fit time; per snap: median snapshot after the first; "
-          "epoch-end: that over the mean epoch time (target <= 3%); vs plain: fit time against the plain fit "
-          "(noisy on a shared machine); +RSS: peak RSS during fit over the plain fit's (target <= 150 MB)")
+        rounds = []
+        for _ in range(args.repeats):  # alternate the modes, so a burst of load hits them alike
+            rounds.append({mode: run_one(model, mode, args) for mode in modes})
+        for mode in modes:
+            rs = [r[mode] for r in rounds]
+            wall = float(np.median([r["wall"] for r in rs]))
+            load = float(np.median([r["load"] for r in rs]))
+            rss = float(np.median([r["rss"] for r in rs]))
+            if mode == "plain":
+                base_rss = rss
+                print(f"{model:<5} {mode:<17} {wall:7.1f} {'-':>9} {'-':>5} {'-':>13} {'-':>6} {'-':>9} {'-':>7} "
+                      f"{rss / 2**20:4.0f} MB {'-':>10} {load:5.2f}", flush=True)
+                continue
+            # vs plain: median over rounds of (fit with logger / the same round's plain fit) - 1
+            vs = float(np.median([r[mode]["wall"] / r["plain"]["wall"] - 1 for r in rounds]))
+            snaps = len(rs[0]["snapshots"])
+            spent = float(np.median([r["setup"] + sum(r["snapshots"]) for r in rs]))
+            setup = float(np.median([r["setup"] for r in rs]))
+            steady = float(np.median([np.median(r["snapshots"][1:] or r["snapshots"]) for r in rs]))
+            per_disk = float(np.median([r["snapshot_bytes"] / max(len(r["snapshots"]), 1) for r in rs]))
+            writer = float(np.median([r["writer"] for r in rs]))
+            print(f"{model:<5} {mode:<17} {wall:7.1f} {100 * vs:+8.1f}% {snaps:>5} "
+                  f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s "
+                  f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
+            for r in rs:
+                if "embed_lag" in r:
+                    print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
+    print("fit s: median fit wall time; vs plain: the fit's overhead against the plain fit of the same round "
+          "(targets: every epoch <= 3%, every 50 batches on the CNN <= 10%); in logger: set-up, all snapshots and the final wait "
+          "measured on the training thread, and its share of the fit; fixed: set-up and final wait; per snap: median snapshot after the first; writer: CPU time of the background "
+          "writer thread (0 when writes happen inside the snapshots); "
+          "+RSS: peak RSS during the fit over the plain fit's (target <= 150 MB); disk/snap: activations and "
+          "predictions written per snapshot (target <= 12 MB for the CNN); load: 1-min load average at start")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ Dropout is off and BatchNorm statistics are untouched), in batches, while the ch
 temporarily wrapped to keep its outputs. Unlike a side model over ``layer.output``, this reaches layers of
 subclassed models and of nested models, sees every call of a layer that is called twice, and every output of a
 multi-output layer. Each output is flattened per sample, reduced on the backend side when wide (global pooling on
-request, then a seeded Gaussian random projection fixed for the run) and streamed to disk through
-:mod:`repviz.store`, so memory does not grow with the number of snapshots.
+request, then a seeded count sketch fixed for the run, :mod:`repviz._reduction`) and handed to a background thread
+that writes it through :mod:`repviz.store` while training goes on (at most two snapshots in flight, so memory does
+not grow with the number of snapshots).
 
 This is the only Keras-aware module of repviz.
 """
@@ -16,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import queue
 import subprocess
+import threading
 import time
 import warnings
 import zlib
@@ -27,7 +30,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import store
+from . import _reduction, store
 from ._validation import INTEGER, NONE, Interval, Options, Rule, check_option, check_param, param_error
 from .chief import ChiefOnly
 from .datasets import thumbnails
@@ -80,8 +83,9 @@ class _Capture:
     output: int
     sample_shape: tuple[int, ...]
     pooling: str | None
-    flat_width: int  # columns after pooling, before projection
-    projection: Any  # backend tensor (flat_width, dim) or None
+    flat_width: int  # columns after pooling, before the random reduction
+    sketch: Any  # count sketch: backend tensors (index, signs), or None
+    projection: Any  # Gaussian projection of runs recorded before the count sketch: (flat_width, dim), or None
     reduction: dict
     width: int  # stored columns
 
@@ -118,7 +122,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         layer and returns True to keep it. None keeps the layers whose output is a representation: Dense,
         EinsumDense, Embedding, every convolution, pooling, activation layers (Activation, ReLU, LeakyReLU,
         PReLU, ELU, Softmax) and RNN layers; it skips Dropout, Flatten, Reshape, normalisation, merging and
-        Input layers, whose output is (nearly) a copy of another's. A layer called several times is recorded
+        Input layers, whose output is (nearly) a copy of another's, and records no tensor twice (see
+        :func:`_duplicates`; ``repviz info`` lists what was skipped and why). A layer called several times is recorded
         once per call as ``name#0``, ``name#1``, ...; a layer with several outputs as ``name:0``, ``name:1``, ...
     freq : int or list of int, default=1
         Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch).
@@ -134,16 +139,19 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         Storage type. Activations are computed in float32 whatever the model's precision (mixed-precision
         outputs are upcast, not reinterpreted); float16 halves the disk use and stores values beyond +-65504
         as inf, which the record counts and a warning reports.
-    max_width : int, default=4096
-        Outputs whose flattened width exceeds this are reduced by a Gaussian random projection to
-        ``projection_dim`` columns (Johnson-Lindenstrauss: pairwise distances kept within a few per cent, which
-        is what every embedding here uses). The matrix is seeded per layer and fixed for the run, so snapshots
-        stay comparable; it is held in memory (``in_width * projection_dim * 4`` bytes).
-    projection_dim : int, default=512
-        Width after projection; at most ``max_width``. Distances change by about ``1 / sqrt(2 * projection_dim)``
-        (3% at 512, 2% at 1024). Cost per snapshot: ``n_probe * in_width * projection_dim`` multiply-adds, about
-        0.25 s for 2,000 x 10,816 -> 512 on two CPU cores: for small CNNs this dominates the capture, hence the
-        default.
+    max_width : int, default=None
+        Outputs whose flattened width exceeds this are reduced to ``projection_dim`` columns by a count sketch
+        (each column added with a random sign to one of ``projection_dim`` columns: a sparse Johnson-Lindenstrauss
+        transform that keeps pairwise distances, which is what every embedding here uses, at the cost of one
+        pass over the row). It is seeded per layer and fixed for the run, so snapshots stay comparable, and
+        recorded in the manifest; a resumed run keeps the reduction each layer was recorded with (also the
+        Gaussian projection of runs recorded before). None means ``2 * projection_dim``, so stored widths stay
+        near ``projection_dim``.
+    projection_dim : int, default=256
+        Width after the sketch; at most ``max_width``. Distances change by at most about
+        ``1 / sqrt(2 * projection_dim)`` (4.4% at 256, 3.1% at 512; a median relative error of 2.4-3.9% at 256
+        on the conv and pooling layers of an MNIST CNN, see ``benchmarks/bench_reduction.py``); the disk per
+        snapshot grows with it (2,000 probes x 256 float32 = 2 MB per wide layer).
     pooling : {None, "avg", "max"}, default=None
         Global pooling over the spatial axes of maps of rank >= 3 (channel last) before anything else: a
         (H, W, C) map becomes C values.
@@ -181,8 +189,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         return super().__new__(cls)
 
     def __init__(self, log_dir, probe, *, layers=None, freq: int | Sequence[int] | None = None,
-                 batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int = 4096,
-                 projection_dim: int = 512, pooling: str | None = None, batch_size: int = 256, seed: int = 0,
+                 batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int | None = None,
+                 projection_dim: int = 256, pooling: str | None = None, batch_size: int = 256, seed: int = 0,
                  prediction_output: str | None = None, embed: str | Sequence[str] | None = None):
         super().__init__()
         self.log_dir = log_dir
@@ -197,9 +205,10 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self.freq = _check_freq(1 if freq is None else freq)
         self.batch_freq = check_param(batch_freq, [_POSITIVE, NONE], "batch_freq", "ActivationLogger")
         self.dtype = np.dtype(check_option(dtype, ("float32", "float16"), "dtype", "ActivationLogger"))
-        for name, value in (("max_width", max_width), ("projection_dim", projection_dim),
-                            ("batch_size", batch_size)):
+        check_param(max_width, [_POSITIVE, NONE], "max_width", "ActivationLogger")
+        for name, value in (("projection_dim", projection_dim), ("batch_size", batch_size)):
             check_param(value, [_POSITIVE], name, "ActivationLogger")
+        max_width = 2 * projection_dim if max_width is None else max_width
         if projection_dim > max_width:
             raise ValueError(f"projection_dim ({projection_dim}) must not exceed max_width ({max_width}): a "
                              f"projection would then widen the layers it is meant to shrink.")
@@ -224,7 +233,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                 0 < f <= epochs for f in self.freq):
             warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
                           f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
-        self._captures, self._outputs = self._plan(self.model)
+        recorded = (self._writer.stored_manifest() or {}).get("layers") or {}
+        self._captures, self._outputs = self._plan(self.model, recorded)
         self._writer.begin(self._manifest(self.model))
         try:
             self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
@@ -236,6 +246,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
 
             self._follower = follow.start(*self._writer.reader_location(), self.embed)
         self._run_fn = None  # compiled on the first snapshot
+        self._background = _BackgroundWriter()
         self._first = True
         self._epoch = 0
         self._batches = 0
@@ -260,8 +271,11 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             self._snapshot(step, epoch=step)
 
     def on_train_end(self, logs=None):
-        self._writer.update_manifest(finished=time.time())
-        self._end_follower()
+        try:
+            self._report(self._background.close())  # waits for the snapshots still being written
+        finally:
+            self._writer.update_manifest(finished=time.time())
+            self._end_follower()
 
     def wait_embeddings(self, timeout: float | None = None) -> bool:
         """Wait until the background embedding of ``embed=`` has embedded every stored snapshot and exited (at most
@@ -287,7 +301,9 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     # ---------------------------------------------------------------------------------------------------------
     # Planning: which tensors, how reduced (checked on a 2-row dry run, before the first epoch)
     # ---------------------------------------------------------------------------------------------------------
-    def _plan(self, model) -> tuple[list[_Capture], list[_Output]]:
+    def _plan(self, model, recorded: dict) -> tuple[list[_Capture], list[_Output]]:
+        """The tensors to record and how each is reduced; a layer ``recorded`` before (in the manifest of the run
+        this fit continues) keeps its reduction."""
         paths = dict(_walk(model))
         chosen, explicit = _select_layers(paths, self.layers_spec)
         _check_input_shapes(model, self._x)
@@ -301,8 +317,11 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             raise ValueError(f"the probe (inputs of shape {_shapes(self._x)}) does not fit model "
                              f"{model.name!r}: running the model on it failed with {type(e).__name__}: {e}"
                              ) from e
+        self._skipped = _duplicates(chosen, calls) if self.layers_spec is None else {}
         captures = []
         for path, layer in chosen:
+            if path in self._skipped:
+                continue
             results = calls[id(layer)]
             if not results and path in explicit:
                 raise ValueError(f"layer {path!r} is not called when model {model.name!r} runs on the probe, so "
@@ -312,7 +331,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                 batched = [i for i, t in enumerate(flat) if _is_batched(t, n_head)]
                 for o, i in enumerate(batched):
                     name = path + (f"#{c}" if len(results) > 1 else "") + (f":{o}" if len(batched) > 1 else "")
-                    captures.append(self._capture(name, path, layer, c, i, tuple(flat[i].shape[1:])))
+                    captures.append(self._capture(name, path, layer, c, i, tuple(flat[i].shape[1:]),
+                                                  recorded.get(name)))
         if not captures:
             raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "
                              f"on the probe; available layers: {store._choices(paths)}")
@@ -331,22 +351,36 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                                f"({store._choices(names)})", choice)
         return primary + [o for o in found if o.name != choice]
 
-    def _capture(self, name: str, path: str, layer, call: int, output: int, shape: tuple[int, ...]) -> _Capture:
+    def _capture(self, name: str, path: str, layer, call: int, output: int, shape: tuple[int, ...],
+                 recorded: dict | None = None) -> _Capture:
+        if recorded and recorded.get("output_shape") == [None, *shape]:
+            reduction = recorded.get("reduction") or {"kind": "none"}  # resumed: snapshots stay comparable
+        else:
+            reduction = self._new_reduction(name, shape)
+        kind = reduction["kind"]
+        pooling = reduction.get("before", kind)
+        pooling = pooling[len("global_"):-len("_pooling")] if pooling.startswith("global_") else None
+        width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
+        sketch = projection = None
+        if kind == _reduction.COUNT_SKETCH:
+            sketch = tuple(keras.ops.convert_to_tensor(a) for a in
+                           _reduction.count_sketch_plan(width, reduction["dim"], reduction["seed"]))
+        elif kind == _reduction.GAUSSIAN:
+            projection = keras.ops.convert_to_tensor(
+                _reduction.gaussian_matrix(width, reduction["dim"], reduction["seed"]))
+        stored = reduction["dim"] if sketch is not None or projection is not None else width
+        return _Capture(name, path, layer, call, output, shape, pooling, width, sketch, projection, reduction,
+                        stored)
+
+    def _new_reduction(self, name: str, shape: tuple[int, ...]) -> dict:
+        """The reduction of a layer recorded for the first time, as the manifest stores it."""
         pooling = self.pooling if self.pooling and len(shape) >= 2 else None
         width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
         reduction: dict = {"kind": f"global_{pooling}_pooling", "dim": width} if pooling else {"kind": "none"}
-        projection = None
-        if width > self.max_width:
-            stream = zlib.crc32(name.encode())
-            rng = np.random.default_rng([self.seed, stream])
-            matrix = rng.standard_normal((width, self.projection_dim), dtype=np.float32)
-            matrix /= np.float32(np.sqrt(self.projection_dim))  # E||xR||^2 = ||x||^2
-            projection = keras.ops.convert_to_tensor(matrix)
-            reduction = {"kind": "random_projection", "dim": self.projection_dim, "seed": [self.seed, stream],
-                         "in_width": width, "before": reduction["kind"]}
-            width = self.projection_dim
-        return _Capture(name, path, layer, call, output, shape, pooling, reduction.get("in_width", width),
-                        projection, reduction, width)
+        if width <= self.max_width:
+            return reduction
+        return {"kind": _reduction.COUNT_SKETCH, "dim": self.projection_dim,
+                "seed": [self.seed, zlib.crc32(name.encode())], "in_width": width, "before": reduction["kind"]}
 
     def _manifest(self, model) -> dict:
         arch = [(path, type(layer).__name__, [list(w.shape) for w in layer.weights]) for path, layer in _walk(model)]
@@ -368,6 +402,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                             "outputs": {o.name: [self.n_probe, *o.sample_shape] for o in
                                         sorted(self._outputs, key=lambda o: o.index)}},
             "schedule": schedule, "step_unit": schedule["unit"], "dtype": self.dtype.name,
+            **({"skipped": self._skipped} if self._skipped else {}),
         }
 
     def _labels(self) -> np.ndarray | None:
@@ -405,32 +440,34 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
 
             signature = keras.tree.map_structure(
                 lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype)), self._x)
-            return tf.function(run, input_signature=[signature])
+            return tf.function(run, input_signature=[signature], autograph=False)
         return run
 
     def _snapshot(self, step: int, **info: Any) -> None:
+        """Run the probe through the model on the training thread (the weights must not move meanwhile) and hand
+        the arrays to the background writer."""
+        self._report(self._background.done())  # also raises here what failed in the writer since
         n = self.n_probe
         if self._run_fn is None:
             self._run_fn = self._capture_fn(self.model)
-        with contextlib.ExitStack() as stack:
-            streams = [stack.enter_context(self._writer.stream_activation(
-                c.name, step, (n, c.width), self.dtype, **info)) for c in self._captures]
-            # A single-output run writes what it always did: no output name in its record.
-            named = len(self._outputs) > 1
-            pred_streams = [stack.enter_context(self._writer.stream_prediction(
-                step, (n, *o.sample_shape), np.float32, output=o.name if named else None, primary=i == 0, **info))
-                for i, o in enumerate(self._outputs)]
-            for start in range(0, n, self.batch_size):
-                xb = keras.tree.map_structure(lambda a, s=start: a[s:s + self.batch_size], self._x)
-                reduced, preds = self._run_fn(xb)
-                for r, s in zip(reduced, streams):
-                    s.write(keras.ops.convert_to_numpy(r))
-                for p, s in zip(preds, pred_streams):
-                    s.write(keras.ops.convert_to_numpy(p))
-            records = [s.commit() for s in streams]
-            for s in pred_streams[::-1]:  # the primary output last: a snapshot counts once it is there
-                s.commit()
-        self._report(records, step)
+        acts = [np.empty((n, c.width), self.dtype) for c in self._captures]
+        preds = [np.empty((n, *o.sample_shape), np.float32) for o in self._outputs]
+        for start in range(0, n, self.batch_size):
+            xb = keras.tree.map_structure(lambda a, s=start: a[s:s + self.batch_size], self._x)
+            reduced, predicted = self._run_fn(xb)
+            for r, a in zip([*reduced, *predicted], [*acts, *preds]):
+                a[start:start + self.batch_size] = keras.ops.convert_to_numpy(r)
+        self._background.submit(lambda: self._write_snapshot(step, info, acts, preds))
+
+    def _write_snapshot(self, step: int, info: dict, acts: list[np.ndarray], preds: list[np.ndarray]) -> list[dict]:
+        """Store one snapshot (on the writer thread); returns the activation records. Each array is renamed into
+        place before its record is appended, and the primary prediction comes last: a snapshot counts once it is
+        there, so a crash leaves only complete snapshots."""
+        records = [self._writer.write_activation(c.name, step, a, **info) for c, a in zip(self._captures, acts)]
+        named = len(self._outputs) > 1  # a single-output run writes what it always did: no output name
+        for i in reversed(range(len(self._outputs))):
+            self._writer.write_prediction(step, preds[i], output=self._outputs[i].name if named else None,
+                                          primary=i == 0, **info)
         if self._follower is not None:
             from .follow import nudge
 
@@ -438,15 +475,16 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         if not self._marker_written:
             self._writer.write_tensorboard_marker(_write_summary_event)
             self._marker_written = True
+        return records
 
-    def _report(self, records: list[dict], step: int) -> None:
+    def _report(self, records: list[dict]) -> None:
         for r in records:
             if r["nonfinite"] and r["layer"] not in self._warned:
                 self._warned.add(r["layer"])
                 hint = (" (float16 storage overflows beyond +-65504: use dtype='float32')"
                         if self.dtype == np.float16 else "")
                 warnings.warn(f"layer {r['layer']!r} has {r['nonfinite']} non-finite activation value(s) at "
-                              f"{self._writer.manifest['step_unit']} {step}; they are stored as they are and "
+                              f"{self._writer.manifest['step_unit']} {r['step']}; they are stored as they are and "
                               f"counted in the record{hint}.", RuntimeWarning, stacklevel=3)
 
 
@@ -465,6 +503,60 @@ class _CaptureCall:
         reduced = [_reduce(keras.tree.flatten(calls[id(c.layer)][c.call])[c.output], c) for c in self.captures]
         flat = keras.tree.flatten(outputs)
         return reduced, [keras.ops.cast(flat[i], "float32") for i in self.outputs]
+
+
+class _BackgroundWriter:
+    """One thread that runs the snapshot writes handed to it, in order, at most ``depth`` waiting besides the one
+    being written (so memory stays bounded: the training thread waits when the disk falls behind).
+
+    A failed write stops the writes after it (a later snapshot must not be stored without an earlier one) and is
+    raised on the training thread by the next :meth:`submit`, :meth:`done` or :meth:`close`.
+    """
+
+    def __init__(self, depth: int = 1):
+        self._jobs: queue.Queue = queue.Queue(maxsize=depth)
+        self._finished: list = []
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="repviz-writer", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            if self._error is None:
+                try:
+                    results = job()
+                except BaseException as e:  # handed to the training thread
+                    self._error = e
+                    continue
+                with self._lock:
+                    self._finished.extend(results)
+
+    def submit(self, job: Callable[[], list]) -> None:
+        """Queue ``job`` (returns a list of results); blocks while ``depth`` jobs wait."""
+        self._raise()
+        self._jobs.put(job)
+
+    def done(self) -> list:
+        """The results of the jobs finished since the last call."""
+        self._raise()
+        with self._lock:
+            finished, self._finished = self._finished, []
+        return finished
+
+    def close(self) -> list:
+        """Wait for every queued job, stop the thread and return :meth:`done`."""
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join()
+        return self.done()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            error.add_note("(raised while repviz's background writer stored a snapshot; the snapshots before it "
+                           "are complete)")
+            raise error
 
 
 class _BatchActivationLogger(ActivationLogger):
@@ -505,7 +597,13 @@ def _reduce(tensor, c: _Capture):
         axes = tuple(range(1, len(x.shape) - 1))
         x = ops.mean(x, axis=axes) if c.pooling == "avg" else ops.max(x, axis=axes)
     x = ops.reshape(x, (-1, c.flat_width))
-    if c.projection is not None:
+    if c.sketch is not None:  # see repviz._reduction.count_sketch
+        # Gathering whole rows of the transposed block is about 4x faster on TensorFlow's CPU kernels than
+        # gathering columns of the block itself.
+        index, signs = c.sketch
+        x = ops.take(ops.transpose(x), index, axis=0) * signs[:, None]
+        x = ops.transpose(ops.sum(ops.reshape(x, (c.width, int(index.shape[0]) // c.width, -1)), axis=1))
+    elif c.projection is not None:
         x = ops.matmul(x, c.projection)
     return x
 
@@ -564,6 +662,56 @@ def _select_layers(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], 
         raise ValueError(f"layers={spec!r} selects no layer of the model; available layers: "
                          f"{store._choices(paths)}")
     return [(p, layer) for p, layer in paths.items() if p in chosen], explicit
+
+
+def _duplicates(chosen: list[tuple[str, Any]], calls: dict[int, list]) -> dict[str, str]:
+    """The layers of the default set that would record a tensor already recorded, with the reason: layer ``B`` is
+    skipped when (1) in the model's layer graph (Functional and Sequential models) it is called once, on the one
+    output of a layer ``A`` that is recorded (or itself skipped as a copy of a recorded layer), (2) it applies
+    the identity (``Activation("linear")``) or ReLU after an ``A`` that already ends in ReLU (``Conv2D(...,
+    activation="relu")`` then ``ReLU()`` or ``Activation("relu")``; ReLU is idempotent), and (3) the outputs of
+    ``A`` and ``B`` on the planning dry run are equal. A reshape (``Flatten``, ``Reshape``) is never in the default
+    set, so the pooling output a ``Flatten`` reshapes is recorded once, under the pooling layer."""
+    paths = {id(layer): path for path, layer in chosen}
+    origin: dict[int, int] = {}  # id of a skipped layer -> id of the recorded layer whose tensor it repeats
+    skipped = {}
+    for path, layer in chosen:
+        a = _producer(layer)
+        if a is None or id(a) not in paths:
+            continue
+        kind, before = _final_activation(layer), _final_activation(a)
+        if not (kind == "linear" or kind == before == "relu"):
+            continue
+        source = origin.get(id(a), id(a))
+        mine, theirs = calls[id(layer)], calls[source]
+        if len(mine) == len(theirs) == 1 and _same_values(mine[0], theirs[0]):
+            origin[id(layer)] = source
+            what = "the identity" if kind == "linear" else "ReLU to an output that already ends in ReLU"
+            skipped[path] = f"same tensor as {paths[source]!r} ({type(layer).__name__} applies {what})"
+    return skipped
+
+
+def _producer(layer):
+    """The layer whose one output is ``layer``'s one input in the model's graph, else None."""
+    nodes = getattr(layer, "_inbound_nodes", None) or []
+    if len(nodes) != 1 or len(nodes[0].arguments.keras_tensors) != 1 or len(nodes[0].parent_nodes) != 1:
+        return None
+    parent = nodes[0].parent_nodes[0]
+    return parent.operation if len(parent.outputs) == 1 else None
+
+
+def _final_activation(layer) -> str | None:
+    """``"relu"`` or ``"linear"`` when ``layer``'s output ends in that function (with its default arguments)."""
+    if isinstance(layer, keras.layers.ReLU):
+        plain = layer.max_value is None and not layer.negative_slope and not layer.threshold
+        return "relu" if plain else None
+    fn = getattr(layer, "activation", None)
+    return {id(keras.activations.relu): "relu", id(keras.activations.linear): "linear"}.get(id(fn))
+
+
+def _same_values(a, b) -> bool:
+    a, b = (keras.ops.convert_to_numpy(t) for t in (a, b))
+    return a.size == b.size and np.array_equal(a.reshape(-1), b.reshape(-1))
 
 
 def _output_names(model, paths: list[tuple]) -> list[str]:

@@ -82,6 +82,8 @@ def _run_info(args) -> int:
             warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""
             print(f"  {layer:<32} {str(tuple(info.get('stored_shape', ()))):<14}{red_txt} "
                   f"{len(run.steps(layer))} snapshot(s){warn}")
+        for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded: a copy of another's
+            print(f"  {layer:<32} not recorded: {why}")
         for key in run.embedding_keys():
             print(f"  embeddings: {key}")
     for name in logdir.artifact_names():

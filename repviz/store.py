@@ -315,6 +315,12 @@ class RunWriter:
             self.manifest["layers"] = layers
         save_json(path, self.manifest)
 
+    def stored_manifest(self) -> dict | None:
+        """The manifest of the run already in this directory (None when there is none), read before
+        :meth:`begin` so that a continued run is recorded as it was (each layer's reduction)."""
+        path = self.root / _MANIFEST
+        return load_json(path) if path.exists() else None
+
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
         steps = [r["step"] for r in read_records(self.root / _RECORDS) if _valid_record(r)]

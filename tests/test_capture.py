@@ -22,6 +22,7 @@ import pytest
 from keras.src.utils.python_utils import is_default
 
 import repviz
+from repviz._reduction import count_sketch, count_sketch_plan, gaussian_matrix
 from repviz.capture import ActivationLogger
 from repviz.store import IncompatibleRunError, checksum
 
@@ -344,7 +345,7 @@ def test_resumed_training_continues_run(tmp_path):
 # Reductions and precision
 # ---------------------------------------------------------------------------------------------------------------
 
-def test_random_projection_preserves_distances_and_is_fixed(tmp_path):
+def test_count_sketch_preserves_distances_and_is_fixed(tmp_path):
     rng = np.random.default_rng(5)
     x = rng.normal(size=(96, 512)).astype(np.float32)
     y = rng.integers(0, 2, 96)
@@ -353,15 +354,88 @@ def test_random_projection_preserves_distances_and_is_fixed(tmp_path):
     model = keras.Model(inp, keras.layers.Dense(2, activation="softmax", name="out")(ident))
     run = _fit(model, tmp_path / "run", x, y, layers=["ident", "out"], max_width=300, projection_dim=256)
     info = run.layer_info("ident")
-    assert info["reduction"]["kind"] == "random_projection" and info["reduction"]["dim"] == 256
+    assert info["reduction"]["kind"] == "count_sketch" and info["reduction"]["dim"] == 256
     assert info["stored_shape"] == [N, 256] and info["output_shape"] == [None, 512]
     assert run.layer_info("out")["reduction"] == {"kind": "none"}
-    np.testing.assert_array_equal(run.activations("ident", 0), run.activations("ident", 2))  # same matrix
+    np.testing.assert_array_equal(run.activations("ident", 0), run.activations("ident", 2))  # fixed for the run
+    index, signs = count_sketch_plan(512, 256, info["reduction"]["seed"])  # the numpy definition
+    np.testing.assert_allclose(run.activations("ident", 2), count_sketch(x[:N], index, signs, 256), atol=1e-5)
     from scipy.spatial.distance import pdist
 
     ratio = pdist(np.asarray(run.activations("ident", 2), np.float64)) / pdist(x[:N].astype(np.float64))
     print(f"distance ratio: mean {ratio.mean():.3f}, std {ratio.std():.3f}")
-    assert abs(ratio.mean() - 1) < 0.03 and ratio.std() < 0.08  # JL: std ~ 1/sqrt(2 * 256) = 0.044
+    assert abs(ratio.mean() - 1) < 0.03 and ratio.std() < 0.08  # JL: std <= 1/sqrt(2 * 256) = 0.044
+
+
+def test_count_sketch_plan_is_seeded_and_unbiased():
+    index, signs = count_sketch_plan(1000, 64, [0, 7])
+    again, again_signs = count_sketch_plan(1000, 64, [0, 7])
+    np.testing.assert_array_equal(index, again)
+    np.testing.assert_array_equal(signs, again_signs)
+    assert not np.array_equal(index, count_sketch_plan(1000, 64, [1, 7])[0])  # the seed matters
+    used = signs != 0
+    assert len(index) == 64 * 16 and np.array_equal(np.sort(index[used]), np.arange(1000))  # each column once
+    assert set(np.unique(signs[used])) == {-1.0, 1.0}
+    eye = np.eye(1000, dtype=np.float32)[:50]
+    np.testing.assert_allclose(np.linalg.norm(count_sketch(eye, index, signs, 64), axis=1), 1)
+    x = np.random.default_rng(0).normal(size=(1, 1000)).astype(np.float32)
+    norms = [np.sum(count_sketch(x, *count_sketch_plan(1000, 64, [s, 0]), 64) ** 2) for s in range(400)]
+    assert abs(np.mean(norms) / np.sum(x ** 2) - 1) < 0.03  # E ||Rx||^2 = ||x||^2; sd of the mean ~ 0.009
+
+
+def test_count_sketch_distance_error_on_a_real_conv_layer(tmp_path):
+    """The default reduction of a 10,816-wide conv layer of a CNN trained on real digits: pairwise probe
+    distances and meta-SNE distances between snapshots against the full-width activations."""
+    from scipy.spatial.distance import pdist
+
+    from repviz.datasets import BUNDLED_MNIST, load_mnist
+    from repviz.meta import representation_distances
+
+    (x, y), (xt, _) = load_mnist(BUNDLED_MNIST)
+    x, probe = (x[:2000, ..., None] / 255).astype(np.float32), (xt[:300, ..., None] / 255).astype(np.float32)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(16, 3, activation="relu", name="conv"),
+                              keras.layers.MaxPooling2D(name="pool"), keras.layers.Flatten(),
+                              keras.layers.Dense(10, activation="softmax", name="out")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    side = keras.Model(model.inputs, model.get_layer("conv").output)
+    full = [side.predict(probe, verbose=0).reshape(len(probe), -1)]
+    model.fit(x, y[:2000], epochs=2, batch_size=64, verbose=0,
+              callbacks=[ActivationLogger(tmp_path / "run", probe=probe, layers="conv")])
+    full.append(side.predict(probe, verbose=0).reshape(len(probe), -1))
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.layer_info("conv")["reduction"]["kind"] == "count_sketch" and full[0].shape[1] == 10816
+    sketched = [np.asarray(run.activations("conv", s), np.float64) for s in (0, 2)]
+    assert sketched[0].shape == (300, 256)
+    err = np.abs(pdist(sketched[1]) / pdist(full[1].astype(np.float64)) - 1)
+    meta_full = representation_distances(full)[0, 1]
+    meta_sketched = representation_distances(sketched)[0, 1]
+    print(f"median relative distance error {np.median(err):.4f}; meta-SNE distance {meta_full:.4f} at full "
+          f"width, {meta_sketched:.4f} sketched")
+    assert np.median(err) <= 0.05
+    assert abs(meta_sketched - meta_full) <= 0.05  # chords of unit distance vectors: ~ relative distance change
+
+
+def test_resumed_run_keeps_the_gaussian_projection_it_was_recorded_with(tmp_path):
+    """Runs recorded before the count sketch (``random_projection`` in the manifest) read and continue as
+    they were: the resumed snapshots go through the same Gaussian matrix."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(96, 600)).astype(np.float32), rng.integers(0, 2, 96)
+    inp = keras.Input((600,))
+    model = keras.Model(inp, keras.layers.Dense(2, activation="softmax", name="out")(
+        keras.layers.Activation("linear", name="ident")(inp)))
+    run = _fit(model, tmp_path / "run", x, y, epochs=1, layers=["ident", "out"])
+    manifest_path = run.run_dir / "plugins" / "repviz" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    old = {"kind": "random_projection", "dim": 64, "seed": [0, 12345], "in_width": 600, "before": "none"}
+    manifest["layers"]["ident"].update(reduction=old, stored_shape=[N, 64])  # as an older repviz wrote it
+    manifest_path.write_text(json.dumps(manifest))
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), layers=["ident", "out"])
+    model.fit(x, y, epochs=2, initial_epoch=1, batch_size=32, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.layer_info("ident")["reduction"] == old and run.steps("ident") == [0, 1, 2]
+    np.testing.assert_allclose(run.activations("ident", 2), x[:N] @ gaussian_matrix(600, 64, [0, 12345]),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_conv_pooling_and_projection(tmp_path):
@@ -377,6 +451,64 @@ def test_conv_pooling_and_projection(tmp_path):
     projected = _fit(model, tmp_path / "proj", x4, y, epochs=1, layers="conv", max_width=1000, projection_dim=64)
     assert projected.layer_info("conv")["stored_shape"] == [N, 64]  # 26 * 26 * 4 = 2704 > 1000
     assert projected.layer_info("conv")["reduction"]["in_width"] == 2704
+
+
+def _conv_net(functional: bool):
+    """Conv(relu) -> ReLU -> Activation(relu) -> pool -> Flatten -> Conv-free head; conv2 (linear) -> ReLU."""
+    L = keras.layers
+    stack = [L.Conv2D(4, 3, activation="relu", name="conv"), L.ReLU(name="relu"), L.Activation("relu", name="act"),
+             L.MaxPooling2D(name="pool"), L.Conv2D(4, 3, name="conv2"), L.ReLU(name="relu2"),
+             L.Activation("linear", name="ident"), L.Flatten(name="flat"), L.Dense(2, activation="softmax", name="out")]
+    if not functional:
+        return keras.Sequential([keras.Input((28, 28, 1)), *stack])
+    inp = keras.Input((28, 28, 1))
+    h = inp
+    for layer in stack:
+        h = layer(h)
+    return keras.Model(inp, h)
+
+
+@pytest.mark.parametrize("functional", [False, True])
+def test_default_layers_record_no_tensor_twice(tmp_path, functional, capsys):
+    keras.utils.set_random_seed(0)
+    x, y = _images(64)
+    model = _conv_net(functional)
+    run = _fit(model, tmp_path / "run", x[..., None], y, epochs=1)
+    # relu and act repeat conv (ReLU is idempotent); ident repeats relu2; conv2 is linear, so relu2 is new.
+    assert run.layers == ["conv", "pool", "conv2", "relu2", "out"]
+    skipped = run.manifest["skipped"]
+    assert set(skipped) == {"relu", "act", "ident"}
+    assert "same tensor as 'conv'" in skipped["act"] and "same tensor as 'relu2'" in skipped["ident"]
+    # The pooled maps that Flatten reshapes are recorded once, under the pooling layer (a reshape is never
+    # in the default set), whole and in Flatten's order.
+    head = keras.Model(model.inputs, model.get_layer("relu2").output)
+    np.testing.assert_allclose(run.activations("relu2", 1), head.predict(x[:N, ..., None], verbose=0)
+                               .reshape(N, -1), rtol=1e-5, atol=1e-6)
+    from repviz.cli import main
+
+    assert main(["info", str(tmp_path)]) == 0
+    assert "act                              not recorded: same tensor as 'conv'" in capsys.readouterr().out
+    named = _fit(_conv_net(functional), tmp_path / "named", x[..., None], y, epochs=1, layers=["conv", "relu"])
+    assert named.layers == ["conv", "relu"] and "skipped" not in named.manifest  # what is named is recorded
+
+
+def test_a_failed_background_write_surfaces_on_the_training_thread(tmp_path, monkeypatch):
+    from repviz import store
+
+    write = store.RunWriter.write_activation
+
+    def failing(self, layer, step, array, **info):
+        if step == 1:
+            raise OSError(28, "No space left on device")
+        return write(self, layer, step, array, **info)
+
+    monkeypatch.setattr(store.RunWriter, "write_activation", failing)
+    x, y = _images()
+    with pytest.raises(OSError, match="No space left") as caught:
+        _fit(_mlp(), tmp_path / "run", x, y, epochs=3)
+    assert any("background writer" in note for note in caught.value.__notes__)
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0] and run.prediction_steps() == [0]  # nothing stored after the failed snapshot
 
 
 def test_float16_storage(tmp_path, mlp_run):
@@ -542,6 +674,7 @@ def test_different_model_or_probe_into_existing_run_is_refused(tmp_path, mlp_run
 _TRAIN_FOREVER = """
 import os, sys, time
 import numpy as np, keras
+from repviz._reduction import count_sketch, count_sketch_plan, gaussian_matrix
 from repviz.capture import ActivationLogger
 
 class Slow(keras.callbacks.Callback):
