@@ -399,18 +399,6 @@ class RunWriter:
         append_record(self.root / _RECORDS, record)
         return record
 
-    def stream_activation(self, layer: str, step: int, shape: tuple[int, ...], dtype: Any,
-                          **info: Any) -> ArrayStream:
-        """Like :meth:`write_activation`, but filled block of rows by block of rows (bounded memory)."""
-        rel = f"activations/{path_key(layer)}/{int(step)}.npy"
-        return ArrayStream(self.root, "activation", rel, shape, dtype, dict(layer=layer, step=int(step), **info))
-
-    def stream_prediction(self, step: int, shape: tuple[int, ...], dtype: Any, *, output: str | None = None,
-                          primary: bool = True, **info: Any) -> ArrayStream:
-        """Like :meth:`write_prediction`, but filled block of rows by block of rows."""
-        kind, rel, fields = _prediction_target(step, output, primary)
-        return ArrayStream(self.root, kind, rel, shape, dtype, {**fields, **info})
-
 
 def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[str, str, dict]:
     """Record kind, file and record fields of one stored model output (see :meth:`RunWriter.write_prediction`)."""
@@ -420,62 +408,6 @@ def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[st
     if output is None:
         raise ValueError("a model output other than the primary one must be stored under its name (output=...)")
     return _OUTPUT, f"predictions/{path_key(output)}/{int(step)}.npy", {"output": output, "step": int(step)}
-
-
-class ArrayStream:
-    """One ``.npy`` written in row blocks to a temporary file; :meth:`commit` renames it and appends its record.
-
-    The checksum and the non-finite count are accumulated block by block, so the record equals the one
-    :meth:`RunWriter.write_activation` writes for the whole array. Until ``commit`` nothing is visible to readers;
-    :meth:`abort` (or an exception in a ``with`` block) deletes the temporary file.
-    """
-
-    def __init__(self, root: Path, kind: str, rel: str, shape: tuple[int, ...], dtype: Any, fields: dict):
-        self._root, self._rel, self._fields = root, rel, {"kind": kind, **fields}
-        self.shape, self.dtype = tuple(int(s) for s in shape), np.dtype(dtype)
-        fd, self._tmp = _temp_beside(root / rel)
-        self._file = os.fdopen(fd, "wb")
-        np.lib.format.write_array_header_2_0(
-            self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-                         "shape": self.shape})
-        self._rows, self._crc, self._nonfinite = 0, 0, 0
-
-    def __enter__(self) -> ArrayStream:
-        return self
-
-    def __exit__(self, exc_type, *_) -> None:
-        if exc_type is not None or not self._file.closed:
-            self.abort()
-
-    def write(self, rows: np.ndarray) -> None:
-        """Append the next rows (cast to the stream's dtype)."""
-        rows = np.ascontiguousarray(rows, dtype=self.dtype)
-        if rows.shape[1:] != self.shape[1:] or self._rows + len(rows) > self.shape[0]:
-            self.abort()
-            raise ValueError(f"rows of shape {rows.shape} do not continue an array of shape {self.shape} "
-                             f"after {self._rows} rows")
-        self._file.write(rows.data)
-        self._crc = zlib.crc32(rows.data, self._crc)
-        if self.dtype.kind == "f":
-            self._nonfinite += int(rows.size - np.count_nonzero(np.isfinite(rows)))
-        self._rows += len(rows)
-
-    def commit(self) -> dict:
-        """Close, rename into place and append the record; returns the record."""
-        if self._rows != self.shape[0]:
-            self.abort()
-            raise ValueError(f"{self._rel}: {self._rows} rows written, {self.shape[0]} expected")
-        self._file.close()
-        os.replace(self._tmp, self._root / self._rel)
-        record = {**self._fields, "file": self._rel, "dtype": self.dtype.str, "shape": list(self.shape),
-                  "crc32": f"{self._crc & 0xFFFFFFFF:08x}", "nonfinite": self._nonfinite, "time": time.time()}
-        append_record(self._root / _RECORDS, record)
-        return record
-
-    def abort(self) -> None:
-        """Drop the partial file."""
-        self._file.close()
-        self._tmp.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -48,38 +48,6 @@ def test_round_trip(tmp_path):
     assert run.manifest["format_version"] == store.FORMAT_VERSION and run.disk_bytes() > 0
 
 
-def test_stream_equals_whole_write(tmp_path):
-    w = _writer(tmp_path)
-    a = np.random.default_rng(1).normal(size=(7, 3)).astype(np.float32)
-    a[2, 1] = np.inf
-    whole = w.write_activation("dense", 0, a)
-    with w.stream_activation("dense", 1, a.shape, np.float32) as s:
-        s.write(a[:3])
-        s.write(a[3:])
-        streamed = s.commit()
-    assert {k: whole[k] for k in ("crc32", "nonfinite", "dtype", "shape")} == \
-           {k: streamed[k] for k in ("crc32", "nonfinite", "dtype", "shape")}
-    assert streamed["nonfinite"] == 1
-    np.testing.assert_array_equal(open_logdir(tmp_path).run("run").activations("dense", 1), a)
-
-
-def test_stream_aborted_leaves_nothing(tmp_path):
-    w = _writer(tmp_path)
-    with pytest.raises(RuntimeError, match="boom"):
-        with w.stream_activation("dense", 0, (4, 3), np.float32) as s:
-            s.write(np.zeros((2, 3)))
-            raise RuntimeError("boom")
-    with pytest.raises(ValueError, match=r"rows of shape \(3, 2\) do not continue an array of shape \(4, 3\)"):
-        w.stream_activation("dense", 0, (4, 3), np.float32).write(np.zeros((3, 2)))
-    s = w.stream_activation("dense", 0, (4, 3), np.float32)
-    s.write(np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="2 rows written, 4 expected"):
-        s.commit()
-    run = open_logdir(tmp_path).run("run")
-    assert run.steps() == [] and not list((w.root / "activations").rglob("*.npy"))
-    assert not list((w.root / "activations").rglob("*.tmp"))
-
-
 def test_atomic_write_keeps_old_file_on_failure(tmp_path):
     path = tmp_path / "a.npy"
     store.save_array(path, np.arange(3))
@@ -141,9 +109,7 @@ def test_files_honour_the_umask(tmp_path):
     try:
         w = _writer(tmp_path)
         w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
-        with w.stream_activation("dense", 1, (5, 3), np.float32) as s:
-            s.write(np.zeros((5, 3)))
-            s.commit()
+        w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
     finally:
         os.umask(old)
     for name in ("manifest.json", "records.jsonl", "activations/dense/0.npy", "activations/dense/1.npy"):
