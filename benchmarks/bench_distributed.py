@@ -110,12 +110,10 @@ def compare(name: str, modes: tuple[str, str], template: Path, scratch: Path, re
 
 
 def main() -> None:
+    from bench_pipeline import logdir_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--snapshots", type=int, default=11)
-    p.add_argument("--probe", type=int, default=2000)
+    logdir_arguments(p)
     p.add_argument("--meta-probes", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--skip-meta", action="store_true")

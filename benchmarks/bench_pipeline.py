@@ -163,13 +163,18 @@ def bench_info(layers: int, snapshots: int) -> None:
               f"{sorted(times)[1]:.2f} s (target < 1 s)")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def logdir_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the log directory :func:`write_logdir` builds (shared with bench_distributed.py)."""
     p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--snapshots", type=int, default=11)
     p.add_argument("--probe", type=int, default=2000)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    logdir_arguments(p)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--peer-runs", type=int, default=1, help="runs the peer loop covers (0: no peer)")
     p.add_argument("--methods", default="tsne,pca", choices=["tsne,pca", "tsne", "pca"])
