@@ -43,8 +43,11 @@ def main() -> None:
         for seed in (0, 1):
             name = f"{arch}/seed{seed}"
             model = build_network(arch, seed)
+            # max_width: keep the conv maps whole (the default sketches maps wider than 512 values to 256 columns,
+            # cheap but too coarse to compare conv1 with the input, which differ by little).
             logger = repviz.ActivationLogger(os.path.join(args.logdir, name), probe=(x_test[probe], y_test[probe]),
-                                             probe_ids=probe, freq=log_spaced_epochs(epochs, 4), seed=seed)
+                                             probe_ids=probe, freq=log_spaced_epochs(epochs, 4), seed=seed,
+                                             max_width=4096)
             model.fit(x, y, epochs=epochs, batch_size=64, verbose=0, callbacks=[logger])
             accuracy = model.evaluate(x_test, y_test, verbose=0)[1]
             print(f"{name:>14}: test accuracy {accuracy:.3f}")

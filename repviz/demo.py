@@ -26,6 +26,8 @@ OUTPUT_LAYER = "logits"  # every network's softmax layer (repviz.networks): left
 # The targets at the default size: (check, the transforms it applies to, the least fraction).
 TARGETS = (("layer_identification", ("cka",), 0.9), ("architecture_separation", ("dist", "cka"), 1.0))
 TRANSFORMS = ("dist", "cka")
+#: ActivationLogger's max_width for the showcase: every map of its networks is kept whole (see train_networks).
+SHOWCASE_MAX_WIDTH = 4096
 
 
 @dataclass
@@ -106,8 +108,10 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
         for seed in range(cfg.seed, cfg.seed + cfg.n_seeds):
             name = run_name(arch, seed)
             model = build_network(arch, seed)
+            # Conv maps are kept whole (at most 2,704 values here): the default count sketch to 256 columns moves
+            # the cka distance of conv1 to the input from 0.11-0.25 to 0.29-0.36, as large as what the map shows.
             logger = ActivationLogger(run_directory(cfg.logdir, name), probe=(xt[probe], yt[probe]),
-                                      probe_ids=probe, freq=epochs, seed=seed)
+                                      probe_ids=probe, freq=epochs, seed=seed, max_width=SHOWCASE_MAX_WIDTH)
             model.fit(x, y, epochs=cfg.epochs, batch_size=64, verbose=0, callbacks=[logger])
             cfg.accuracy[name] = float(model.evaluate(xt, yt, batch_size=500, verbose=0)[1])
             cfg.runs[name] = (arch, seed)
