@@ -14,8 +14,9 @@ the mean. ``quality_scores`` records the sample size used.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from ._rows import run_rows
 from ._validation import check_array, check_n_neighbors
 from .neighbors import FLOAT_DTYPES, _block_rows, knn
 
@@ -50,21 +51,25 @@ def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
     rows = _block_rows(len(X), block_bytes)
     for s in range(0, len(queries), rows):
         q = np.ascontiguousarray(queries[s:s + rows], dtype=np.int64)
-        _select_and_rank(X[q] @ X.T, sq, q, k, targets[s:s + rows], near[s:s + rows], ranks[s:s + rows])
+        run_rows(_select_and_rank, len(q), X[q] @ X.T, sq, q, k, targets[s:s + rows], near[s:s + rows],
+                 ranks[s:s + rows])
     return near, ranks
 
 
-@njit(parallel=True, cache=True)
-def _select_and_rank(G, sq, queries, k, targets, near, ranks):
-    """For each row r of the Gram block G (query i = queries[r]): the k smallest keys sq[j] - 2 G[r, j] over
-    j != i (the query's own squared norm does not change the order), sorted; and for each listed target t the
-    count of points strictly closer than t, plus one (the query itself): its 1-based rank."""
-    rows, n = G.shape
-    for r in prange(rows):
+@njit(cache=True, nogil=True)
+def _select_and_rank(start_row, stop_row, G, sq, queries, k, targets, near, ranks):
+    """For rows start_row..stop_row of the Gram block G (query i = queries[r]; serial, for
+    :func:`repviz._rows.run_rows`): the k smallest keys sq[j] - 2 G[r, j] over j != i (the query's own squared
+    norm does not change the order), sorted; and for each listed target t the count of points strictly closer
+    than t, plus one (the query itself): its 1-based rank."""
+    n = G.shape[1]
+    best_d = np.empty(k)
+    best_j = np.empty(k, dtype=np.int64)
+    for r in range(start_row, stop_row):
         i = queries[r]
         if k > 0:  # insertion into a sorted list of the k best (ties: the smaller index first, as knn)
-            best_d = np.full(k, np.inf)
-            best_j = np.full(k, n, dtype=np.int64)
+            best_d[:] = np.inf
+            best_j[:] = n
             for j in range(n):
                 d = sq[j] - 2.0 * G[r, j]
                 if d < best_d[k - 1] and j != i:

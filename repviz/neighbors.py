@@ -3,7 +3,8 @@
 ``knn`` returns, for every point, its ``k`` nearest other points (never itself) and their distances.
 
 - "exact" works in row blocks of a matrix product (BLAS), so memory is bounded by ``block_bytes``, not n²; a
-  parallel numba kernel keeps each row's k smallest entries with a bounded heap (no full sort of the block).
+  numba kernel keeps each row's k smallest entries with a bounded heap (no full sort of the block), on
+  :func:`repviz._rows.run_rows`'s threads.
 - "nndescent" (Dong et al. 2011) starts from a forest of random-projection trees and refines the graph by
   looking at neighbours of neighbours, in parallel numba. Each round reads a snapshot of the previous graph and
   every point updates only its own list, so the result is race-free and independent of the thread count.
@@ -17,6 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._kernels import sq_dist
+from ._rows import run_rows
 from ._validation import check_array, check_distance_matrix, check_n_neighbors, check_option
 
 #: Metrics of :func:`knn`.
@@ -134,18 +136,21 @@ def _heap_sort(dist, idx, flag):
         _sift_down(dist, idx, flag, 0, end)
 
 
-@njit(parallel=True, cache=True)
-def _select_block(D, sq, start, k, out_idx, out_dist):
-    """Rows start.. of the k smallest entries of each row of the block D (excluding the diagonal), sorted.
+@njit(cache=True, nogil=True)
+def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
+    """Rows start_row..stop_row of the block D: the k smallest entries of each (excluding the diagonal), sorted,
+    stored at row start + r of the outputs (serial, for :func:`repviz._rows.run_rows`).
 
     With ``sq`` (squared norms) D holds dot products and the key is sq[j] - 2 D[r, j] (the row's own squared norm
     does not change the order and is added to the k winners only); without it (sq empty) D holds the values."""
-    rows, n = D.shape
+    n = D.shape[1]
     gram = sq.shape[0] > 0
     no_flag = np.empty(0, dtype=np.bool_)
-    for r in prange(rows):
-        dist = np.full(k, np.inf)
-        idx = np.full(k, np.int64(n))  # sentinel index larger than every real one
+    dist = np.empty(k)
+    idx = np.empty(k, dtype=np.int64)
+    for r in range(start_row, stop_row):
+        dist[:] = np.inf
+        idx[:] = n  # sentinel index larger than every real one
         self_j = start + r
         top_d, top_j = np.inf, np.int64(n)
         for j in range(n):
@@ -171,7 +176,7 @@ def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         D = X[start:stop] if metric == "precomputed" else X[start:stop] @ X.T
-        _select_block(D, sq, start, k, indices, distances)
+        run_rows(_select_block, stop - start, D, sq, start, k, indices, distances)
     return indices, _to_metric_units(distances, metric)
 
 

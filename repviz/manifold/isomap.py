@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from .._rows import run_rows
 from .._validation import (
     BOOLEAN,
     DEPRECATED,
@@ -72,9 +73,9 @@ def _heap_pop(heap, size):  # pragma: no cover - compiled
     return size
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _geodesic_batch(indptr, indices, weights, sources, rows, done, max_hubs, dist, heaps, fbuf,
-                    out):  # pragma: no cover
+@njit(cache=True, nogil=True, fastmath=True)
+def _geodesic_batch(start_slot, stop_slot, indptr, indices, weights, sources, rows, done, max_hubs, dist, heaps,
+                    fbuf, out):  # pragma: no cover
     """out[rows[r]] = geodesic distances from sources[r], by Dijkstra reusing finished rows ("hubs").
 
     The heap holds one uint64 per entry: the float32 bit pattern of the tentative distance (non-negative
@@ -88,11 +89,12 @@ def _geodesic_batch(indptr, indices, weights, sources, rows, done, max_hubs, dis
     nodes reached through a hub are never expanded; only nodes whose shortest path avoids every hub are
     explored, a region that shrinks quickly as rows are finished. The bounds obey the triangle inequality along
     edges, which keeps the pruning exact. A hub costs a pass over a row (memory-bound), so at most
-    ``max_hubs`` are used per source. Thread t owns dist[t], heaps[t], fbuf[t].
+    ``max_hubs`` are used per source. Slot t (one per thread, slots start_slot..stop_slot here; see
+    :func:`repviz._rows.run_rows`) owns dist[t], heaps[t], fbuf[t] and takes sources t, t + n_slots, ...
     """
     n = indptr.shape[0] - 1
     n_threads = dist.shape[0]
-    for t in prange(n_threads):
+    for t in range(start_slot, stop_slot):
         dt, heap, f = dist[t], heaps[t], fbuf[t]
         bits = f.view(np.uint32)
         for r in range(t, sources.shape[0], n_threads):
@@ -167,17 +169,10 @@ def _geodesics(G, sources: np.ndarray, out: np.ndarray, *, reuse: bool) -> None:
     rows = sources if reuse else np.arange(len(sources), dtype=np.int64)
     for start in range(0, len(sources), _BATCH):
         batch = slice(start, start + _BATCH)
-        _geodesic_batch(indptr, indices, weights, sources[batch], rows[batch], done, _MAX_HUBS if reuse else 0,
-                        dist, heaps, fbuf, out)
+        run_rows(_geodesic_batch, n_threads, indptr, indices, weights, sources[batch], rows[batch], done,
+                 _MAX_HUBS if reuse else 0, dist, heaps, fbuf, out)
         if reuse:
             done[sources[batch]] = True
-
-
-@njit(cache=True, parallel=True, fastmath=True)
-def _square_inplace(A):  # pragma: no cover - compiled
-    for i in prange(A.shape[0]):
-        for j in range(A.shape[1]):
-            A[i, j] = A[i, j] * A[i, j]
 
 
 class Isomap(Estimator):
@@ -294,7 +289,7 @@ class Isomap(Estimator):
             perm = np.random.default_rng(0).permutation(n).astype(np.int64)  # fixed: results are reproducible
             _geodesics(G, _independent_last(G.indptr.astype(np.int64), G.indices.astype(np.int64), perm), B,
                        reuse=True)
-            _square_inplace(B)
+            np.square(B, out=B)
             Y, w = torgerson(double_centre(B), k, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                              random_state=self.random_state, owner="Isomap")
             del B
@@ -302,7 +297,7 @@ class Isomap(Estimator):
             landmarks = np.sort(rng_from(self.random_state).choice(n, size=m, replace=False))
             D2 = np.empty((m, n), dtype=np.float32)
             _geodesics(G, landmarks.astype(np.int64), D2, reuse=False)
-            _square_inplace(D2)
+            np.square(D2, out=D2)
             Y, w = _landmark_mds(D2, landmarks, k, self)
             self.landmarks_ = landmarks
         self.embedding_ = fix_signs(Y * scale).astype(np.float32)

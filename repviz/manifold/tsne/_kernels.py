@@ -1,8 +1,10 @@
 """numba kernels shared by every t-SNE gradient: perplexity calibration, attractive forces, exact repulsion and
 the gradient-descent step.
 
-All parallel kernels loop with ``prange`` over rows and write only that row's outputs (per-row partial sums are
-added up afterwards in a fixed order), so results do not depend on the number of threads.
+The kernels of every iteration loop with ``prange`` over rows; the calibration, run once per fit, is serial over
+a range of rows for :func:`repviz._rows.run_rows` (it compiles in half the time). Each writes only its rows'
+outputs (per-row partial sums are added up afterwards in a fixed order), so results do not depend on the number
+of threads.
 
 The Student-t kernel with ``dof`` = alpha degrees of freedom is w = (1 + d²/alpha)^-alpha (alpha = 1: t-SNE's
 Cauchy kernel; alpha < 1: heavier tails, Kobak et al. 2019). ``dof <= 0`` selects the Gaussian kernel
@@ -20,17 +22,17 @@ _PERPLEXITY_TOL = 1e-8  # on the entropy in nats; keeps the perplexity within ~1
 _PERPLEXITY_MAX_ITER = 200
 
 
-@njit(parallel=True, cache=True, fastmath=False)
-def conditional_p(sqdist, perplexity, out):
-    """Row-normalised Gaussian affinities with each row's precision bisected to the target perplexity.
+@njit(cache=True, nogil=True, fastmath=False)
+def conditional_p(start, stop, sqdist, perplexity, out, betas):
+    """Row-normalised Gaussian affinities with each row's precision bisected to the target perplexity, for rows
+    start..stop (serial, for :func:`repviz._rows.run_rows`: it runs once per fit).
 
-    ``sqdist`` (n, k) float64 squared distances to the k neighbours; fills ``out`` (n, k) and returns the
-    precision (beta) of each row. Distances are shifted by the row minimum so exp never underflows to 0/0.
+    ``sqdist`` (n, k) float64 squared distances to the k neighbours; fills ``out`` (n, k) and the precision
+    (beta) of each row in ``betas``. Distances are shifted by the row minimum so exp never underflows to 0/0.
     """
-    n, k = sqdist.shape
+    k = sqdist.shape[1]
     target = np.log(perplexity)
-    betas = np.empty(n)
-    for i in prange(n):
+    for i in range(start, stop):
         dmin = sqdist[i, 0]
         for j in range(k):
             dmin = min(dmin, sqdist[i, j])
@@ -55,7 +57,6 @@ def conditional_p(sqdist, perplexity, out):
         for j in range(k):
             out[i, j] /= total
         betas[i] = beta
-    return betas
 
 
 @njit(inline="always")
@@ -72,14 +73,11 @@ def _weight(d2, dof):
     return w, w / base
 
 
-@njit(inline="always")
-def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl, i):
-    """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also
-    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1).
-    2-D t-SNE (dof = 1), the hot loop of large fits, has its own branch: f / w = w = 1 / (1 + d²)."""
-    dim = Y.shape[1]
-    acc = 0.0
-    if dim == 2 and dof == 1.0:
+@njit(parallel=True, cache=True, fastmath=True)
+def attractive_2d(indptr, indices, pdata, Y, exaggeration, out, kl_rows, compute_kl):
+    """:func:`attractive` for 2-D t-SNE (dof = 1), the hot loop of large fits, in its own kernel so that a fit
+    compiles only the form it runs: f / w = w = 1 / (1 + d²)."""
+    for i in prange(Y.shape[0]):
         yi0 = Y[i, 0]
         yi1 = Y[i, 1]
         a0 = 0.0
@@ -91,6 +89,7 @@ def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, c
             q = pdata[e] / (1.0 + d0 * d0 + d1 * d1)
             a0 += q * d0
             a1 += q * d1
+        acc = 0.0
         if compute_kl:  # a second pass, so that the hot loop above stays free of logarithms and branches
             for e in range(indptr[i], indptr[i + 1]):
                 j = indices[e]
@@ -100,7 +99,16 @@ def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, c
                     acc += pdata[e] * (np.log(pdata[e]) + np.log(1.0 + d0 * d0 + d1 * d1))
         out[i, 0] = exaggeration * a0
         out[i, 1] = exaggeration * a1
-    else:
+        kl_rows[i] = acc
+
+
+@njit(parallel=True, cache=True, fastmath=True)
+def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
+    """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also
+    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1)."""
+    dim = Y.shape[1]
+    for i in prange(Y.shape[0]):
+        acc = 0.0
         for d in range(dim):
             out[i, d] = 0.0
         for e in range(indptr[i], indptr[i + 1]):
@@ -112,14 +120,7 @@ def attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, c
                 out[i, d] += c * (Y[i, d] - Y[j, d])
             if compute_kl and pdata[e] > 0:
                 acc += pdata[e] * (np.log(pdata[e]) - np.log(w))
-    kl_rows[i] = acc
-
-
-@njit(parallel=True, cache=True, fastmath=True)
-def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
-    """``attractive_row`` for every row."""
-    for i in prange(Y.shape[0]):
-        attractive_row(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl, i)
+        kl_rows[i] = acc
 
 
 #: Squared distance beyond which a Gaussian kernel term, exp(-d²) < 2e-22, is skipped in the exact sums.

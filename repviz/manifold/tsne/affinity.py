@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..._rows import run_rows
 from . import _kernels
 
 
@@ -20,7 +21,8 @@ def conditional_affinities(distances: np.ndarray, perplexity: float) -> tuple[np
     row's perplexity exp(entropy) equals ``perplexity``. Returns (P_cond (n, k) float64, beta (n,))."""
     sq = np.square(np.asarray(distances, dtype=np.float64))
     out = np.empty_like(sq)
-    betas = _kernels.conditional_p(sq, float(perplexity), out)
+    betas = np.empty(sq.shape[0])
+    run_rows(_kernels.conditional_p, sq.shape[0], sq, float(perplexity), out, betas)
     return out, betas
 
 

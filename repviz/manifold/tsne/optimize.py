@@ -111,8 +111,12 @@ class KLObjective:
         n, dim = Y.shape
         attr = np.empty((n, dim))
         rep = np.empty((n, dim))
-        _kernels.attractive(self.indptr, self.indices, self.data, Y, float(exaggeration), self.dof, attr,
-                            self._kl_rows, bool(compute_kl))
+        if dim == 2 and self.dof == 1.0:
+            _kernels.attractive_2d(self.indptr, self.indices, self.data, Y, float(exaggeration), attr, self._kl_rows,
+                                   bool(compute_kl))
+        else:
+            _kernels.attractive(self.indptr, self.indices, self.data, Y, float(exaggeration), self.dof, attr,
+                                self._kl_rows, bool(compute_kl))
         z = self.repulsion(Y, rep)
         grad = np.empty((n, dim))
         _kernels.combine(attr, rep, 1.0 / z, grad)
