@@ -3,9 +3,10 @@ Hessian (Donoho & Grimes 2003) and local tangent space alignment (Zhang & Zha 20
 
 Every variant builds a sparse, symmetric positive semi-definite alignment matrix M from one small dense
 problem per point (numpy's stacked solves for the standard weights, serial numba loops for the other variants:
-0.2-0.3 s for 10,000 points, cheaper to compile than parallel ones and far below the eigensolve), then embeds with the bottom eigenvectors of M after the
-constant one. Standard LLE forms M = (I - W)ᵀ (I - W) from the sparse weights W; the other variants sum one
-dense block per neighbourhood into a CSR matrix. Memory is O(n k²); nothing is n×n.
+0.2-0.3 s for 10,000 points, cheaper to compile than parallel ones and far below the eigensolve), then embeds
+with the bottom eigenvectors of M after the constant one. Standard LLE forms M = (I - W)ᵀ (I - W) from the
+sparse weights W; the other variants sum one dense block per neighbourhood into a CSR matrix. Memory is
+O(n k²); nothing is n×n.
 """
 
 from __future__ import annotations

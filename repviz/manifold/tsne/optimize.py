@@ -144,8 +144,11 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
     multiplies the exact gradient, so its value for the same step is 4x smaller.) The KL divergence is evaluated
     every ``kl_every`` iterations and after the last; ``progress(state)`` is called at those points.
 
-    Convergence: with ``tol`` > 0 the descent stops at an evaluation where the KL changed by less than ``tol``
-    (relative) since the previous one, ``kl_every`` iterations earlier (``state.converged`` is then True).
+    Convergence: with ``tol`` > 0 the descent stops at an evaluation where the KL's relative change since the
+    previous one, ``kl_every`` iterations earlier, extrapolated over the iterations left (at least one window),
+    is below ``tol`` (``state.converged`` is then True). For a KL that falls ever more slowly, as it does, the
+    iterations left could lower it by at most about ``tol``: a layout that barely moves stops after two
+    evaluations, one still moving runs on.
     """
     if state is None:
         state = DescentState(np.zeros_like(Y), np.ones_like(Y))
@@ -163,7 +166,8 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
             state.kl = kl
             if progress is not None:
                 progress(state)
-            if tol > 0 and abs(previous - kl) < tol * abs(kl):
+            windows_left = max(1.0, (n_iter - it - 1) / kl_every)
+            if tol > 0 and abs(previous - kl) * windows_left < tol * abs(kl):
                 state.converged = True
                 if not last:
                     state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
