@@ -38,6 +38,19 @@ def test_exact_precomputed_and_duplicates():
     assert idx[0, 0] == 1 and idx[1, 0] == 0 and dist[0, 0] == 0  # a duplicate is a neighbour, never itself
 
 
+@pytest.mark.parametrize("k", [1, 40, 299])  # a few, a sizeable share of the row, every other point
+def test_exact_ties_go_to_the_smaller_index(k):
+    """Integer points: many exactly equal distances, each row's k neighbours in (distance, index) order."""
+    X = np.random.default_rng(1).integers(0, 3, size=(300, 4)).astype(np.float32)
+    D = ((X[:, None].astype(np.float64) - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    ref = np.array([np.lexsort((np.arange(len(X)), row))[:k] for row in D])
+    for data, metric in ((X, "euclidean"), (np.sqrt(np.where(np.isinf(D), 0, D)), "precomputed")):
+        idx, dist = knn(data, k, metric=metric, block_bytes=1 << 14)
+        np.testing.assert_array_equal(idx, ref)
+        np.testing.assert_allclose(dist, np.sqrt(np.take_along_axis(D, ref, axis=1)), rtol=1e-6)
+
+
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_nndescent_recall(metric):
     X = _data(3000, 20)
