@@ -383,6 +383,53 @@ def test_count_sketch_plan_is_seeded_and_unbiased():
     assert abs(np.mean(norms) / np.sum(x ** 2) - 1) < 0.03  # E ||Rx||^2 = ||x||^2; sd of the mean ~ 0.009
 
 
+@pytest.mark.parametrize("rows", [1, 7, 64])  # a block of four and a tail; only a tail; blocks only
+def test_apply_count_sketch_is_the_definition_on_any_thread_count(rows):
+    import numba
+
+    from repviz._reduction import apply_count_sketch, count_sketch_columns
+
+    x = np.random.default_rng(rows).normal(size=(rows, 1000)).astype(np.float32)
+    index, signs = count_sketch_plan(1000, 64, [3, 1])
+    bucket, sign = count_sketch_columns(index, signs, 1000, 64)
+    assert np.array_equal(np.sort(np.unique(bucket)), np.arange(64)) and set(np.unique(sign)) == {-1.0, 1.0}
+    outs, old = [], numba.get_num_threads()
+    try:
+        for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+            numba.set_num_threads(threads)
+            out = np.full((rows, 64), np.nan, np.float32)  # every entry is written
+            apply_count_sketch(x, bucket, sign, out)
+            outs.append(out)
+    finally:
+        numba.set_num_threads(old)
+    np.testing.assert_allclose(outs[0], count_sketch(x, index, signs, 64), rtol=1e-5, atol=1e-5)
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])
+
+
+def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_path):
+    from repviz.capture import _BATCH_BYTES, _auto_batch_rows
+
+    keras.utils.set_random_seed(0)
+    x, y = _images()
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(4, 3, activation="relu", name="conv"),
+                              keras.layers.Flatten(), keras.layers.Dense(2, activation="softmax", name="out")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    loggers = [ActivationLogger(tmp_path / f"b{b}", probe=(x[:N, ..., None], y[:N]), batch_size=b) for b in (None, 5)]
+    model.fit(x[..., None], y, epochs=1, batch_size=32, verbose=0, callbacks=loggers)
+    assert loggers[0]._batch_rows == N  # 2,706 values per probe row: the whole probe in one batch
+    runs = [repviz.open_logdir(tmp_path).run(f"b{b}") for b in (None, 5)]
+    for layer in ("conv", "out"):
+        np.testing.assert_allclose(runs[0].activations(layer, 1), runs[1].activations(layer, 1), rtol=1e-5,
+                                   atol=1e-6)
+    conv = loggers[0]._captures[:1]
+    wide = _BATCH_BYTES // (4 * (conv[0].flat_width + 2))
+    assert _auto_batch_rows(10 ** 6, conv, loggers[0]._outputs) == wide
+    assert _auto_batch_rows(10, conv, loggers[0]._outputs) == 10
+    conv[0].flat_width = 10 ** 9  # a layer too wide for the budget still runs in batches of 16
+    assert _auto_batch_rows(10 ** 6, conv, loggers[0]._outputs) == 16
+
+
 def test_count_sketch_distance_error_on_a_real_conv_layer(tmp_path):
     """The default reduction of a 10,816-wide conv layer of a CNN trained on real digits: pairwise probe
     distances and meta-SNE distances between snapshots against the full-width activations."""
