@@ -83,6 +83,20 @@ def test_calibrated_perplexities_match_target():
         np.testing.assert_allclose(P.sum(axis=1), 1.0, rtol=1e-12)
 
 
+def test_calibration_scales_with_the_distances_and_stops_on_unreachable_rows():
+    rng = np.random.default_rng(1)
+    dist = np.sort(rng.gamma(2.0, 1.0, size=(50, 90)), axis=1)
+    P, beta = conditional_affinities(dist, 30.0)
+    for scale in (1e-4, 1e4):  # the same P, the precision scaled by 1 / scale² (the squared distances' units)
+        P_s, beta_s = conditional_affinities(dist * scale, 30.0)
+        np.testing.assert_allclose(P_s, P, atol=1e-6)
+        np.testing.assert_allclose(beta_s * scale ** 2, beta, rtol=1e-4)
+    tied = np.concatenate([np.zeros(40), np.arange(1.0, 51.0)])[None]  # 40 neighbours tied at distance 0
+    P_t, _ = conditional_affinities(tied, 30.0)  # perplexity 30 is out of reach: at least 40 stay equal
+    np.testing.assert_allclose(P_t[0, :40], 1 / 40)
+    assert P_t[0, 40:].max() < 1e-12
+
+
 def test_joint_affinities_symmetric_and_normalised():
     X, _ = _blobs(20, 3)
     P = _affinities(X, 10.0, k=30)
@@ -159,18 +173,24 @@ def test_separated_blobs_stay_separated(method):
 
 
 def test_kl_no_worse_than_sklearn_exact():
-    """Both embeddings are scored by the same exact KL against the same (dense) P, after the same iterations."""
+    """Both embeddings are scored by the same exact KL against the same (dense) P, after the same iterations.
+
+    One fit is one draw of a chaotic descent (P changed by 6e-11 moves the final KL by 3 %), so the medians over
+    the data and four copies shifted by noise of 1e-3 (the digits range 0-16) are compared."""
     sklearn_manifold = pytest.importorskip("sklearn.manifold")
     X = pytest.importorskip("sklearn.datasets").load_digits().data[:300].astype(np.float32)
-    ours = TSNE(method="exact", perplexity=30, random_state=0, max_iter=1000).fit(X)
-    ref = sklearn_manifold.TSNE(method="exact", perplexity=30, init="pca", random_state=0, max_iter=1000,
-                                learning_rate="auto").fit(X)
-    obj = KLObjective(ours.affinities_, ExactRepulsion(1.0))
-    kl_ours = obj(ours.embedding_.astype(np.float64))[0]
-    kl_ref = obj(ref.embedding_.astype(np.float64))[0]
-    print(f"KL repviz {kl_ours:.4f}, scikit-learn {kl_ref:.4f} (sklearn's own {ref.kl_divergence_:.4f})")
+    kls = []
+    for seed in range(5):
+        Xs = X + (seed > 0) * np.random.default_rng(seed).normal(scale=1e-3, size=X.shape).astype(np.float32)
+        ours = TSNE(method="exact", perplexity=30, random_state=0, max_iter=1000).fit(Xs)
+        ref = sklearn_manifold.TSNE(method="exact", perplexity=30, init="pca", random_state=0, max_iter=1000,
+                                    learning_rate="auto").fit(Xs)
+        obj = KLObjective(ours.affinities_, ExactRepulsion(1.0))
+        kls.append((obj(ours.embedding_.astype(np.float64))[0], obj(ref.embedding_.astype(np.float64))[0]))
+        assert ours.kl_divergence_ == pytest.approx(kls[-1][0], rel=1e-4)
+    kl_ours, kl_ref = np.median(kls, axis=0)
+    print(f"median KL repviz {kl_ours:.4f}, scikit-learn {kl_ref:.4f}; each: {np.round(kls, 4).tolist()}")
     assert kl_ours <= kl_ref * 1.005
-    assert ours.kl_divergence_ == pytest.approx(kl_ours, rel=1e-4)
 
 
 @pytest.mark.parametrize("method", ["exact", "direct", "barnes_hut", "fft", "auto"])

@@ -24,11 +24,16 @@ _PERPLEXITY_MAX_ITER = 200
 
 @njit(cache=True, nogil=True, fastmath=False)
 def conditional_p(start, stop, sqdist, perplexity, out, betas):
-    """Row-normalised Gaussian affinities with each row's precision bisected to the target perplexity, for rows
+    """Row-normalised Gaussian affinities with each row's precision solved for the target perplexity, for rows
     start..stop (serial, for :func:`repviz._rows.run_rows`: it runs once per fit).
 
     ``sqdist`` (n, k) float64 squared distances to the k neighbours; fills ``out`` (n, k) and the precision
     (beta) of each row in ``betas``. Distances are shifted by the row minimum so exp never underflows to 0/0.
+    The entropy H(beta) = log Z + beta E[d] falls with beta at the rate beta Var[d]: Newton steps on it, kept
+    inside the bracket of betas already seen too low and too high (a bisection step where Newton's would leave
+    it), converge in about 7 evaluations where bisection took 30-50 (the tolerance is 1e-8 nats). A row whose
+    entropy cannot come down to the target (more than ``perplexity`` neighbours tied at its nearest distance)
+    stops once every other weight has underflowed.
     """
     k = sqdist.shape[1]
     target = np.log(perplexity)
@@ -38,22 +43,28 @@ def conditional_p(start, stop, sqdist, perplexity, out, betas):
             dmin = min(dmin, sqdist[i, j])
         beta, lo, hi = 1.0, 0.0, np.inf
         for _ in range(_PERPLEXITY_MAX_ITER):
-            total, weighted = 0.0, 0.0
+            total, m1, m2 = 0.0, 0.0, 0.0
             for j in range(k):
-                e = np.exp(-beta * (sqdist[i, j] - dmin))
+                d = sqdist[i, j] - dmin
+                e = np.exp(-beta * d)
                 out[i, j] = e
                 total += e
-                weighted += e * (sqdist[i, j] - dmin)
-            entropy = np.log(total) + beta * weighted / total
-            diff = entropy - target
-            if abs(diff) <= _PERPLEXITY_TOL:
+                m1 += e * d
+                m2 += e * d * d
+            mean = m1 / total
+            diff = np.log(total) + beta * mean - target
+            if abs(diff) <= _PERPLEXITY_TOL or (diff > 0 and m1 == 0.0):
                 break
             if diff > 0:  # too flat: raise the precision
                 lo = beta
-                beta = beta * 2.0 if hi == np.inf else 0.5 * (beta + hi)
             else:
                 hi = beta
-                beta = 0.5 * (beta + lo)
+            slope = beta * (m2 / total - mean * mean)  # -dH/dbeta
+            newton = beta + diff / slope if slope > 0 else -1.0
+            if lo < newton < hi:
+                beta = newton
+            else:
+                beta = beta * 2.0 if hi == np.inf else 0.5 * (lo + hi)
         for j in range(k):
             out[i, j] /= total
         betas[i] = beta

@@ -17,8 +17,9 @@ def n_neighbors_for(perplexity: float, n_samples: int) -> int:
 
 
 def conditional_affinities(distances: np.ndarray, perplexity: float) -> tuple[np.ndarray, np.ndarray]:
-    """p_{j|i} over each row's neighbours, exp(-beta_i d_ij²) normalised, with beta_i bisected (float64) until the
-    row's perplexity exp(entropy) equals ``perplexity``. Returns (P_cond (n, k) float64, beta (n,))."""
+    """p_{j|i} over each row's neighbours, exp(-beta_i d_ij²) normalised, with beta_i solved (float64, Newton steps
+    safeguarded by bisection) until the row's perplexity exp(entropy) equals ``perplexity``. Returns
+    (P_cond (n, k) float64, beta (n,))."""
     sq = np.square(np.asarray(distances, dtype=np.float64))
     out = np.empty_like(sq)
     betas = np.empty(sq.shape[0])
