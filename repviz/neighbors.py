@@ -146,17 +146,19 @@ def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
 
     With ``sq`` (squared norms) D holds dot products and the key is sq[j] - 2 D[r, j] (the row's own squared norm
     does not change the order and is added to the k winners only); without it (sq empty) D holds the values.
-    Per row: a histogram of the keys over their range finds the bin that holds the k-th smallest; the keys in
-    the bins up to it (k and a few more) are sorted stably in index order, so ties go to the smaller index. A
-    bin index is monotone in the key, so the result is exact. About 3x faster than a streaming max-heap of k,
-    whose replacements dominate when k is a sizeable share of the row (t-SNE's 90 neighbours among a few
-    thousand points)."""
+    Per row: a histogram of the keys over their range finds the bin that holds the k-th smallest; only the keys
+    in the bins up to it (k and a few more) go through a bounded max-heap of (key, index), so ties go to the
+    smaller index. A bin index is monotone in the key, so the result is exact. About 3x faster than streaming
+    the whole row through the heap, whose replacements dominate when k is a sizeable share of the row (t-SNE's
+    90 neighbours among a few thousand points)."""
     n = D.shape[1]
     gram = sq.shape[0] > 0
+    no_flag = np.empty(0, dtype=np.bool_)
     keys = np.empty(n)
     bins = np.empty(n, dtype=np.int64)
     counts = np.empty(_SELECT_BINS + 1, dtype=np.int64)
-    candidates = np.empty(n, dtype=np.int64)
+    dist = np.empty(k)
+    idx = np.empty(k, dtype=np.int64)
     for r in range(start_row, stop_row):
         self_j = start + r
         lo, hi = np.inf, -np.inf
@@ -181,17 +183,16 @@ def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
             if seen >= k:
                 last = b
                 break
-        m = 0
+        dist[:] = np.inf
+        idx[:] = n  # sentinel index larger than every real one
         for j in range(n):
-            if bins[j] <= last:
-                candidates[m] = j
-                m += 1
-        order = np.argsort(keys[candidates[:m]], kind="mergesort")
+            if bins[j] <= last and _before(keys[j], j, dist[0], idx[0]):
+                _heap_replace_top(dist, idx, no_flag, keys[j], j)
+        _heap_sort(dist, idx, no_flag)
         offset = sq[self_j] if gram else 0.0
         for a in range(k):
-            j = candidates[order[a]]
-            out_idx[start + r, a] = j
-            out_dist[start + r, a] = max(keys[j] + offset, 0.0)
+            out_idx[start + r, a] = idx[a]
+            out_dist[start + r, a] = max(dist[a] + offset, 0.0)
 
 
 def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
