@@ -185,7 +185,8 @@ def main() -> None:
                       f"{rss / 2**20:4.0f} MB {'-':>10} {load:5.2f}", flush=True)
                 continue
             # vs plain: median over rounds of (fit with logger / the same round's plain fit) - 1
-            vs = float(np.median([r[mode]["wall"] / r["plain"]["wall"] - 1 for r in rounds]))
+            each = [r[mode]["wall"] / r["plain"]["wall"] - 1 for r in rounds]
+            vs = float(np.median(each))
             snaps = len(rs[0]["snapshots"])
             spent = float(np.median([r["setup"] + sum(r["snapshots"]) for r in rs]))
             setup = float(np.median([r["setup"] for r in rs]))
@@ -196,6 +197,7 @@ def main() -> None:
             print(f"{model:<5} {mode:<17} {wall:7.1f} {100 * vs:+8.1f}% {snaps:>5} "
                   f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s {100 * cpu:+6.1f}% "
                   f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
+            print(f"      vs plain in each round: {', '.join(f'{100 * v:+.1f}%' for v in each)}")
             for r in rs:
                 if "embed_lag" in r:
                     print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
