@@ -100,8 +100,9 @@ def apply_count_sketch(x: np.ndarray, bucket: np.ndarray, sign: np.ndarray, out:
 
 def load_sketch_kernel() -> threading.Thread:
     """Load :func:`apply_count_sketch`'s compiled kernel on a daemon thread and return it (join it before the
-    first sketch). numba's first call in a process costs about 0.3 s even from its cache, which a logger that
-    loads it while TensorFlow imports and the model is built does not add to ``fit``."""
+    first sketch). numba's first call in a process costs about 0.3 s even from its cache; loaded when
+    :mod:`repviz.capture` is imported, while the script goes on to load data and build its model, it is not
+    added to ``fit``."""
     def load() -> None:
         apply_count_sketch(np.zeros((1, 1), np.float32), np.zeros(1, np.int32), np.ones(1, np.float32),
                            np.empty((1, 1), np.float32))

@@ -160,8 +160,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     batch_size : int, default=None
         Probe rows per inference batch; bounds the memory a snapshot needs. None: as many as keep one batch of
         the recorded outputs, at full width before the sketch, within 64 MB (at least 16 rows, at most the
-        probe set; 880 rows for an MNIST CNN recording 18,000 values per digit, the whole probe set for an
-        MLP). Larger batches run the probe faster (a CNN snapshot of 2,000 digits takes about a third less
+        probe set; 914 rows for the MNIST CNN of ``benchmarks/bench_capture.py``, which records 18,340 values
+        per digit, the whole probe set for an MLP). Larger batches run the probe faster (a CNN snapshot of 2,000 digits takes about a third less
         time in batches of 1,000 than of 256).
     seed : int, default=0
         Seed of the random projections.
