@@ -161,8 +161,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         Probe rows per inference batch; bounds the memory a snapshot needs. None: as many as keep one batch of
         the recorded outputs, at full width before the sketch, within 64 MB (at least 16 rows, at most the
         probe set; 914 rows for the MNIST CNN of ``benchmarks/bench_capture.py``, which records 18,340 values
-        per digit, the whole probe set for an MLP). Larger batches run the probe faster (a CNN snapshot of 2,000 digits takes about a third less
-        time in batches of 1,000 than of 256).
+        per digit, the whole probe set for an MLP). Larger batches run the probe faster: the CNN's forward pass
+        over 2,000 digits takes about a third less time in batches of 1,000 than of 256.
     seed : int, default=0
         Seed of the random projections.
     embed : str or list of str, default=None
