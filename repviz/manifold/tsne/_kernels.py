@@ -85,7 +85,7 @@ def _weight(d2, dof):
 
 
 @njit(parallel=True, cache=True, fastmath=True)
-def attractive_2d(indptr, indices, pdata, Y, exaggeration, out, kl_rows, compute_kl):
+def attractive_2d(indptr, indices, pdata, Y, exaggeration, out, log_args, compute_kl):
     """:func:`attractive` for 2-D t-SNE (dof = 1), the hot loop of large fits, in its own kernel so that a fit
     compiles only the form it runs: f / w = w = 1 / (1 + d²)."""
     for i in prange(Y.shape[0]):
@@ -100,26 +100,23 @@ def attractive_2d(indptr, indices, pdata, Y, exaggeration, out, kl_rows, compute
             q = pdata[e] / (1.0 + d0 * d0 + d1 * d1)
             a0 += q * d0
             a1 += q * d1
-        acc = 0.0
-        if compute_kl:  # a second pass, so that the hot loop above stays free of logarithms and branches
+        if compute_kl:  # a second pass, so that the gradient's loop above is the same with or without it
             for e in range(indptr[i], indptr[i + 1]):
                 j = indices[e]
                 d0 = yi0 - Y[j, 0]
                 d1 = yi1 - Y[j, 1]
-                if pdata[e] > 0:
-                    acc += pdata[e] * (np.log(pdata[e]) + np.log(1.0 + d0 * d0 + d1 * d1))
+                log_args[e] = 1.0 + d0 * d0 + d1 * d1
         out[i, 0] = exaggeration * a0
         out[i, 1] = exaggeration * a1
-        kl_rows[i] = acc
 
 
 @njit(parallel=True, cache=True, fastmath=True)
-def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compute_kl):
-    """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also
-    kl_rows[i] = sum_j p_ij log(p_ij / w_ij) (the KL divergence is their sum + log Z, since sum p = 1)."""
+def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, log_args, compute_kl):
+    """out[i] = exaggeration * sum_j p_ij * (f_ij / w_ij) (y_i - y_j); with ``compute_kl`` also, for each
+    non-zero e = (i, j) of P, log_args[e] = 1 + d²/dof (Student-t: -log w = dof * log of it) or d² (Gaussian:
+    -log w itself), from which the caller takes the KL divergence with numpy's vectorised log."""
     dim = Y.shape[1]
     for i in prange(Y.shape[0]):
-        acc = 0.0
         for d in range(dim):
             out[i, d] = 0.0
         for e in range(indptr[i], indptr[i + 1]):
@@ -129,9 +126,8 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, kl_rows, compu
             c = exaggeration * pdata[e] * f / w
             for d in range(dim):
                 out[i, d] += c * (Y[i, d] - Y[j, d])
-            if compute_kl and pdata[e] > 0:
-                acc += pdata[e] * (np.log(pdata[e]) - np.log(w))
-        kl_rows[i] = acc
+            if compute_kl:
+                log_args[e] = d2 if dof <= 0.0 else 1.0 + d2 / dof
 
 
 #: Squared distance beyond which a Gaussian kernel term, exp(-d²) < 2e-22, is skipped in the exact sums.
