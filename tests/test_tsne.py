@@ -47,6 +47,25 @@ def test_exact_gradient_matches_finite_differences(dof):
     assert err < 1e-4 * np.linalg.norm(g(Y0.ravel())), err
 
 
+@pytest.mark.parametrize("dof,dim", [(1.0, 2), (1.0, 3), (0.5, 2), (0.0, 2)])
+def test_divergence_is_the_definition_on_dense_matrices(dof, dim):
+    """KL(P || Q) = sum p log(p / q) with q = w / sum w, from dense P and kernel matrices; evaluated twice on
+    the same objective (its buffers are reused) and with P holding zeros (a kNN graph's missing pairs)."""
+    X, _ = _blobs(10, 3, dim=5)
+    P = _affinities(X, 5.0, k=8)
+    Y = np.random.default_rng(3).normal(size=(30, dim)) * 3
+    d2 = ((Y[:, None] - Y[None]) ** 2).sum(-1)
+    W = np.exp(-d2) if dof == 0 else (1 + d2 / dof) ** -dof
+    np.fill_diagonal(W, 0)
+    Pd = P.toarray().astype(np.float64)
+    nz = Pd > 0
+    expected = float((Pd[nz] * np.log(Pd[nz] / (W[nz] / W.sum()))).sum())
+    obj = KLObjective(P, ExactRepulsion(dof), dof)
+    for _ in range(2):
+        assert obj(Y)[0] == pytest.approx(expected, rel=1e-9)
+    assert np.isnan(obj(Y, compute_kl=False)[0])
+
+
 def test_exaggeration_scales_only_the_attraction():
     X, _ = _blobs(10, 3, dim=5)
     P = _affinities(X, 5.0)
@@ -409,7 +428,8 @@ def test_progress_goes_through_the_one_protocol(capsys):
     events = []
     TSNE(perplexity=5, max_iter=120, early_exaggeration_iter=20, random_state=0, verbose=1).fit(
         X, progress=lambda *event: events.append(event))
-    assert [e[:3] for e in events] == [("optimise", 20, 120), ("optimise", 70, 120), ("optimise", 120, 120)]
+    assert [e[:3] for e in events] == [("optimise", 20, 120), ("optimise", 45, 120), ("optimise", 70, 120),
+                                       ("optimise", 95, 120), ("optimise", 120, 120)]
     assert all(e[3].startswith("KL ") for e in events)
     out = capsys.readouterr().out
     assert "[TSNE] kNN:" in out and "[TSNE] optimisation:" in out

@@ -93,19 +93,24 @@ def attractive_2d(indptr, indices, pdata, Y, exaggeration, out, log_args, comput
         yi1 = Y[i, 1]
         a0 = 0.0
         a1 = 0.0
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            d0 = yi0 - Y[j, 0]
-            d1 = yi1 - Y[j, 1]
-            q = pdata[e] / (1.0 + d0 * d0 + d1 * d1)
-            a0 += q * d0
-            a1 += q * d1
-        if compute_kl:  # a second pass, so that the gradient's loop above is the same with or without it
+        if compute_kl:
             for e in range(indptr[i], indptr[i + 1]):
                 j = indices[e]
                 d0 = yi0 - Y[j, 0]
                 d1 = yi1 - Y[j, 1]
-                log_args[e] = 1.0 + d0 * d0 + d1 * d1
+                base = 1.0 + d0 * d0 + d1 * d1
+                log_args[e] = base
+                q = pdata[e] / base
+                a0 += q * d0
+                a1 += q * d1
+        else:  # the same loop without the store, the hot loop of every iteration
+            for e in range(indptr[i], indptr[i + 1]):
+                j = indices[e]
+                d0 = yi0 - Y[j, 0]
+                d1 = yi1 - Y[j, 1]
+                q = pdata[e] / (1.0 + d0 * d0 + d1 * d1)
+                a0 += q * d0
+                a1 += q * d1
         out[i, 0] = exaggeration * a0
         out[i, 1] = exaggeration * a1
 

@@ -28,7 +28,7 @@ from .affinity import joint_affinities, n_neighbors_for
 from .optimize import KLObjective, gradient_descent, make_repulsion, relabel, spatial_order
 
 _EXACT_MAX_N = 1000  # method="auto" outside 2-D t-SNE: exact gradient up to this many points
-_TOL_EVERY = 25  # with tol > 0: iterations between the KL evaluations that decide convergence
+_KL_EVERY = 25  # iterations between the KL evaluations that report progress and decide convergence (``tol``)
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
 
 
@@ -149,7 +149,7 @@ class _BaseSNE(Estimator):
         """Compute the embedding of X (or of the distance matrix X with ``metric="precomputed"``); returns self.
 
         ``progress``, a callable of :mod:`repviz.progress`, receives ("optimise", iterations done, max_iter,
-        "KL ...") as the optimisation goes (every 50 iterations and at the end of each phase)."""
+        "KL ...") as the optimisation goes (every 25 iterations and at the end of each phase)."""
         self._validate_params()
         owner = type(self).__name__
         X = self._check_input(X)
@@ -222,7 +222,7 @@ class _BaseSNE(Estimator):
                 tol = float(self.tol) if exaggeration == 1.0 else 0.0
                 state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=momentum,
                                          exaggeration=exaggeration, state=state, progress=log.iteration,
-                                         tol=tol, kl_every=_TOL_EVERY if tol else 50)
+                                         tol=tol, kl_every=_KL_EVERY)
             log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
                 f", KL {state.kl:.4f}" if name == "optimisation" and state is not None else ""))
         out = np.empty_like(Y)
