@@ -138,7 +138,8 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
 # points ~10x less than independent fits; a lower learning rate would move them even less but follow real changes
 # of the representation more slowly.
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
-                continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 5e-3})
+                continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 5e-3,
+                              "neighbour_start": 150})
 # Iterative stress minimisers continue from the previous layout as it is.
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})

@@ -303,6 +303,47 @@ def test_tol_stops_a_converged_layout_and_not_a_moving_one():
     np.testing.assert_array_equal(moving.embedding_, no_tol.embedding_)  # tol only ever stops, never steers
 
 
+def test_neighbour_start_is_kept_where_neighbourhoods_moved_and_dropped_where_not():
+    """A continuation whose previous layout put a third of one cluster's points in another: the neighbour-mean
+    start wins the race and ends at a lower KL than the plain continuation after as many iterations. From the
+    converged layout of a continuous sheet (where averaging only shrinks the layout) it loses, and the fit is
+    then exactly the plain continuation."""
+    X, labels = _blobs(100, 3)
+    full = TSNE(random_state=0, max_iter=750).fit(X)
+    kw = dict(random_state=0, rescale_init=False, early_exaggeration_iter=0, max_iter=100)
+    wrong = full.embedding_.copy()
+    swap = np.flatnonzero(labels == 0)[:33], np.flatnonzero(labels == 1)[:33]
+    wrong[swap[0]], wrong[swap[1]] = full.embedding_[swap[1]], full.embedding_[swap[0]]
+    plain = TSNE(init=wrong, **kw).fit(X)
+    raced = TSNE(init=wrong, neighbour_start=100, **kw).fit(X)
+    assert raced.start_ == "neighbours" and plain.start_ == "init"
+    assert raced.n_iter_ == plain.n_iter_ == 100 and "neighbour start" in raced.timings_
+    assert raced.kl_divergence_ < 0.9 * plain.kl_divergence_, (raced.kl_divergence_, plain.kl_divergence_)
+    assert knn_accuracy(raced.embedding_, labels) > knn_accuracy(plain.embedding_, labels)
+    again = TSNE(init=wrong, neighbour_start=100, n_jobs=2, **kw).fit(X)
+    np.testing.assert_array_equal(again.embedding_, raced.embedding_)
+
+    rng = np.random.default_rng(0)
+    sheet = np.c_[rng.random((300, 2)) * 10, np.zeros((300, 8))] @ np.linalg.qr(rng.normal(size=(10, 10)))[0]
+    sheet = sheet.astype(np.float32)
+    settled = TSNE(random_state=0, max_iter=750).fit(sheet).embedding_
+    kept = TSNE(init=settled, neighbour_start=100, **kw).fit(sheet)
+    assert kept.start_ == "init"
+    np.testing.assert_array_equal(kept.embedding_, TSNE(init=settled, **kw).fit(sheet).embedding_)
+
+
+@pytest.mark.parametrize("params", [{}, {"init": "pca"}, {"early_exaggeration_iter": 10}])
+def test_neighbour_start_needs_a_continuation(params):
+    X, _ = _blobs(20, 3)
+    kw = {"init": np.random.default_rng(0).normal(size=(60, 2)), "early_exaggeration_iter": 0, **params}
+    if params:
+        with pytest.raises(ValueError, match="neighbour_start continues from an earlier layout"):
+            TSNE(perplexity=5, neighbour_start=40, max_iter=50, **kw).fit(X)
+    else:
+        fit = TSNE(perplexity=5, neighbour_start=40, max_iter=50, **kw).fit(X)
+        assert fit.n_iter_ == {"neighbours": 40, "init": 50}[fit.start_]
+
+
 def test_tol_extrapolates_the_last_window_over_the_iterations_left():
     """A KL falling by 0.11 % per 25 iterations: with tol = 0.5 % the descent runs on while the fall projected
     over the iterations left is above 0.5 % (5 windows left at iteration 175: 0.55 %) and stops at 200 (4 windows:
