@@ -73,3 +73,18 @@ def test_quality_scores_equal_the_separate_scores(max_exact):
     assert got["knn_preservation"] == knn_preservation(X, Y, 9, **kw)
     assert got["knn_accuracy"] == knn_accuracy(Y, labels, 9, **kw)
     assert got["n_sampled"] == (150 if max_exact else 400) and got["n_neighbors"] == 9
+
+
+@pytest.mark.parametrize("k", [1, 10, 40])
+def test_embedding_neighbours_by_tree_equal_the_exact_search_with_ties(k):
+    """Low-dimensional inputs (embeddings) are searched with a k-d tree; on integer points (ties everywhere,
+    duplicates included) and on random ones it returns what the exact blocked search returns, ties to the
+    smaller index."""
+    from repviz.metrics import _query_knn
+    from repviz.neighbors import knn
+
+    rng = np.random.default_rng(0)
+    for Y in (rng.integers(0, 6, size=(300, 2)).astype(np.float32), rng.normal(size=(300, 3))):
+        queries = np.sort(rng.choice(300, size=120, replace=False))
+        np.testing.assert_array_equal(_query_knn(Y, queries, k), knn(Y, k)[0][queries])
+        np.testing.assert_array_equal(_query_knn(Y, np.arange(300), k), knn(Y, k)[0])
