@@ -120,8 +120,8 @@ def tsne_steps(logdir: Path) -> str:
                 info = run.embedding_info(key, layer, step)
                 (steps if i else first).append((info["seconds"], info.get("n_iter") or 0))
     med = lambda rows, c: float(np.median([r[c] for r in rows])) if rows else float("nan")  # noqa: E731
-    return (f"t-SNE per representation (scores included): first snapshot median {med(first, 0):.2f} s "
-            f"({med(first, 1):.0f} iterations); continuation step median {med(steps, 0):.2f} s "
+    return (f"t-SNE per representation (scores included): first snapshot median {med(first, 0):.3f} s "
+            f"({med(first, 1):.0f} iterations); continuation step median {med(steps, 0):.3f} s "
             f"({med(steps, 1):.0f} iterations, {len(steps)} steps)")
 
 

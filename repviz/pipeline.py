@@ -310,11 +310,12 @@ def _damaged(run: Run, record: dict) -> RepresentationError | None:
 
 
 def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
-    """The activations as a float32 matrix and the checksum of the file they came from."""
+    """The activations as a float32 matrix and the checksum of the file they came from (read whole, not mapped:
+    every byte is used, and a memory map's page faults cost 15 ms per 2 MB here, against 1 ms for one read)."""
     record = run.record(layer, step)
     if error := _nonfinite(record):
         raise error
-    stored = run.read_array(record)
+    stored = run.read_array(record, mmap=False)
     if checksum(stored) != record["crc32"]:
         raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
                                   "(corrupted, or replaced by hand); record the snapshot again")
