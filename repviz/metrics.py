@@ -63,38 +63,57 @@ def _ranks_of(X: np.ndarray, queries: np.ndarray, neighbors: np.ndarray, block_b
 
 def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
           block_bytes: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
-    """One pass over X's Gram matrix, block by block: each query's k nearest neighbours in X and, with
-    ``others`` (n_queries, m), the 1-based rank in X's distances of each point listed there."""
+    """One pass over the distances from each query to all rows of X: its k nearest neighbours in X and, with
+    ``others`` (n_queries, m), the 1-based rank in X's distances of each point listed there. Wide X goes
+    through its Gram matrix, block by block; low-dimensional X (an embedding) has its squared distances
+    computed from the coordinates, which costs less than writing and reading an n x n block."""
     X = np.ascontiguousarray(X)
-    sq = np.einsum("ij,ij->i", X, X).astype(np.float64)
+    low = X.shape[1] <= _TREE_MAX_DIM
+    sq = np.einsum("ij,ij->i", X, X).astype(np.float64) if not low else np.empty(0)
     near = np.empty((len(queries), k), dtype=np.int64)
     targets = np.zeros((len(queries), 0), dtype=np.int64) if others is None else np.asarray(others, dtype=np.int64)
     ranks = np.empty(targets.shape, dtype=np.int64)
-    rows = _block_rows(len(X), block_bytes)
+    rows = len(queries) if low else _block_rows(len(X), block_bytes)
+    coords = np.ascontiguousarray(X.T, dtype=np.float64) if low else np.empty((0, len(X)))
     for s in range(0, len(queries), rows):
         q = np.ascontiguousarray(queries[s:s + rows], dtype=np.int64)
-        run_rows(_select_and_rank, len(q), X[q] @ X.T, sq, q, k, targets[s:s + rows], near[s:s + rows],
+        G = np.empty((0, len(X)), dtype=X.dtype) if low else X[q] @ X.T
+        run_rows(_select_and_rank, len(q), coords, G, sq, q, k, targets[s:s + rows], near[s:s + rows],
                  ranks[s:s + rows])
     return near, ranks
 
 
 @njit(cache=True, nogil=True)
-def _select_and_rank(start_row, stop_row, G, sq, queries, k, targets, near, ranks):
-    """For rows start_row..stop_row of the Gram block G (query i = queries[r]; serial, for
-    :func:`repviz._rows.run_rows`): the k smallest keys sq[j] - 2 G[r, j] over j != i (the query's own squared
-    norm does not change the order), sorted; and for each listed target t the count of points strictly closer
-    than t, plus one (the query itself): its 1-based rank."""
-    n = G.shape[1]
+def _select_and_rank(start_row, stop_row, coords, G, sq, queries, k, targets, near, ranks):
+    """For queries start_row..stop_row (query i = queries[r]; serial, for :func:`repviz._rows.run_rows`): the k
+    nearest other points, sorted, and for each listed target t the count of other points strictly closer than
+    t, plus one: its 1-based rank. The keys that order row r are sq[j] - 2 G[r, j] for a Gram block G (the
+    query's own squared norm does not change the order) or, with ``sq`` empty, the squared distances from
+    ``coords`` (dimensions x points, float64). They are computed once per row into a buffer, the query's own
+    set to infinity, so that the selection and every rank count are plain vectorised passes over it."""
+    n = coords.shape[1]
+    keys = np.empty(n)
     best_d = np.empty(k)
     best_j = np.empty(k, dtype=np.int64)
     for r in range(start_row, stop_row):
         i = queries[r]
+        if sq.shape[0]:
+            for j in range(n):
+                keys[j] = sq[j] - 2.0 * G[r, j]
+        else:
+            keys[:] = 0.0
+            for f in range(coords.shape[0]):
+                ci = coords[f, i]
+                for j in range(n):
+                    t = ci - coords[f, j]
+                    keys[j] += t * t
+        keys[i] = np.inf
         if k > 0:  # insertion into a sorted list of the k best (ties: the smaller index first, as knn)
             best_d[:] = np.inf
             best_j[:] = n
             for j in range(n):
-                d = sq[j] - 2.0 * G[r, j]
-                if d < best_d[k - 1] and j != i:
+                d = keys[j]
+                if d < best_d[k - 1]:
                     a = k - 1
                     while a > 0 and best_d[a - 1] > d:
                         best_d[a] = best_d[a - 1]
@@ -105,11 +124,10 @@ def _select_and_rank(start_row, stop_row, G, sq, queries, k, targets, near, rank
             for a in range(k):
                 near[r, a] = best_j[a]
         for m in range(targets.shape[1]):
-            t = targets[r, m]
-            key = sq[t] - 2.0 * G[r, t]
+            key = keys[targets[r, m]]
             c = 1
             for j in range(n):
-                c += (sq[j] - 2.0 * G[r, j] < key) & (j != i)
+                c += keys[j] < key
             ranks[r, m] = c
 
 
