@@ -71,10 +71,14 @@ class AutoRepulsion:
         self.fft = FFTRepulsion(n_samples, 1.0, n_interp=n_interp, min_boxes=min_boxes, workers=n_threads)
         self.direct_ns = _DIRECT_NS_PER_PAIR * float(n_samples) ** 2
         self.counts = {"direct": 0, "fft": 0}
+        # the grid only grows with the extent: below the FFT's cost on its smallest grid, direct sums always win
+        self.always_direct = self._cheaper_direct(self.fft.grid_size(0.0))
+
+    def _cheaper_direct(self, n_grid: int) -> bool:
+        return self.direct_ns < _FFT_NS_PER_GRID_TERM * (2 * n_grid) ** 2 * np.log2(2 * n_grid)
 
     def prefers_direct(self, Y: np.ndarray) -> bool:
-        n_grid = self.fft.grid_size(float(Y.max() - Y.min()))
-        return self.direct_ns < _FFT_NS_PER_GRID_TERM * (2 * n_grid) ** 2 * np.log2(2 * n_grid)
+        return self.always_direct or self._cheaper_direct(self.fft.grid_size(float(Y.max() - Y.min())))
 
     def __call__(self, Y, rep) -> float:
         name = "direct" if self.prefers_direct(Y) else "fft"
