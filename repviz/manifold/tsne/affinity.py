@@ -32,8 +32,10 @@ def joint_affinities(indices: np.ndarray, distances: np.ndarray, perplexity: flo
     sorted, summing to 1), from a kNN graph (``indices``, ``distances``: (n, k), self excluded)."""
     n, k = indices.shape
     cond, _ = conditional_affinities(distances, perplexity)
-    rows = np.repeat(np.arange(n, dtype=np.int64), k)
-    P = sp.csr_matrix((cond.ravel(), (rows, indices.ravel())), shape=(n, n))
+    # each row's neighbours are distinct: sorted, they make a canonical CSR matrix directly (no COO conversion)
+    order = np.argsort(indices, axis=1)
+    P = sp.csr_matrix((np.take_along_axis(cond, order, axis=1).ravel(),
+                       np.take_along_axis(indices, order, axis=1).ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))
     P = P + P.T
     P.sum_duplicates()
     P.sort_indices()
