@@ -318,6 +318,7 @@ def test_neighbour_start_is_kept_where_neighbourhoods_moved_and_dropped_where_no
     raced = TSNE(init=wrong, neighbour_start=100, **kw).fit(X)
     assert raced.start_ == "neighbours" and plain.start_ == "init"
     assert raced.n_iter_ == plain.n_iter_ == 100 and "neighbour start" in raced.timings_
+    assert raced.learning_rate_ == 4 * plain.learning_rate_  # the contracted start re-expands at 4x the rate
     assert raced.kl_divergence_ < 0.9 * plain.kl_divergence_, (raced.kl_divergence_, plain.kl_divergence_)
     assert knn_accuracy(raced.embedding_, labels) > knn_accuracy(plain.embedding_, labels)
     again = TSNE(init=wrong, neighbour_start=100, n_jobs=2, **kw).fit(X)

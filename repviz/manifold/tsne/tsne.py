@@ -191,11 +191,11 @@ class _BaseSNE(Estimator):
             state, Y, method = self._descend(Y, P, method, phases, n_threads, log, state)
         if not np.isfinite(Y).all():
             raise FloatingPointError(f"{owner} diverged (non-finite coordinates); lower learning_rate "
-                                     f"({lr:g}) or early_exaggeration ({self.early_exaggeration:g})")
+                                     f"({rate:g}) or early_exaggeration ({self.early_exaggeration:g})")
         self.embedding_ = Y.astype(np.float32)
         self.kl_divergence_ = state.kl
         self.n_iter_ = state.n_iter
-        self.learning_rate_ = lr
+        self.learning_rate_ = rate
         self.early_learning_rate_ = lr_ee
         self.perplexity_ = perplexity
         self.method_ = method
@@ -304,7 +304,8 @@ _SHARED_DOC = """
         For a continuation (an array ``init`` and ``early_exaggeration_iter=0``): also start from ``init`` with
         every point moved to the P-weighted mean of its neighbours' positions there, and run 30 iterations at 4x
         the learning rate (that layout is contracted: it re-expands). If the KL divergence is then below that of
-        ``init`` as it is, go on from there at that rate for at most ``neighbour_start`` iterations in all;
+        ``init`` as it is, go on from there at that rate (``learning_rate_`` then reports it) for at most
+        ``neighbour_start`` iterations in all;
         otherwise restart from ``init`` at the plain rate for ``max_iter`` (the 30 iterations are then spent
         outside it). Where the neighbourhoods changed, points jump to their new neighbours instead of crawling
         there through the points in between (a one-step exaggeration), and the descent needs far fewer
