@@ -305,14 +305,13 @@ _SHARED_DOC = """
         every point moved to the P-weighted mean of its neighbours' positions there, and run 30 iterations at 4x
         the learning rate (that layout is contracted: it re-expands). If the KL divergence is then below that of
         ``init`` as it is, go on from there at that rate (``learning_rate_`` then reports it) for at most
-        ``neighbour_start`` iterations in all;
-        otherwise restart from ``init`` at the plain rate for ``max_iter`` (the 30 iterations are then spent
-        outside it). Where the neighbourhoods changed, points jump to their new neighbours instead of crawling
-        there through the points in between (a one-step exaggeration), and the descent needs far fewer
-        iterations: on 39 continuations of real and synthetic chains (1,000-2,000 points), 120 such iterations
-        ended a median 5 % below the KL divergence of 300 plain ones from ``init`` (at most 2 % above). Where
-        they did not change, the layout that was already good is kept. ``start_`` tells which start was kept.
-        The pipeline's aligned chains use 120.
+        ``neighbour_start`` iterations in all; otherwise restart from ``init`` at the plain rate for ``max_iter``
+        (the 30 iterations are then spent outside it). Where the neighbourhoods changed, points jump to their
+        new neighbours instead of crawling there through the points in between (a one-step exaggeration), and
+        the descent needs far fewer iterations: on 39 continuations of real and synthetic chains (1,000-2,000
+        points), 120 such iterations ended a median 5 % below the KL divergence of 300 plain ones from ``init``
+        (at most 2 % above). Where they did not change, the layout that was already good is kept. ``start_``
+        tells which start was kept. The pipeline's aligned chains use 120.
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
         Input distances. "precomputed": X is a square, symmetric, non-negative distance matrix. Distances are
         squared inside the Gaussian whatever the metric.
