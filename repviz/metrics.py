@@ -73,7 +73,7 @@ def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
     near = np.empty((len(queries), k), dtype=np.int64)
     targets = np.zeros((len(queries), 0), dtype=np.int64) if others is None else np.asarray(others, dtype=np.int64)
     ranks = np.empty(targets.shape, dtype=np.int64)
-    rows = len(queries) if low else _block_rows(len(X), block_bytes)
+    rows = max(1, len(queries)) if low else _block_rows(len(X), block_bytes)
     coords = np.ascontiguousarray(X.T, dtype=np.float64) if low else np.empty((0, len(X)))
     for s in range(0, len(queries), rows):
         q = np.ascontiguousarray(queries[s:s + rows], dtype=np.int64)
