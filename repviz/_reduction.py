@@ -89,13 +89,15 @@ def _sketch_rows(start, stop, x, bucket, sign, out):
             row[bucket[i]] += sign[i] * x[q, i]
 
 
-def apply_count_sketch(x: np.ndarray, bucket: np.ndarray, sign: np.ndarray, out: np.ndarray) -> None:
+def apply_count_sketch(x: np.ndarray, bucket: np.ndarray, sign: np.ndarray, out: np.ndarray,
+                       threads: int | None = None) -> None:
     """``out[:] = count_sketch(x, ...)`` for float32 ``x`` (n, in_width) and ``out`` (n, dim), from the plan of
-    :func:`count_sketch_columns`: one pass over each row, rows on ``numba.get_num_threads()`` threads. The sums run
-    over the input columns in order, so the result does not depend on the thread count."""
+    :func:`count_sketch_columns`: one pass over each row, rows on ``threads`` threads (None:
+    ``numba.get_num_threads()``; 1: the calling thread alone). The sums run over the input columns in order, so
+    the result does not depend on the thread count."""
     x = np.ascontiguousarray(x, dtype=np.float32).view()
     x.flags.writeable = False  # one compiled form: backend tensors come as read-only views
-    run_rows(_sketch_rows, x.shape[0], x, bucket, sign, out)
+    run_rows(_sketch_rows, x.shape[0], x, bucket, sign, out, threads=threads)
 
 
 def load_sketch_kernel() -> threading.Thread:

@@ -32,11 +32,11 @@ def _executor() -> ThreadPoolExecutor:
     return _pool
 
 
-def run_rows(kernel: Callable, n_rows: int, *args) -> None:
-    """``kernel(start, stop, *args)`` over ``range(n_rows)`` in contiguous chunks, four per thread, on
-    ``numba.get_num_threads()`` threads that each take the next chunk when done with one (rows differ in cost).
-    ``kernel`` must be compiled with ``nogil=True`` (else the threads take turns) and write only its rows."""
-    threads = min(numba.get_num_threads(), n_rows)
+def run_rows(kernel: Callable, n_rows: int, *args, threads: int | None = None) -> None:
+    """``kernel(start, stop, *args)`` over ``range(n_rows)`` in contiguous chunks, four per thread, on ``threads``
+    threads (None: ``numba.get_num_threads()``) that each take the next chunk when done with one (rows differ in
+    cost). ``kernel`` must be compiled with ``nogil=True`` (else the threads take turns) and write only its rows."""
+    threads = min(threads or numba.get_num_threads(), n_rows)
     if threads <= 1:
         kernel(0, n_rows, *args)
         return

@@ -7,7 +7,8 @@ subclassed models and of nested models, sees every call of a layer that is calle
 multi-output layer. Each output is flattened per sample (globally pooled first on request) and, when wide, reduced
 by a seeded count sketch fixed for the run (:mod:`repviz._reduction`, a numba kernel over the batch's numpy view),
 then handed to a background thread that writes it through :mod:`repviz.store` while training goes on (at most two
-snapshots in flight, so memory does not grow with the number of snapshots).
+snapshots in flight, so memory does not grow with the number of snapshots). That thread also reduces the last
+probe batch of each snapshot, so the training thread waits only for the forward passes and the other batches.
 
 This is the only Keras-aware module of repviz.
 """
@@ -158,11 +159,12 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         Global pooling over the spatial axes of maps of rank >= 3 (channel last) before anything else: a
         (H, W, C) map becomes C values.
     batch_size : int, default=None
-        Probe rows per inference batch; bounds the memory a snapshot needs. None: as many as keep one batch of
-        the recorded outputs, at full width before the sketch, within 64 MB (at least 16 rows, at most the
-        probe set; 914 rows for the MNIST CNN of ``benchmarks/bench_capture.py``, which records 18,340 values
-        per digit, the whole probe set for an MLP). Larger batches run the probe faster: the CNN's forward pass
-        over 2,000 digits takes about a third less time in batches of 1,000 than of 256.
+        Probe rows per inference batch; bounds the memory a snapshot needs. None: the probe set in the fewest
+        equal batches that keep one batch of the recorded outputs, at full width before the sketch, within
+        96 MB (at least 16 rows; two batches of 1,000 for the MNIST CNN of ``benchmarks/bench_capture.py``,
+        which records 18,340 values per digit, the whole probe set for an MLP). Fewer, larger batches run the
+        probe faster: the CNN's forward pass over 2,000 digits takes about a third less time in batches of
+        1,000 than of 256, and a short last batch costs nearly as much as a full one.
     seed : int, default=0
         Seed of the random projections.
     embed : str or list of str, default=None
@@ -453,7 +455,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
 
     def _snapshot(self, step: int, **info: Any) -> None:
         """Run the probe through the model on the training thread (the weights must not move meanwhile) and hand
-        the arrays to the background writer."""
+        the arrays to the background writer. The last probe batch's outputs go to the writer as they are: it
+        reduces them (one thread, at the lowest priority) while training goes on."""
         self._report(self._background.done())  # also raises here what failed in the writer since
         n = self.n_probe
         if self._run_fn is None:
@@ -464,20 +467,39 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         size = self._batch_rows
         for start in range(0, n, size):
             xb = keras.tree.map_structure(lambda a, s=start: a[s:s + size], self._x)
-            flat, predicted = self._run_fn(xb)
-            for c, r, a in zip(self._captures, flat, acts):
-                r = _host_view(r)
-                if c.sketch is None:
-                    a[start:start + size] = r
-                elif a.dtype == np.float32:
-                    _reduction.apply_count_sketch(r, *c.sketch, a[start:start + size])
-                else:
-                    sketched = np.empty((len(r), c.width), np.float32)
-                    _reduction.apply_count_sketch(r, *c.sketch, sketched)
-                    a[start:start + size] = sketched
-            for r, a in zip(predicted, preds):
-                a[start:start + size] = _host_view(r)
-        self._background.submit(lambda: self._write_snapshot(step, info, acts, preds))
+            batch = (start, *self._run_fn(xb))
+            if start + size < n:
+                self._store_batch(batch, acts, preds)
+        last = [batch]  # the writer drops it once stored: the job itself must not keep it alive
+        self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds))
+
+    def _store_batch(self, batch: tuple, acts: list[np.ndarray], preds: list[np.ndarray], threads: int | None = None
+                     ) -> None:
+        """Copy one probe batch's outputs (``start``, recorded layers, model outputs) into the snapshot's arrays,
+        count-sketching the wide layers (on ``threads`` threads; None: numba's)."""
+        start, flat, predicted = batch
+        for c, r, a in zip(self._captures, flat, acts):
+            r = _host_view(r)
+            rows = slice(start, start + len(r))
+            if c.sketch is None:
+                a[rows] = r
+            elif a.dtype == np.float32:
+                _reduction.apply_count_sketch(r, *c.sketch, a[rows], threads)
+            else:
+                sketched = np.empty((len(r), c.width), np.float32)
+                _reduction.apply_count_sketch(r, *c.sketch, sketched, threads)
+                a[rows] = sketched
+        for r, a in zip(predicted, preds):
+            r = _host_view(r)
+            a[start:start + len(r)] = r
+
+    def _finish_snapshot(self, step: int, info: dict, last: list[tuple], acts: list[np.ndarray],
+                         preds: list[np.ndarray]) -> list[dict]:
+        """The writer's part of a snapshot: store its last probe batch, serially (the writer must not take the
+        training threads' cores), then write it. The batch's backend outputs, the largest arrays of a snapshot,
+        are released before the writes."""
+        self._store_batch(last.pop(), acts, preds, threads=1)
+        return self._write_snapshot(step, info, acts, preds)
 
     def _write_snapshot(self, step: int, info: dict, acts: list[np.ndarray], preds: list[np.ndarray]) -> list[dict]:
         """Store one snapshot (on the writer thread); returns the activation records. Each array is renamed into
@@ -623,13 +645,16 @@ def _reduce(tensor, c: _Capture):
     return x
 
 
-_BATCH_BYTES = 64 << 20  # batch_size=None: the full-width outputs of one probe batch fit in this
+_BATCH_BYTES = 96 << 20  # batch_size=None: the full-width outputs of one probe batch fit in this
 
 
 def _auto_batch_rows(n: int, captures: list[_Capture], outputs: list[_Output]) -> int:
-    """Probe rows per batch for ``batch_size=None`` (see :class:`ActivationLogger`)."""
+    """Probe rows per batch for ``batch_size=None`` (see :class:`ActivationLogger`): the fewest batches within
+    the memory budget, of equal size (a short last batch costs nearly a whole call)."""
     values = sum(c.flat_width for c in captures) + sum(int(np.prod(o.sample_shape)) for o in outputs)
-    return int(min(n, max(16, _BATCH_BYTES // (4 * max(1, values)))))
+    most = max(16, _BATCH_BYTES // (4 * max(1, values)))
+    batches = -(-n // most)
+    return int(-(-n // batches))
 
 
 def _host_view(tensor) -> np.ndarray:

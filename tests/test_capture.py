@@ -402,6 +402,9 @@ def test_apply_count_sketch_is_the_definition_on_any_thread_count(rows):
             outs.append(out)
     finally:
         numba.set_num_threads(old)
+    out = np.full((rows, 64), np.nan, np.float32)
+    apply_count_sketch(x, bucket, sign, out, threads=1)  # the writer thread's form: the calling thread alone
+    outs.append(out)
     np.testing.assert_allclose(outs[0], count_sketch(x, index, signs, 64), rtol=1e-5, atol=1e-5)
     for out in outs[1:]:
         np.testing.assert_array_equal(out, outs[0])
@@ -423,8 +426,13 @@ def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_pat
         np.testing.assert_allclose(runs[0].activations(layer, 1), runs[1].activations(layer, 1), rtol=1e-5,
                                    atol=1e-6)
     conv = loggers[0]._captures[:1]
-    wide = _BATCH_BYTES // (4 * (conv[0].flat_width + 2))
-    assert _auto_batch_rows(10 ** 6, conv, loggers[0]._outputs) == wide
+    most = _BATCH_BYTES // (4 * (conv[0].flat_width + 2))
+    for n in (10 ** 6, most + 1, 3 * most, 3 * most - 1):  # the fewest batches within the budget, equal in size
+        rows = _auto_batch_rows(n, conv, loggers[0]._outputs)
+        batches = -(-n // rows)
+        assert rows <= most and batches == -(-n // most)
+        assert rows - (n - (batches - 1) * rows) < batches  # the last batch is short by less than one row a batch
+    assert _auto_batch_rows(most + 1, conv, loggers[0]._outputs) == (most + 2) // 2
     assert _auto_batch_rows(10, conv, loggers[0]._outputs) == 10
     conv[0].flat_width = 10 ** 9  # a layer too wide for the budget still runs in batches of 16
     assert _auto_batch_rows(10 ** 6, conv, loggers[0]._outputs) == 16
