@@ -1,7 +1,8 @@
 """Cost of ActivationLogger during model.fit: the fit's wall time with the logger against a plain fit.
 
     python benchmarks/bench_capture.py [--mnist PATH] [--epochs 3] [--probe 2000] [--models mlp,cnn]
-                                       [--modes "every epoch,every 50 batches"] [--repeats 3] [--rows 60000]
+                                       [--modes "every epoch,every 50 batches,every 50 batches paired"]
+                                       [--repeats 3] [--rows 60000]
 
 An MLP (784-256-128-10) and a small CNN (conv16-pool-conv32-pool-dense128-dense10) train on the 60,000 MNIST
 training digits, each fit in its own process: a plain fit, a fit capturing every epoch (the default layers,
@@ -12,8 +13,13 @@ logger on the training thread, the median snapshot, the process's CPU time durin
 fit's (the logger's work wherever it runs), peak RSS during the fit (the data loading's peak is reset away) over
 the plain fit's, the bytes written per snapshot and the load average when the row started (the
 machine may be shared). Targets: every epoch <= 3% of the fit time (MLP and CNN), every 50 batches on the CNN
-<= 10%, <= 12 MB per CNN snapshot, peak RSS <= plain + 150 MB. The mode "every epoch, tsne" also embeds each
+<= 10%, <= 12 MB per CNN snapshot, peak RSS <= plain + 150 MB. The mode "every epoch + tsne" also embeds each
 snapshot with t-SNE while training runs (``embed="tsne"``, a background process at the lowest priority).
+
+On a shared machine whole fits a minute apart can differ by more than the logger costs. The mode "every 50
+batches paired" (run by default) measures the same overhead within one fit: it captures every 100 batches and compares each
+50-batch window that starts with a snapshot (whose background write falls in it too) with the windows either
+side, which share the load of the moment; the set-up and final wait are added as their share of the plain fit.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = {"plain": {}, "every epoch": {"freq": 1}, "every 50 batches": {"batch_freq": 50},
-         "every epoch, tsne": {"freq": 1, "embed": "tsne"}}
+         "every 50 batches paired": {"batch_freq": 100}, "every epoch + tsne": {"freq": 1, "embed": "tsne"}}
+WINDOW = 50  # "paired": 50-batch windows, one with a snapshot at its start (every 100 batches), the next without
 
 
 def build(name: str):
@@ -62,7 +69,9 @@ def worker(args) -> None:
     model = build(args.model)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     callbacks, logdir = [], tempfile.mkdtemp(prefix="bench_capture_")
-    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0}
+    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0, "windows": []}
+    if args.mode.endswith("paired"):  # first in the list: a window's clock starts before its snapshot
+        callbacks.append(_Windows(spent["windows"]))
     if MODES[args.mode]:
         logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **MODES[args.mode])
         begin, snapshot, end = logger.on_train_begin, logger._snapshot, logger.on_train_end
@@ -83,8 +92,10 @@ def worker(args) -> None:
             spent["setup"] += time.perf_counter() - t
 
         logger.on_train_begin, logger._snapshot, logger.on_train_end = timed_begin, timed_snapshot, timed_end
-        if hasattr(logger, "_write_snapshot"):  # writes on a background thread: its CPU time
-            write = logger._write_snapshot
+        # the writer thread's CPU time (it also reduces each snapshot's last probe batch)
+        part = next((p for p in ("_finish_snapshot", "_write_snapshot") if hasattr(logger, p)), None)
+        if part:
+            write = getattr(logger, part)
 
             def timed_write(*a, **k):
                 t = time.thread_time()
@@ -93,7 +104,7 @@ def worker(args) -> None:
                 finally:
                     spent["writer"] += time.thread_time() - t
 
-            logger._write_snapshot = timed_write
+            setattr(logger, part, timed_write)
         callbacks.append(logger)
     rss_start = _reset_peak_rss()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -109,6 +120,34 @@ def worker(args) -> None:
     shutil.rmtree(logdir)
     print(json.dumps({"wall": wall, "cpu": cpu, **spent, "disk": disk, "snapshot_bytes": snapshot_bytes,
                       "rss": _peak_rss(), "rss_start": rss_start, "accuracy": history.history["accuracy"][-1]}))
+
+
+def _Windows(times: list):
+    """A callback appending the wall time of every ``WINDOW`` consecutive training batches to ``times``."""
+    import keras
+
+    class Windows(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.batches, self.start = 0, None
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.batches += 1
+            if self.batches % WINDOW == 0:
+                now = time.perf_counter()
+                if self.start is not None:
+                    times.append(now - self.start)
+                self.start = now
+
+    return Windows()
+
+
+def paired_overhead(windows: list[float]) -> float:
+    """The median, over the windows that start with a snapshot (odd ones: the snapshot comes every second
+    window), of their time against the mean of the windows either side, minus 1. Adjacent windows share the
+    machine's load of the moment, which whole fits a minute apart do not."""
+    w = np.asarray(windows)
+    on = np.arange(1, len(w) - 1, 2)
+    return float(np.median(w[on] / ((w[on - 1] + w[on + 1]) / 2) - 1))
 
 
 def _reset_peak_rss() -> int:
@@ -151,7 +190,7 @@ def main() -> None:
     p.add_argument("--probe", type=int, default=2000)
     p.add_argument("--rows", type=int, default=60000, help="training rows (fewer for a quick look)")
     p.add_argument("--models", default="mlp,cnn")
-    p.add_argument("--modes", default="every epoch,every 50 batches",
+    p.add_argument("--modes", default="every epoch,every 50 batches,every 50 batches paired",
                    help=f"comma-separated capture modes besides the plain fit, from {list(MODES)[1:]}")
     p.add_argument("--repeats", type=int, default=3, help="rounds of alternating runs; medians are reported")
     p.add_argument("--threads", type=int, default=2)
@@ -198,11 +237,18 @@ def main() -> None:
                   f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s {100 * cpu:+6.1f}% "
                   f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
             print(f"      vs plain in each round: {', '.join(f'{100 * v:+.1f}%' for v in each)}")
+            if mode.endswith("paired"):
+                pairs = [paired_overhead(r[mode]["windows"]) for r in rounds]
+                fixed = [r[mode]["setup"] / r["plain"]["wall"] for r in rounds]
+                total = float(np.median([p + f for p, f in zip(pairs, fixed)]))
+                print(f"      every {WINDOW} batches, paired: a {WINDOW}-batch window starting with a snapshot against "
+                      f"the windows either side, {', '.join(f'{100 * v:+.1f}%' for v in pairs)}; with the set-up "
+                      f"and final wait: {100 * total:+.1f}% (median)")
             for r in rs:
                 if "embed_lag" in r:
                     print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
     print("fit s: median fit wall time; vs plain: the fit's overhead against the plain fit of the same round "
-          "(targets: every epoch <= 3%, every 50 batches on the CNN <= 10%); in logger: set-up, all snapshots and the final wait "
+          "(targets: every epoch <= 3%, every 50 batches on the CNN <= 10%); paired: the same overhead for every 50 batches measured within one fit, between neighbouring 50-batch windows (one fit captures every 100 batches), so that the machine's load changing between fits does not decide it; in logger: set-up, all snapshots and the final wait "
           "measured on the training thread, and its share of the fit; fixed: set-up and final wait; per snap: median snapshot after the first; writer: CPU time of the background "
           "writer thread (0 when writes happen inside the snapshots); cpu: the process's CPU time during the fit against "
           "the plain fit's (the work the logger adds, wherever it runs); "
