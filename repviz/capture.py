@@ -601,13 +601,41 @@ class _BackgroundWriter:
             raise error
 
 
+_COST_SHARE = 0.10  # a batch schedule whose snapshots take more than this share of the training time warns once,
+_COST_SNAPSHOTS = 3  # judged on the medians over this many snapshots
+
+
 class _BatchActivationLogger(ActivationLogger):
-    """The every-``batch_freq``-batches variant; the only one with a batch hook (see ``batch_freq``)."""
+    """The every-``batch_freq``-batches variant; the only one with a batch hook (see ``batch_freq``). Fine
+    schedules can cost much more than their users expect, so it measures each snapshot against the training
+    time since the previous one and warns once when the snapshots take more than a tenth of it."""
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._costs: list[tuple[float, float]] | None = []  # (snapshot, training before it), seconds
+        self._since: float | None = None
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
         if self._batches % self.batch_freq == 0:
+            start = time.perf_counter()
             self._snapshot(self._batches, epoch=self._epoch, batch=batch + 1)
+            self._judge_cost(start, time.perf_counter())
+
+    def _judge_cost(self, start: float, end: float) -> None:
+        if self._since is not None and self._costs is not None:
+            self._costs.append((end - start, start - self._since))
+            if len(self._costs) == _COST_SNAPSHOTS:
+                snapshot, training = np.median(self._costs, axis=0)
+                self._costs = None  # once per fit
+                if snapshot > _COST_SHARE * training:
+                    every = "batch" if self.batch_freq == 1 else f"{self.batch_freq} batches"
+                    warnings.warn(f"a snapshot every {every} takes {1e3 * snapshot:.0f} ms on the training thread, "
+                                  f"{snapshot / training:.0%} of the {training:.2f} s of training before it: training "
+                                  f"runs at least that much slower. A larger batch_freq, or a smaller probe set (its "
+                                  f"forward pass costs in proportion to its rows), costs less.", RuntimeWarning,
+                                  stacklevel=2)
+        self._since = end
 
 
 # -------------------------------------------------------------------------------------------------------------

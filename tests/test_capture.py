@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -297,6 +298,30 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
     assert run.manifest["step_unit"] == "batch" and run.steps() == [0, 3, 6, 9]
     rec = run.record("hidden", 6)
     assert (rec["epoch"], rec["batch"]) == (1, 1)  # 6th batch overall = 1st batch of the 2nd epoch
+
+
+@pytest.mark.parametrize("snapshot, warns", [(0.02, True), (0.005, False)])
+def test_a_costly_batch_schedule_warns_once(tmp_path, snapshot, warns):
+    """The rule on given times (the share of the training time between snapshots, medians of three), then on a
+    real fit whose every batch is followed by a snapshot, which costs far more than a tenth of a batch."""
+    x, _ = _images(8)
+    logger = ActivationLogger(tmp_path / "unit", probe=x, batch_freq=2)
+    logger._costs, logger._since, clock = [], None, 0.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(6):  # the first snapshot starts the clock; three more decide; later ones are not judged
+            clock += 0.1  # 0.1 s of training, then the snapshot
+            logger._judge_cost(clock, clock + snapshot)
+            clock += snapshot
+    costly = [w for w in caught if "training runs at least that much slower" in str(w.message)]
+    assert len(costly) == warns
+    if warns:
+        assert "every 2 batches takes 20 ms on the training thread, 20% of the 0.10 s" in str(costly[0].message)
+    keras.utils.set_random_seed(0)
+    x, y = _images(192)
+    with pytest.warns(RuntimeWarning, match="a snapshot every batch takes") as caught:
+        _fit(_mlp(), tmp_path / "run", x, y, epochs=1, batch_freq=1)
+    assert sum("training runs at least" in str(w.message) for w in caught) == 1
 
 
 def test_resumed_batch_schedule_of_unknown_length_continues_the_count(tmp_path):
