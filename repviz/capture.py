@@ -134,7 +134,10 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     batch_freq : int, default=None
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
-        capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both.
+        capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both. Each
+        snapshot runs the whole probe set through the model, so a fine schedule costs in proportion to the
+        probe's size: the logger times its snapshots against the training between them and warns once when
+        they take more than a tenth of it.
     probe_ids : array of int, default=None
         Stable ids of the probe rows (e.g. their indices in the test set), used to match probes across runs;
         default ``0..n-1``.
