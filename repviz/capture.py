@@ -459,7 +459,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     def _snapshot(self, step: int, **info: Any) -> None:
         """Run the probe through the model on the training thread (the weights must not move meanwhile) and hand
         the arrays to the background writer. The last probe batch's outputs go to the writer as they are: it
-        reduces them (one thread, at the lowest priority) while training goes on."""
+        reduces them (on that one thread) while training goes on."""
         self._report(self._background.done())  # also raises here what failed in the writer since
         n = self.n_probe
         if self._run_fn is None:
