@@ -18,10 +18,10 @@ from .._validation import check_option
 from ..progress import ProgressCallback, report
 from ..store import temporary_artifacts
 from .bank import VectorBank
+from .options import METRICS
 from .sources import Representation, from_arrays
 from .vectors import TRANSFORMS, PairSample, probe_pairs, representation_vectors, vector_length
 
-METRICS = ("chord", "angle")
 DEFAULT_MAX_PROBES = 3000
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..manifold import classical_mds
-
-EMBEDDINGS = ("mds", "smacof", "tsne")
+from .options import EMBEDDINGS
 
 
 def auto_perplexity(n: int) -> float:

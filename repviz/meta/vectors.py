@@ -29,8 +29,8 @@ from scipy.stats import rankdata
 
 from .._validation import check_option
 from . import _kernels
+from .options import TRANSFORMS
 
-TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka")
 _KERNEL_TRANSFORMS = ("cka", "rbf_cka")
 
 

@@ -1,0 +1,12 @@
+"""The choices of a meta-SNE map, spelled once: what ``MetaSNE``, ``repviz meta`` and the TensorBoard tab offer.
+
+A module of constants only (it imports nothing), so that the plugin can list the choices in its run index without
+loading numba or the manifold code that computing a map needs. Each tuple starts with the default.
+"""
+
+#: How a representation becomes a vector (see :mod:`repviz.meta.vectors`).
+TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka")
+#: The distance between two representation vectors (see :mod:`repviz.meta.distances`).
+METRICS = ("chord", "angle")
+#: How the R×R distances become a 2-D map (see :mod:`repviz.meta.embedding`).
+EMBEDDINGS = ("mds", "smacof", "tsne")
