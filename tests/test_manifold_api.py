@@ -71,26 +71,12 @@ def test_non_finite_input(Est, data):
         Est().fit(X, data[1])
 
 
-@pytest.mark.parametrize("Est, old, new, value", [
-    (manifold.Isomap, "neighbors_method", "neighbors", "auto"),
-    (manifold.LocallyLinearEmbedding, "neighbors_method", "neighbors", "auto"),
-    (manifold.SpectralEmbedding, "neighbors_method", "neighbors", "auto"),
-    (manifold.DiffusionMap, "neighbors_method", "neighbors", "auto"),
-    (manifold.ForceDirectedLayout, "neighbors_method", "neighbors", "auto"),
-    (manifold.MDS, "eps", "tol", 1e-3),
-    (manifold.Sammon, "eps", "tol", 1e-3),
-], ids=lambda v: v.__name__ if isinstance(v, type) else str(v))
-def test_renamed_keyword_is_a_deprecated_alias(Est, old, new, value, data):
-    """The old keyword still works, survives clone, warns naming the new one and gives the same result."""
-    X = data[0][:60]
-    kwargs = {"max_iter": 5} if Est in (manifold.MDS, manifold.Sammon) else {"n_neighbors": 12}
-    if Est is manifold.ForceDirectedLayout:
-        kwargs.update(n_iter=5, random_state=0)
-    est = Est(**kwargs, **{old: value})
-    assert clone(est).get_params()[old] == value
-    with pytest.warns(FutureWarning, match=f"The '{old}' parameter of {Est.__name__} is deprecated.*"
-                                           f"pass {new}={value!r} instead"):
-        old_result = est.fit(X).embedding_
-    np.testing.assert_array_equal(old_result, Est(**kwargs, **{new: value}).fit(X).embedding_)
-    with pytest.raises(ValueError, match=f"The '{old}' parameter of {Est.__name__} must be .* Got 'x' instead"):
-        Est(**{old: "x"}).fit(X)
+@pytest.mark.parametrize("Est", [manifold.Isomap, manifold.SpectralEmbedding, manifold.DiffusionMap,
+                                 manifold.ForceDirectedLayout], ids=lambda e: e.__name__)
+def test_the_neighbors_option_reaches_the_knn_search(Est, data):
+    """``neighbors`` goes to :func:`repviz.neighbors.knn` as its ``method``: NN-descent refuses distances there."""
+    X = data[0][:60].astype(np.float64)
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    assert Est(metric="precomputed", n_neighbors=12, neighbors="exact").fit(D).embedding_.shape == (60, 2)
+    with pytest.raises(ValueError, match="method='nndescent' needs feature vectors, not a precomputed distance"):
+        Est(metric="precomputed", n_neighbors=12, neighbors="nndescent").fit(D)

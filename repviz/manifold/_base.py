@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import inspect
 import os
-import warnings
 
 import numpy as np
 
-from .._validation import unset_alias, validate_params
+from .._validation import validate_params
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -25,8 +24,6 @@ class Estimator:
     """Base class: parameter handling, validation at fit time and ``fit_transform`` returning ``embedding_``."""
 
     _parameter_constraints: dict = {}
-    #: Deprecated keyword -> the parameter that replaced it; the old keyword defaults to :data:`DEPRECATED`.
-    _renamed: dict[str, str] = {}
 
     @classmethod
     def _get_param_names(cls) -> list[str]:
@@ -53,18 +50,6 @@ class Estimator:
 
     def _validate_params(self) -> None:
         validate_params(vars(self), self._parameter_constraints, type(self).__name__)
-        for old, new in self._renamed.items():
-            value = getattr(self, old)
-            if not unset_alias(value):
-                warnings.warn(f"The {old!r} parameter of {type(self).__name__} is deprecated and will be removed "
-                              f"in a future release; pass {new}={value!r} instead.", FutureWarning, stacklevel=3)
-
-    def _param(self, name: str):
-        """The value of parameter ``name``, or of its deprecated alias where that was passed."""
-        for old, new in self._renamed.items():
-            if new == name and not unset_alias(getattr(self, old)):
-                return getattr(self, old)
-        return getattr(self, name)
 
     def _check_fitted(self, attribute: str = "embedding_") -> None:
         if not hasattr(self, attribute):

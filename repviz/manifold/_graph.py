@@ -196,5 +196,5 @@ def graph_of(est, X) -> tuple[np.ndarray, NeighbourGraph, float]:
     owner = type(est).__name__
     X, scale = rescaled(check_graph_input(X, owner, est.metric, est.n_components), est.metric)
     return X, neighbour_graph(X, owner=owner, metric=est.metric, n_neighbors=est.n_neighbors,
-                              neighbors=est._param("neighbors"), connect=est.connect,
+                              neighbors=est.neighbors, connect=est.connect,
                               random_state=est.random_state, stacklevel=5), scale

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from .._kernels import sq_dist
-from .._validation import BOOLEAN, DEPRECATED, RANDOM_STATE, Hidden, Interval, Options
+from .._validation import BOOLEAN, RANDOM_STATE, Interval, Options
 from ..neighbors import KNN_METHODS
 from ._base import Estimator
 from ._graph import graph_of
@@ -72,8 +72,6 @@ class ForceDirectedLayout(Estimator):
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
     neighbors : {"exact", "nndescent", "auto"}, default="exact"
         Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
-    neighbors_method : str
-        Deprecated alias of ``neighbors``.
     connect : bool, default=True
         Join a disconnected graph by its shortest bridging edges (with a warning), else raise; without it
         separate components would drift apart indefinitely.
@@ -87,7 +85,6 @@ class ForceDirectedLayout(Estimator):
         Components of the kNN graph before joining.
     """
 
-    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "n_neighbors": [Interval(int, 1, None, "left")],
@@ -96,14 +93,12 @@ class ForceDirectedLayout(Estimator):
         "init": [Options("pca", "random")],
         "metric": [Options("euclidean", "cosine", "precomputed")],
         "neighbors": [Options(*KNN_METHODS)],
-        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "connect": [BOOLEAN],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, n_components=2, *, n_neighbors=10, n_iter=300, n_negative=10, init="pca",
-                 metric="euclidean", neighbors="exact", connect=True, random_state=None,
-                 neighbors_method=DEPRECATED):
+                 metric="euclidean", neighbors="exact", connect=True, random_state=None):
         self.n_components = n_components
         self.n_neighbors = n_neighbors
         self.n_iter = n_iter
@@ -113,7 +108,6 @@ class ForceDirectedLayout(Estimator):
         self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
-        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Lay out the kNN graph of ``X`` (or of a precomputed distance matrix)."""

@@ -17,10 +17,8 @@ from numba import njit
 from .._rows import run_rows
 from .._validation import (
     BOOLEAN,
-    DEPRECATED,
     NONE,
     RANDOM_STATE,
-    Hidden,
     Interval,
     Options,
     check_array,
@@ -201,8 +199,6 @@ class Isomap(Estimator):
     max_iter : int or None, default=None
     neighbors : {"exact", "nndescent", "auto"}, default="exact"
         Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
-    neighbors_method : str
-        Deprecated alias of ``neighbors``.
     connect : bool, default=True
     random_state : int, Generator or None, default=None
         Seeds the landmark draw and the eigensolver's start vector.
@@ -225,7 +221,6 @@ class Isomap(Estimator):
     (200, 2)
     """
 
-    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left"), NONE],
         "radius": [Interval(float, 0, None, "neither"), NONE],
@@ -236,14 +231,13 @@ class Isomap(Estimator):
         "tol": [Interval(float, 0, None, "left")],
         "max_iter": [Interval(int, 1, None, "left"), NONE],
         "neighbors": [Options(*KNN_METHODS)],
-        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "connect": [BOOLEAN],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, *, n_neighbors=5, radius=None, n_components=2, metric="euclidean", n_landmarks=None,
                  eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact", connect=True,
-                 random_state=None, neighbors_method=DEPRECATED):
+                 random_state=None):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.n_components = n_components
@@ -255,7 +249,6 @@ class Isomap(Estimator):
         self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
-        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Build the graph, compute geodesics and embed them."""
@@ -280,7 +273,7 @@ class Isomap(Estimator):
                            "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
         nbrs = neighbour_graph(X, owner="Isomap", metric=self.metric, n_neighbors=self.n_neighbors,
                                radius=None if self.radius is None else self.radius / scale,
-                               neighbors=self._param("neighbors"), connect=self.connect,
+                               neighbors=self.neighbors, connect=self.connect,
                                random_state=self.random_state)
         G = nbrs.graph
         if self.n_landmarks is None:

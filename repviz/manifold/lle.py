@@ -17,10 +17,8 @@ from numba import njit
 from scipy.sparse.linalg import LinearOperator, splu
 
 from .._validation import (
-    DEPRECATED,
     NONE,
     RANDOM_STATE,
-    Hidden,
     Interval,
     Options,
     check_array,
@@ -225,8 +223,6 @@ class LocallyLinearEmbedding(Estimator):
         Metric used to choose neighbours (the local models are Euclidean).
     neighbors : {"exact", "nndescent", "auto"}, default="exact"
         Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
-    neighbors_method : str
-        Deprecated alias of ``neighbors``.
     random_state : int, Generator or None, default=None
         Seeds the eigensolver's start vector.
 
@@ -246,7 +242,6 @@ class LocallyLinearEmbedding(Estimator):
     (200, 2)
     """
 
-    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left")],
         "n_components": [Interval(int, 1, None, "left")],
@@ -259,13 +254,12 @@ class LocallyLinearEmbedding(Estimator):
         "modified_tol": [Interval(float, 0, None, "left")],
         "metric": [Options("euclidean", "cosine")],
         "neighbors": [Options(*KNN_METHODS)],
-        "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, *, n_neighbors=5, n_components=2, method="standard", reg=1e-3, eigen_solver="auto",
                  tol=1e-6, max_iter=None, hessian_tol=1e-4, modified_tol=1e-12, metric="euclidean",
-                 neighbors="exact", random_state=None, neighbors_method=DEPRECATED):
+                 neighbors="exact", random_state=None):
         self.n_neighbors = n_neighbors
         self.n_components = n_components
         self.method = method
@@ -278,7 +272,6 @@ class LocallyLinearEmbedding(Estimator):
         self.metric = metric
         self.neighbors = neighbors
         self.random_state = random_state
-        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (n_samples, n_features)."""
@@ -293,7 +286,7 @@ class LocallyLinearEmbedding(Estimator):
                              f"got n_neighbors={k}.")
         # connect=None: a disconnected graph is refused before the local solves, so the error comes early
         ind = neighbour_graph(X, owner="LocallyLinearEmbedding", metric=self.metric, n_neighbors=k,
-                              neighbors=self._param("neighbors"), connect=None,
+                              neighbors=self.neighbors, connect=None,
                               random_state=self.random_state).indices
         M, inverse = self._alignment_matrix(X.astype(np.float64), ind)
         w, V = eigsolve(M, nc + 1, largest=False, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,

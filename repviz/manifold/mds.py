@@ -15,10 +15,8 @@ from scipy.linalg import eigh
 from .._kernels import sq_dist
 from .._validation import (
     ARRAY_LIKE,
-    DEPRECATED,
     NONE,
     RANDOM_STATE,
-    Hidden,
     Interval,
     Options,
     check_array,
@@ -219,8 +217,6 @@ class MDS(Estimator):
     max_iter : int, default=300
     tol : float, default=1e-6
         Stop when the relative decrease of the stress in one iteration falls below ``tol``.
-    eps : float
-        Deprecated alias of ``tol``.
     init : ndarray (n_samples, n_components) or None, default=None
         Starting configuration; None starts from classical MDS.
     random_state : int, Generator or None, default=None
@@ -236,26 +232,22 @@ class MDS(Estimator):
     n_iter_ : int
     """
 
-    _renamed = {"eps": "tol"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric": [Options(*_METRICS)],
         "max_iter": [Interval(int, 1, None, "left")],
         "tol": [Interval(float, 0, None, "left")],
-        "eps": [Interval(float, 0, None, "left"), Hidden(Options(DEPRECATED))],
         "init": [NONE, ARRAY_LIKE],
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, tol=1e-6, init=None,
-                 random_state=None, eps=DEPRECATED):
+    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, tol=1e-6, init=None, random_state=None):
         self.n_components = n_components
         self.metric = metric
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
         self.random_state = random_state
-        self.eps = eps
 
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by SMACOF."""
@@ -268,13 +260,12 @@ class MDS(Estimator):
 
     def _optimize(self, delta, Y):
         Y_new = np.empty_like(Y)
-        tol = self._param("tol")
         stress = np.inf
         it = 0
         for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             new = _guttman_transform(delta, Y, Y_new)
             Y, Y_new = Y_new, Y
-            done = stress - new <= tol * max(new, 1e-300)
+            done = stress - new <= self.tol * max(new, 1e-300)
             stress = new
             if done:
                 break
@@ -359,8 +350,6 @@ class Sammon(Estimator):
     max_iter : int, default=200
     tol : float, default=1e-9
         Stop when the relative decrease of E in one iteration falls below ``tol``.
-    eps : float
-        Deprecated alias of ``tol``.
     max_halves : int, default=20
         Step halvings tried before stopping.
     init : ndarray (n_samples, n_components) or None, default=None
@@ -375,20 +364,18 @@ class Sammon(Estimator):
     n_iter_ : int
     """
 
-    _renamed = {"eps": "tol"}
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric": [Options(*_METRICS)],
         "max_iter": [Interval(int, 1, None, "left")],
         "tol": [Interval(float, 0, None, "left")],
-        "eps": [Interval(float, 0, None, "left"), Hidden(Options(DEPRECATED))],
         "max_halves": [Interval(int, 1, None, "left")],
         "init": MDS._parameter_constraints["init"],
         "random_state": [RANDOM_STATE],
     }
 
     def __init__(self, n_components=2, *, metric="euclidean", max_iter=200, tol=1e-9, max_halves=20, init=None,
-                 random_state=None, eps=DEPRECATED):
+                 random_state=None):
         self.n_components = n_components
         self.metric = metric
         self.max_iter = max_iter
@@ -396,7 +383,6 @@ class Sammon(Estimator):
         self.max_halves = max_halves
         self.init = init
         self.random_state = random_state
-        self.eps = eps
 
     def fit(self, X, y=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by Sammon's mapping."""
@@ -408,7 +394,6 @@ class Sammon(Estimator):
         Y = _start(self, delta, scale)
         E = _sammon_error(delta, Y)
         step = np.empty_like(Y)
-        tol = self._param("tol")
         it = 0
         for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
             _sammon_newton_step(delta, Y, step)
@@ -420,7 +405,7 @@ class Sammon(Estimator):
                 step *= 0.5
             else:
                 break  # no decrease along the step: at a (local) minimum
-            done = E - E_try <= tol * E
+            done = E - E_try <= self.tol * E
             Y, E = Y_try, E_try
             if done:
                 break

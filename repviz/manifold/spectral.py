@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._validation import BOOLEAN, DEPRECATED, NONE, RANDOM_STATE, Hidden, Interval, Options
+from .._validation import BOOLEAN, NONE, RANDOM_STATE, Interval, Options
 from ..neighbors import KNN_METHODS
 from ._base import Estimator
 from ._eigen import SOLVERS, eigsolve, fix_signs
@@ -30,8 +30,6 @@ _COMMON_DOC = """n_neighbors : int, default=10
     max_iter : int or None, default=None
     neighbors : {"exact", "nndescent", "auto"}, default="exact"
         Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
-    neighbors_method : str
-        Deprecated alias of ``neighbors``.
     connect : bool, default=True
         Join a disconnected graph by its shortest bridging edges (with a warning); False raises instead.
     random_state : int, Generator or None, default=None
@@ -45,7 +43,6 @@ _COMMON_CONSTRAINTS = {
     "tol": [Interval(float, 0, None, "left")],
     "max_iter": [Interval(int, 1, None, "left"), NONE],
     "neighbors": [Options(*KNN_METHODS)],
-    "neighbors_method": [Options(*KNN_METHODS), Hidden(Options(DEPRECATED))],
     "connect": [BOOLEAN],
     "random_state": [RANDOM_STATE],
 }
@@ -117,7 +114,6 @@ class SpectralEmbedding(Estimator):
         Components of the kNN graph before joining.
     """
 
-    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
         "affinity": [Options("binary", "heat")],
@@ -127,7 +123,7 @@ class SpectralEmbedding(Estimator):
 
     def __init__(self, n_components=2, *, affinity="binary", gamma=None, laplacian="random_walk", n_neighbors=10,
                  metric="euclidean", eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact",
-                 connect=True, random_state=None, neighbors_method=DEPRECATED):
+                 connect=True, random_state=None):
         self.n_components = n_components
         self.affinity = affinity
         self.gamma = gamma
@@ -140,7 +136,6 @@ class SpectralEmbedding(Estimator):
         self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
-        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (or of a precomputed distance matrix)."""
@@ -207,7 +202,6 @@ class DiffusionMap(Estimator):
         Components of the kNN graph before joining.
     """
 
-    _renamed = {"neighbors_method": "neighbors"}
     _parameter_constraints = {
         **_COMMON_CONSTRAINTS,
         "epsilon": [Interval(float, 0, None, "neither"), Options("auto")],
@@ -217,7 +211,7 @@ class DiffusionMap(Estimator):
 
     def __init__(self, n_components=2, *, epsilon="auto", alpha=1.0, t=1.0, n_neighbors=10, metric="euclidean",
                  eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact", connect=True,
-                 random_state=None, neighbors_method=DEPRECATED):
+                 random_state=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.alpha = alpha
@@ -230,7 +224,6 @@ class DiffusionMap(Estimator):
         self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
-        self.neighbors_method = neighbors_method
 
     def fit(self, X, y=None):
         """Compute the diffusion-map coordinates of ``X`` (or of a precomputed distance matrix)."""
