@@ -102,15 +102,6 @@ def test_knn_refuses_more_than_50_neighbours():
 # Neighbourhood change
 # --------------------------------------------------------------------------------------------------------------
 
-def test_neighborhood_change_of_random_graphs_against_sets():
-    rng = np.random.default_rng(0)
-    a = np.stack([rng.choice(30, 6, replace=False) for _ in range(50)])
-    b = np.stack([rng.choice(30, 6, replace=False) for _ in range(50)])
-    expected = [1 - len(set(x) & set(y)) / len(set(x) | set(y)) for x, y in zip(a, b)]
-    np.testing.assert_allclose(compare.neighborhood_change(a, b), expected, rtol=1e-6)
-    assert not compare.neighborhood_change(a, a).any()
-
-
 def test_neighborhood_change_route_then_cached(served, logs, monkeypatch):
     client, plugin = served
     route = "neighborhood_change?run=mlp&layer=hidden&step=0&run2=mlp&layer2=out&step2=2&k=5"
@@ -213,21 +204,6 @@ def test_trails_needs_a_post(served):
 # Density
 # --------------------------------------------------------------------------------------------------------------
 
-def test_density_contours_of_a_gaussian_are_its_highest_density_circles():
-    """A standard normal sample's KDE is about N(0, 1 + h²): the region holding mass p is a circle of radius
-    sqrt(-2 ln(1 - p) (1 + h²))."""
-    import contourpy
-
-    Y = np.random.default_rng(0).normal(size=(20_000, 2))
-    xs = ys = np.linspace(-6, 6, 161)
-    z = compare.kde_grid(Y, xs, ys)
-    h2 = np.mean(Y.std(axis=0) ** 2) * len(Y) ** (-1 / 3)
-    for p, t in zip([0.2, 0.5, 0.8], compare.mass_thresholds(z, [0.2, 0.5, 0.8])):
-        (line,) = contourpy.contour_generator(xs, ys, z).lines(t)
-        radius = np.linalg.norm(line, axis=1)
-        assert radius.mean() == pytest.approx(np.sqrt(-2 * np.log(1 - p) * (1 + h2)), rel=0.04)
-
-
 def test_density_route_by_class_and_all_then_cached(served, logs, monkeypatch):
     client, _ = served
     key = _key(logs)
@@ -252,7 +228,7 @@ def test_density_route_by_class_and_all_then_cached(served, logs, monkeypatch):
     def no_kde(*args):
         raise AssertionError("cached contours were computed again")
 
-    monkeypatch.setattr(compare, "kde_grid", no_kde)
+    monkeypatch.setattr(compare, "density_contours", no_kde)
     assert _get(client, f"density?run=mlp&layer=hidden&step=2&key={key}&by=class&levels=3").json == body
 
 

@@ -1,8 +1,9 @@
 """What the comparison routes return, without HTTP: nearest neighbours in the original activation space,
 neighbourhood change between two representations, trails across snapshots and density contours of a layout.
 
-Pure functions of the catalog and plain arguments, like ``data.py``; every name is looked up in what the store
-lists. k-NN graphs (numba, seconds at 20,000 points) are computed by :func:`compute_graph` in worker processes
+Route glue: names checked against what the store lists, bounds checked, results cached in the store; the numerics
+are :mod:`repviz.neighbourhood` and :mod:`repviz.density`, which Python users and ``repviz export`` can call too.
+k-NN graphs (numba, seconds at 20,000 points) are computed by :func:`compute_graph` in worker processes
 (``JobManager.calls``, the two graphs of a pair side by side), never in TensorBoard's process, and cached in the
 store, so the change between any two representations whose graphs are cached costs milliseconds (it is not
 cached itself). Density contours are cached in the store too.
@@ -15,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from repviz.density import density_contours
+from repviz.neighbourhood import graph_method, nearest_to, neighborhood_change, neighbour_graph
 from repviz.store import NotFoundError, Run
 
 from .catalog import Catalog
@@ -27,13 +30,6 @@ MAX_KNN = 50
 MAX_CHANGE_K = 100
 MAX_TRAILS = 500
 MAX_LEVELS = 10
-#: Up to this many probe points the k-NN graphs behind neighbourhood change are exact (blocked BLAS); above,
-#: NN-descent (recall about 0.96 at k = 10 on 20,000 MNIST activations), which keeps two 20,000-point
-#: representations within seconds on two cores where the exact O(n² d) search takes tens.
-EXACT_MAX_N = 5000
-#: Cells per axis of the density grid.
-GRID = 128
-_BLOCK_BYTES = 32 << 20
 
 
 def _representation(catalog: Catalog, run_name: str, layer: str, step: int) -> tuple[Run, np.ndarray]:
@@ -55,19 +51,6 @@ def _check_k(k: int, bound: int, n: int) -> int:
 # Nearest neighbours of one point
 # --------------------------------------------------------------------------------------------------------------
 
-def distances_to(X: np.ndarray, index: int) -> np.ndarray:
-    """Euclidean distances (float64) from row ``index`` to every row of ``X``, in row blocks of bounded memory
-    (a memory-mapped wide layer is never copied whole); non-finite values give +inf."""
-    x = np.asarray(X[index], dtype=np.float64)
-    out = np.empty(len(X))
-    rows = max(1, _BLOCK_BYTES // max(1, 8 * X.shape[1]))
-    for start in range(0, len(X), rows):
-        block = np.asarray(X[start:start + rows], dtype=np.float64) - x
-        out[start:start + rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
-    out[~np.isfinite(out)] = np.inf
-    return out
-
-
 def knn_impl(catalog: Catalog, run_name: str, layer: str, step: int, index: int, k: int) -> dict:
     """The ``k`` nearest probe points of point ``index`` (probe order) in the stored activations, nearest first
     (ties by index), without the point itself: exact, from the point's distances to all others."""
@@ -76,10 +59,8 @@ def knn_impl(catalog: Catalog, run_name: str, layer: str, step: int, index: int,
     if not 0 <= index < n:
         raise BadRequest(f"index must be in [0, {n}); got {index}")
     _check_k(k, MAX_KNN, n)
-    d = distances_to(X, index)
-    order = np.argsort(d, kind="stable")
-    order = order[order != index][:k]
-    return {"index": index, "k": k, "neighbors": order.tolist(), "distances": d[order].tolist()}
+    order, distances = nearest_to(X, index, k)
+    return {"index": index, "k": k, "neighbors": order.tolist(), "distances": distances.tolist()}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -88,7 +69,7 @@ def knn_impl(catalog: Catalog, run_name: str, layer: str, step: int, index: int,
 
 def graph_variant(n: int, k: int) -> str:
     """How the k-NN graph of ``n`` points is computed and cached: ``"k<k>-exact"`` or ``"k<k>-nndescent"``."""
-    return f"k{k}-{'exact' if n <= EXACT_MAX_N else 'nndescent'}"
+    return f"k{k}-{graph_method(n)}"
 
 
 def compute_graph(run: Run, layer: str, step: int, k: int) -> np.ndarray:
@@ -96,29 +77,14 @@ def compute_graph(run: Run, layer: str, step: int, k: int) -> np.ndarray:
 
     A log directory that cannot be written (and no ``--repviz_out``) still gets its answer, uncached.
     """
-    from repviz.neighbors import knn
-
-    X = np.asarray(run.activations(layer, step), dtype=np.float32)
-    X = X.reshape(X.shape[0], -1)
+    X = run.activations(layer, step)
     variant = graph_variant(len(X), k)
-    indices, _ = knn(X, k, method=variant.split("-")[1], random_state=0)
-    indices = indices.astype(np.int32)
+    indices = neighbour_graph(X, k, random_state=0)
     try:
         run.write_neighbor_graph(layer, step, variant, indices)
     except OSError as e:
         logger.warning("repviz: k-NN graph of %r/%r step %d not cached: %s", run.name, layer, step, e)
     return indices
-
-
-def neighborhood_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per row, 1 - Jaccard overlap of two k-NN index sets: rows of ``a`` and ``b`` (n, k), no repeats in a row.
-
-    Both rows are sorted together; an index in both sets shows as two equal neighbours.
-    """
-    k = a.shape[1]
-    both = np.sort(np.concatenate([a, b], axis=1), axis=1)
-    common = np.count_nonzero(both[:, 1:] == both[:, :-1], axis=1)
-    return (1.0 - common / (2 * k - common)).astype("<f4")
 
 
 def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], second: tuple[str, str, int], k: int,
@@ -181,47 +147,10 @@ def trails_impl(catalog: Catalog, run_name: str, layer: str, key: str, indices) 
 # Density contours
 # --------------------------------------------------------------------------------------------------------------
 
-def mass_levels(levels: int) -> list[float]:
-    """The enclosed probability masses of ``levels`` contours, e.g. 4 -> [0.2, 0.4, 0.6, 0.8]."""
-    return [round((i + 1) / (levels + 1), 6) for i in range(levels)]
-
-
-def kde_grid(Y: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Gaussian KDE of the points ``Y`` (m, 2) on the grid of cell centres ``xs`` × ``ys`` (ny, nx), normalised
-    to sum 1: points binned into cells, then smoothed with a Gaussian of Scott's bandwidth per axis
-    (std · m^(-1/6)); binning moves a point by at most half a cell."""
-    from scipy.ndimage import gaussian_filter
-
-    dx, dy = xs[1] - xs[0], ys[1] - ys[0]
-    edges_x = np.append(xs - dx / 2, xs[-1] + dx / 2)
-    edges_y = np.append(ys - dy / 2, ys[-1] + dy / 2)
-    counts, _, _ = np.histogram2d(Y[:, 1], Y[:, 0], bins=(edges_y, edges_x))
-    h = np.maximum(Y.std(axis=0) * len(Y) ** (-1 / 6), [dx / 2, dy / 2])
-    z = gaussian_filter(counts, sigma=(h[1] / dy, h[0] / dx), mode="constant", truncate=4.0)
-    total = z.sum()
-    return z / total if total > 0 else z
-
-
-def mass_thresholds(z: np.ndarray, masses: list[float]) -> list[float]:
-    """Density values whose superlevel sets hold the given fractions of the mass of ``z`` (highest-density
-    regions): the region {z >= t} of the contour at t holds that mass."""
-    values = np.sort(z.ravel())[::-1]
-    cumulative = np.cumsum(values)
-    cumulative /= cumulative[-1]
-    return [float(values[min(np.searchsorted(cumulative, m), len(values) - 1)]) for m in masses]
-
-
-def _paths(lines: list[np.ndarray], decimals: int) -> list[list[float]]:
-    return [np.round(line[np.isfinite(line).all(axis=1)], decimals).ravel().tolist() for line in lines
-            if len(line) >= 2]
-
-
 def density_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str, by: str, levels: int) -> dict:
     """Density contours of a stored 2-D embedding, overall (``by="all"``) or per class (``by="class"``), in the
     coordinates of the coords route: for each mass v in ``levels``, the lines around the highest-density region
-    holding that fraction of the points (KDE :func:`kde_grid`, lines by contourpy). Cached in the store."""
-    import contourpy
-
+    holding that fraction of the points (:func:`repviz.density.density_contours`). Cached in the store."""
     if by not in ("all", "class"):
         raise BadRequest(f"by must be 'all' or 'class'; got {by[:40]!r}")
     if not 1 <= levels <= MAX_LEVELS:
@@ -232,29 +161,8 @@ def density_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: st
     cached = run.density(key, layer, step, variant)
     if cached is not None:
         return cached
-    finite = np.isfinite(Y).all(axis=1)
-    masses = mass_levels(levels)
-    out = {"levels": masses, "contours": []}
-    if finite.sum() >= 3:
-        lo, hi = Y[finite].min(axis=0), Y[finite].max(axis=0)
-        span = np.maximum(hi - lo, 1e-6 * max(1.0, float(np.abs(Y[finite]).max())))
-        lo, hi = lo - 0.25 * span, hi + 0.25 * span  # room for the smoothed tails
-        xs, ys = (np.linspace(lo[a] + (hi[a] - lo[a]) / (2 * GRID), hi[a] - (hi[a] - lo[a]) / (2 * GRID), GRID)
-                  for a in range(2))
-        decimals = int(max(0, 4 - np.floor(np.log10(span.max()))))
-        if by == "all":
-            groups = [(None, finite)]
-        else:
-            codes = label_codes(run.probe.labels, len(Y))[0]
-            groups = [(int(c), finite & (codes == c)) for c in np.unique(codes[codes >= 0])]
-        for cls, rows in groups:
-            if rows.sum() < 3:
-                continue
-            z = kde_grid(Y[rows], xs, ys)
-            generator = contourpy.contour_generator(xs, ys, z)
-            for mass, threshold in zip(masses, mass_thresholds(z, masses)):
-                out["contours"].append({"class": cls, "level": mass,
-                                        "paths": _paths(generator.lines(threshold), decimals)})
+    classes = label_codes(run.probe.labels, len(Y))[0] if by == "class" else None
+    out = density_contours(Y, classes, levels)
     try:
         run.write_density(key, layer, step, variant, out)
     except OSError as e:
