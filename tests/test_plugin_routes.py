@@ -120,6 +120,19 @@ def test_runs_index_lists_runs_layers_steps_and_embeddings(served, logdir):
     assert plugin.is_active()
 
 
+def test_runs_index_lists_the_choices_the_page_offers(served):
+    """The page spells no method or meta-SNE option itself: the index lists the registry's and repviz.meta's."""
+    from repviz.meta import EMBEDDINGS, METRICS, TRANSFORMS
+    from repviz.methods import METHODS
+
+    client, _ = served
+    choices = _get(client, "runs").get_json()["choices"]
+    assert choices["meta"] == {"transform": list(TRANSFORMS), "metric": list(METRICS), "embedding": list(EMBEDDINGS)}
+    assert [m["name"] for m in choices["methods"]] == sorted(METHODS)
+    tsne = next(m for m in choices["methods"] if m["name"] == "tsne")
+    assert tsne["align"] == METHODS["tsne"].align and tsne["defaults"]["random_state"] == 0
+
+
 def test_runs_index_etag_gives_304(served):
     client, _ = served
     first = _get(client, "runs")

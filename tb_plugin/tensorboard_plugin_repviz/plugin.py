@@ -6,8 +6,8 @@ binary ``coords``, ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neigh
 the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 404, 405, 413, 429,
 500 or 503, never a traceback page.
 
-Importing this module imports no Keras, TensorFlow or numba (``repviz.pipeline`` loads the numerical code only
-inside the worker processes that compute embeddings).
+Importing this module imports no Keras, TensorFlow or numba (``repviz.methods`` names the methods without importing
+their estimators; the numerical code is loaded only inside the worker processes that compute).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
+from repviz.methods import METHODS
 from repviz.store import PLUGIN_NAME, NotFoundError
 
 from . import compare, data
@@ -45,8 +47,18 @@ _ARRAY_CACHE = "private, no-cache"  # revalidated every time (a recomputed embed
 
 
 #: The choices of POST compute_meta, default first (those of ``repviz meta``).
-META_OPTIONS = {"transform": ("dist", "sqrt", "rank", "cka", "rbf_cka"), "metric": ("chord", "angle"),
-                "embedding": ("mds", "smacof", "tsne")}
+META_OPTIONS = {"transform": TRANSFORMS, "metric": METRICS, "embedding": EMBEDDINGS}
+_JSON_SCALARS = (bool, int, float, str, type(None))
+
+
+def choices() -> dict:
+    """What the page offers that the server decides, for the run index: every registered embedding method with its
+    alignment and pipeline defaults (JSON scalars), and the options of a meta-SNE map, default first. The page
+    spells none of them itself."""
+    methods = [{"name": m.name, "align": m.align, "supervised": m.supervised,
+                "defaults": {k: v for k, v in m.defaults.items() if isinstance(v, _JSON_SCALARS)}}
+               for _, m in sorted(METHODS.items())]
+    return {"methods": methods, "meta": {field: list(options) for field, options in META_OPTIONS.items()}}
 
 
 class HTTPError(Exception):
@@ -211,9 +223,8 @@ class RepvizPlugin(base_plugin.TBPlugin):
     # JSON routes --------------------------------------------------------------------------------------------
     @_route
     def _serve_runs(self, request):
-        from repviz.pipeline import METHODS  # light: registers names, imports no estimator
-
-        index = self.catalog.cached("runs", lambda: _indexed(data.runs_impl(self.catalog, sorted(METHODS))))
+        index = self.catalog.cached("runs", lambda: _indexed({**data.runs_impl(self.catalog, sorted(METHODS)),
+                                                              "choices": choices()}))
         body, tag = index
         if request.if_none_match.contains_raw(tag):
             return _NotModified({"ETag": tag, "Cache-Control": _ARRAY_CACHE, "X-Content-Type-Options": "nosniff"},
@@ -236,8 +247,6 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     @_route
     def _serve_compute(self, request):
-        from repviz.pipeline import METHODS
-
         body = _json_body(request, "compute")
         if not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
             raise data.BadRequest("the body must be a JSON object with string fields run, layer and method")
