@@ -5,9 +5,9 @@
 
 - Embedding: the log directory of ``bench_pipeline.py`` (its builder, same options), t-SNE + PCA of every
   representation, by the local pool (``jobs=2``: 2 spawned worker processes with 1 thread each on 2 cores) and by
-  a ``LocalCluster`` of 2 single-threaded worker processes (``embed_logdir(client=...)``). Target: ratio <= 1.15.
+  a ``LocalCluster`` of 2 single-threaded worker processes (``embed_logdir(executor=DaskExecutor(client))``). Target: ratio <= 1.15.
 - meta-SNE: R = 300 representations of ``--meta-probes`` probes (``bench_meta.py``'s builder), ``MetaSNE().fit``
-  locally (2 threads) and with the same cluster layout (``fit(client=...)``). Target: ratio <= 1.2.
+  locally (2 threads) and with the same cluster layout (``fit(executor=DaskExecutor(client))``). Target: ratio <= 1.2.
 
 Every measurement runs in its own process on a fresh copy of the log directory (a cold cache); the local and the
 cluster runs alternate and the median of ``--repeats`` is reported. Times are of the call only: the cluster's
@@ -49,17 +49,20 @@ def worker(mode: str, logdir: str) -> dict:
         cluster, client = _cluster()
         out["startup_s"] = time.perf_counter() - t
     try:
+        from repviz.distributed import DaskExecutor
+
+        executor = None if client is None else DaskExecutor(client)
         t = time.perf_counter()
         if mode.startswith("embed"):
             from repviz.pipeline import embed_logdir
 
             result = embed_logdir(logdir, ["tsne", "pca"], jobs=1 if client else WORKERS, progress=False,
-                                  client=client)
+                                  executor=executor)
             out.update(computed=result.computed, failed=len(result.failed))
         else:
             from repviz.meta import MetaSNE
 
-            result = MetaSNE().fit(logdir, client=client)
+            result = MetaSNE().fit(logdir, executor=executor)
             out.update(R=len(result), seconds=result.info["seconds"])
             import numpy as np
 

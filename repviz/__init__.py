@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from . import datasets  # light: numpy only (Keras is imported inside load_mnist when needed)
 from .store import LogDir, NotFoundError, Run, open_logdir
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "__version__", "datasets", "embed_logdir",
            "open_logdir"]

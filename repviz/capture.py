@@ -172,7 +172,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         Seed of the random projections.
     embed : str or list of str, default=None
         Also embed each new snapshot while training runs, with these methods (names of
-        :data:`repviz.pipeline.METHODS`, e.g. ``"tsne"`` or ``["tsne", "pca"]``, default parameters, aligned
+        :data:`repviz.methods.METHODS`, e.g. ``"tsne"`` or ``["tsne", "pca"]``, default parameters, aligned
         across snapshots), so the TensorBoard tab shows the embeddings as they arrive. A background process
         (:mod:`repviz.follow`, at the lowest priority) computes them through :func:`repviz.embed_logdir`: the same
         embeddings under the same keys as ``repviz embed`` computes afterwards, which then finds them cached.
@@ -909,7 +909,7 @@ def _check_freq(freq):
 def _check_embed(embed) -> list[str]:
     if embed is None:
         return []
-    from .pipeline import METHODS  # light: the registry of names, no estimator
+    from .methods import METHODS  # light: the registry of names, no estimator
 
     methods = [embed] if isinstance(embed, str) else embed
     if not isinstance(methods, (list, tuple)) or not methods:

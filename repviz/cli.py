@@ -15,7 +15,9 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-from .distributed import MissingExtra, SchedulerUnreachable
+from .distributed import DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
+from .meta.options import EMBEDDINGS, METRICS, TRANSFORMS
+from .methods import ALIGN_MODES
 from .store import NotFoundError, open_logdir
 
 
@@ -41,18 +43,17 @@ def _add_scheduler(p) -> None:
 
 
 @contextlib.contextmanager
-def _cluster(args) -> Iterator[object]:
-    """The Dask client of ``--scheduler`` (None without it), its dashboard link printed on stderr."""
+def _cluster(args) -> Iterator[DaskExecutor | None]:
+    """The executor on the Dask cluster of ``--scheduler`` (None without it), its dashboard link printed on
+    stderr."""
     if not args.scheduler:
         yield None
         return
-    from .distributed import connect, dashboard
-
     with connect(args.scheduler) as client:
         link = dashboard(client)
         print(f"repviz {args.command}: Dask cluster with {len(client.scheduler_info()['workers'])} worker(s)"
               f"{f', dashboard {link}' if link else ''}", file=sys.stderr, flush=True)
-        yield client
+        yield DaskExecutor(client)
 
 
 def _add_info(sub) -> None:
@@ -123,7 +124,7 @@ def _add_embed(sub) -> None:
     p.add_argument("--runs", help="comma-separated runs (default: all)")
     p.add_argument("--layers", help="comma-separated layers (default: all)")
     p.add_argument("--steps", help="comma-separated snapshot steps (default: all)")
-    p.add_argument("--align", default="snapshots", choices=["snapshots", "layers", "none"],
+    p.add_argument("--align", default=ALIGN_MODES[0], choices=ALIGN_MODES,
                    help="continue each embedding from the previous snapshot (default), the previous layer, or none")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (-1: one per core; default 1)")
     p.add_argument("--param", action="append", default=[], metavar="METHOD.NAME=VALUE",
@@ -180,11 +181,11 @@ def _run_embed(args) -> int:
     except ValueError:
         raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
     logdir = open_logdir(args.logdir, args.out)
-    with _cluster(args) as client:
+    with _cluster(args) as executor:
         result = embed_logdir(logdir, methods=_split(args.method, "--method"), params=_parse_params(args.param),
                               runs=_split(args.runs, "--runs"), layers=_split(args.layers, "--layers"),
                               steps=steps, align=args.align, jobs=args.jobs,
-                              progress=False if args.no_progress else None, client=client)
+                              progress=False if args.no_progress else None, executor=executor)
     for line in result.failure_lines():
         print(f"repviz embed: skipped {line}", file=sys.stderr)
     print(result.table())
@@ -287,10 +288,10 @@ def _add_meta(sub) -> None:
                                    "are cached in the log directory: rerunning after more snapshots only adds "
                                    "the new ones.")
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
-    p.add_argument("--transform", default="dist", choices=["dist", "sqrt", "rank", "cka", "rbf_cka"],
+    p.add_argument("--transform", default=TRANSFORMS[0], choices=TRANSFORMS,
                    help="what each representation vector holds (default: dist, Olah's probe distances)")
-    p.add_argument("--metric", default="chord", choices=["chord", "angle"], help="distance between vectors")
-    p.add_argument("--embedding", default="mds", choices=["mds", "smacof", "tsne"],
+    p.add_argument("--metric", default=METRICS[0], choices=METRICS, help="distance between vectors")
+    p.add_argument("--embedding", default=EMBEDDINGS[0], choices=EMBEDDINGS,
                    help="classical MDS (default), SMACOF-refined MDS, or t-SNE started from MDS")
     p.add_argument("--runs", help="comma-separated runs (default: all; they must share one probe set)")
     p.add_argument("--layers", help="comma-separated layers (default: all)")
@@ -325,9 +326,9 @@ def _run_meta(args) -> int:
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    random_state=args.seed, progress=bar)
-    with warnings.catch_warnings(), _cluster(args) as client:  # the representations left out: one line each below
+    with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
-        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, client=client)
+        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor)
     bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:

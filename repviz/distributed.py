@@ -1,23 +1,23 @@
-"""Run the pipeline's chains (and meta-SNE's blocks) as tasks on a Dask cluster.
+"""Run repviz's tasks on a Dask cluster: :class:`DaskExecutor`, an executor (:mod:`repviz.executors`) passed in
+by the caller, as scikit-learn hands ``Parallel`` a backend.
 
-The work is already split into independent units: the pipeline's chains (:class:`repviz.pipeline.ChainTask`,
-computed by :func:`repviz.pipeline.run_chain`) and meta-SNE's vectors and Gram blocks. Here each becomes one
-Dask task; workers read the log directory and write results through the store, exactly as local worker
-processes do (same cache keys, atomic writes), so a sweep started on a cluster can be resumed locally and the
-other way round. Hence the one requirement: the log directory lives on storage that every worker sees at the
-same path (NFS, Lustre, a shared volume), which :func:`check_workers_see` checks before any work is sent.
+The work is already split into independent units: the pipeline's chains and meta-SNE's vectors and Gram blocks.
+Here each becomes one Dask task; workers read the log directory and write results through the store, exactly as
+local worker processes do (same cache keys, atomic writes), so a sweep started on a cluster can be resumed locally
+and the other way round. Hence the one requirement: the log directory lives on storage that every worker sees at
+the same path (NFS, Lustre, a shared volume), which :meth:`DaskExecutor.prepare` checks before any work is sent.
 
 - :func:`connect` turns ``--scheduler ADDR|local[N]`` into a client (and a :class:`LocalCluster` for ``local``).
-- Progress comes back to the client as Dask events (``Worker.log_event``) and is reported through
-  :mod:`repviz.progress`, like the local pool's.
+- Progress comes back to the client as Dask events (``Worker.log_event``).
 - On a worker, one repviz task computes at a time, with the worker's ``nthreads`` numba threads: a worker stands
   for ``nthreads`` cores, as a local worker process stands for ``cores // jobs``; running several numba-parallel
   tasks at once in one process would oversubscribe it (and numba's workqueue layer is not thread-safe).
-- A worker that dies mid-chain: Dask runs the task again elsewhere, and it resumes from the last snapshot the
-  first attempt stored (:func:`repviz.pipeline.resume`). A task that fails too often (``KilledWorker``) is
-  reported like the local pool's dead worker: what it stored counts, the rest of its chain is failed.
+- A worker that dies mid-task: Dask runs the task again elsewhere (the pipeline's task resumes from the last
+  snapshot the first attempt stored). A task that fails too often (``KilledWorker``) is reported like the local
+  pool's dead worker, through the caller's ``on_lost``.
 
-``dask[distributed]`` is an optional extra (``pip install "repviz[dask]"``); nothing else imports this module.
+``dask[distributed]`` is an optional extra (``pip install "repviz[dask]"``); the CLI imports this module, and
+nothing below it does.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .progress import ProgressCallback, report
+from .executors import LostHandler, TaskFunction
 from .store import LogDir, open_logdir
+from .workers import WorkerDied, cores
 
 _LOCAL = re.compile(r"local(?:\[(\d+)\])?")
 _EXTRA = 'pip install "repviz[dask]"'
@@ -81,20 +81,13 @@ def connect(scheduler: str, *, timeout: str = "20s") -> Iterator[Any]:
         with client:
             yield client
         return
-    n = int(match.group(1)) if match.group(1) else _cores()
+    n = int(match.group(1)) if match.group(1) else cores()
     if n < 1:
         raise ValueError(f"local[N] needs at least one worker; got {scheduler!r}")
     with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address="127.0.0.1:8787") as cluster, \
             distributed.Client(cluster) as client:
         yield client
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def dashboard(client) -> str | None:
@@ -146,11 +139,11 @@ def check_workers_see(client, logdir: LogDir) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# On a worker
+# The executor
 # ---------------------------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def worker_threads() -> Iterator[int]:
+def _worker_threads() -> Iterator[int]:
     """Inside a task: hold this worker for one repviz computation at a time, with numba on the worker's
     ``nthreads`` threads (restored afterwards); yields that thread count."""
     import numba
@@ -166,95 +159,70 @@ def worker_threads() -> Iterator[int]:
             numba.set_num_threads(old)
 
 
-def progress_sender(topic: str) -> Callable[[int], None]:
-    """Inside a task: ``advance(n)`` that sends ``n`` more done units to the client listening on ``topic``."""
+def _on_worker(fn: TaskFunction, task: Any, topic: str) -> Any:
+    """One task on a worker: ``fn(task, advance, threads)`` with progress sent to the client on ``topic``."""
     from distributed import get_worker
 
     worker = get_worker()
-    return lambda n: worker.log_event(topic, int(n))
+    with _worker_threads() as threads:
+        return fn(task, lambda n: worker.log_event(topic, int(n)), threads)
 
 
-class ProgressRelay:
-    """On the client: count the units that tasks report on a fresh topic and forward them to ``progress`` as
-    ``(stage, done, total)`` events. Use as a context manager around the computation; :attr:`topic` goes to the
-    tasks."""
+class DaskExecutor:
+    """Run tasks on a Dask cluster, one Dask task each (see the module docstring).
 
-    def __init__(self, client, progress: ProgressCallback | None, stage: str, total: int):
-        self.client, self.progress, self.stage, self.total = client, progress, stage, total
-        self.topic = f"repviz-{stage}-{uuid.uuid4().hex}"
-        self._done = 0
-        self._lock = threading.Lock()
+    Parameters
+    ----------
+    client : dask.distributed.Client
+        The cluster's client, e.g. from :func:`connect`.
 
-    def _receive(self, event: tuple[float, int]) -> None:
-        with self._lock:
-            self._done = min(self.total, self._done + int(event[1]))
-            report(self.progress, self.stage, self._done, self.total)
+    Examples
+    --------
+    >>> with connect("local[2]") as client:                                       # doctest: +SKIP
+    ...     embed_logdir("logs", ["tsne"], executor=DaskExecutor(client))
+    """
 
-    def __enter__(self) -> ProgressRelay:
-        report(self.progress, self.stage, 0, self.total)
-        self.client.subscribe_topic(self.topic, self._receive)
-        return self
+    def __init__(self, client):
+        self.client = client
 
-    def __exit__(self, exc_type, *_) -> None:
-        if exc_type is not None:  # e.g. the client closed under us: that error, not this one, is the story
-            with contextlib.suppress(Exception):
-                self.client.unsubscribe_topic(self.topic)
-            return
-        self.client.unsubscribe_topic(self.topic)
-        with self._lock:
-            self._done = self.total
-            report(self.progress, self.stage, self.total, self.total)
+    @property
+    def workers(self) -> int:
+        """The cluster's workers now."""
+        return len(self.client.scheduler_info()["workers"])
 
+    def prepare(self, logdir: LogDir) -> LogDir:
+        """``logdir`` by absolute paths, once every worker is checked to see it (:func:`check_workers_see`)."""
+        logdir = shared_logdir(logdir)
+        check_workers_see(self.client, logdir)
+        return logdir
 
-def in_completion_order(client, futures: list, on_lost: Callable[[Any], Any]) -> Iterator[Any]:
-    """The results of ``futures`` as they finish; a task Dask gave up on after its workers kept dying
-    (``KilledWorker``) yields ``on_lost(its argument index)`` instead. Other task errors are raised. Pending
-    tasks are cancelled if the caller stops (Ctrl-C, an error)."""
-    distributed = require_distributed()
-    index = {f.key: i for i, f in enumerate(futures)}
-    try:
-        for future in distributed.as_completed(futures):
-            try:
-                yield future.result()
-            except distributed.KilledWorker:
-                yield on_lost(index[future.key])
-    finally:
-        client.cancel([f for f in futures if not f.done()])
+    def map(self, fn: TaskFunction, tasks: Sequence[Any], advance: Callable[[int], None],
+            on_lost: LostHandler) -> Iterator[Any]:
+        """See :meth:`repviz.executors.Executor.map`; tasks are submitted in order, the first at the highest
+        priority."""
+        distributed = require_distributed()
+        client = self.client
+        topic = f"repviz-progress-{uuid.uuid4().hex}"
+        lock = threading.Lock()
 
+        def receive(event: tuple[float, int]) -> None:
+            with lock:
+                advance(int(event[1]))
 
-# ---------------------------------------------------------------------------------------------------------------
-# The pipeline's chains
-# ---------------------------------------------------------------------------------------------------------------
-
-def _chain_task(task, topic: str) -> list[dict]:
-    """One chain on a worker: skip what is stored (a retry resumes), compute the rest."""
-    from .pipeline import resume, run_chain
-
-    with worker_threads() as threads:
-        rest, done = resume(task)
-        if rest is None:
-            return done
-        return done + run_chain(replace(rest, threads=threads), progress_sender(topic))
-
-
-def run_chains(client, plan, progress: ProgressCallback | None = None) -> list[dict]:
-    """Compute every chain of ``plan`` (a :class:`repviz.pipeline.Plan`) as one task on ``client``'s cluster;
-    the results of :func:`repviz.pipeline.run_chain`, flattened. The method notes must be written first."""
-    from .pipeline import _lost_chain
-    from .workers import WorkerDied
-
-    results: list[dict] = []
-    with ProgressRelay(client, progress, "embed", plan.total) as relay:
-        # the plan lists the longest chains first: keep that order on the cluster too
-        futures = [client.submit(_chain_task, task, relay.topic, pure=False, priority=len(plan.tasks) - i,
-                                 key=f"repviz-chain-{uuid.uuid4().hex}")
-                   for i, task in enumerate(plan.tasks)]
-
-        def lost(i: int) -> list[dict]:
-            return _lost_chain(WorkerDied("its Dask workers died in the middle of this chain every time it was "
-                                          "tried (e.g. killed for lack of memory); what they finished is stored",
-                                          plan.tasks[i]))
-
-        for chain_results in in_completion_order(client, futures, lost):
-            results += chain_results
-    return results
+        client.subscribe_topic(topic, receive)
+        futures = [client.submit(_on_worker, fn, task, topic, pure=False, priority=len(tasks) - i,
+                                 key=f"repviz-task-{uuid.uuid4().hex}") for i, task in enumerate(tasks)]
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            for future in distributed.as_completed(futures):
+                try:
+                    yield future.result()
+                except distributed.KilledWorker:
+                    yield on_lost(tasks[index[future.key]],
+                                  WorkerDied("its Dask workers died in the middle of this task every time it was "
+                                             "tried (e.g. killed for lack of memory); what they finished is stored",
+                                             tasks[index[future.key]]))
+        finally:
+            client.cancel([f for f in futures if not f.done()])
+            with contextlib.suppress(Exception):  # the client may be closing under us: that error is the story
+                client.unsubscribe_topic(topic)

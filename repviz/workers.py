@@ -42,6 +42,14 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def background_process(args: Sequence[str], *, threads: int = 1, **popen: Any) -> subprocess.Popen:
     """Start ``python ARGS...`` at the lowest CPU priority (nice 19) on ``threads`` threads, with this repviz
     importable in it (a source checkout is put on PYTHONPATH after the user's own entries). ``popen`` goes to

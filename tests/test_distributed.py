@@ -19,7 +19,9 @@ from test_pipeline import make_run  # noqa: E402
 
 from repviz import open_logdir  # noqa: E402
 from repviz.cli import main  # noqa: E402
-from repviz.pipeline import embed_logdir, register_method  # noqa: E402
+from repviz.distributed import DaskExecutor  # noqa: E402
+from repviz.methods import register_method  # noqa: E402
+from repviz.pipeline import embed_logdir  # noqa: E402
 from repviz.store import RunWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,7 +71,7 @@ def test_embed_on_the_cluster_stores_what_a_local_run_stores(tmp_path, client):
         make_run(tmp_path / where / "r2", seed=1)
     local = embed_logdir(tmp_path / "local", ["tsne", "pca"])
     events = []
-    remote = embed_logdir(tmp_path / "cluster", ["tsne", "pca"], client=client,
+    remote = embed_logdir(tmp_path / "cluster", ["tsne", "pca"], executor=DaskExecutor(client),
                           on_progress=lambda *e: events.append(e))
     assert (remote.computed, remote.cached, remote.keys, remote.rows) == \
            (local.computed, local.cached, local.keys, local.rows) == (30, 0, local.keys, local.rows)
@@ -85,7 +87,7 @@ def test_embed_on_the_cluster_stores_what_a_local_run_stores(tmp_path, client):
     # the same cache: a local run finds everything the cluster stored, and the other way round
     again = embed_logdir(tmp_path / "cluster", ["tsne", "pca"])
     assert (again.computed, again.cached) == (0, 30)
-    assert embed_logdir(tmp_path / "local", ["tsne", "pca"], client=client).computed == 0
+    assert embed_logdir(tmp_path / "local", ["tsne", "pca"], executor=DaskExecutor(client)).computed == 0
 
 
 _SLOW = '''
@@ -110,7 +112,7 @@ def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkey
 
     outcome = {}
     job = threading.Thread(target=lambda: outcome.update(result=embed_logdir(tmp_path / "logs", ["slowpca"],
-                                                                             client=client)))
+                                                                             executor=DaskExecutor(client))))
     job.start()
     deadline = time.monotonic() + 60
     while len(_mtimes(tmp_path / "logs")) < 3 and time.monotonic() < deadline:
@@ -158,7 +160,7 @@ def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, cli
         with pytest.raises(ValueError, match=rf"^Dask worker {worker} cannot see the log directory "
                                              rf"'{tmp_path / 'logs'}' as this process does \(NotFoundError: log "
                                              rf"directory .* does not exist\); put it on a filesystem every worker"):
-            embed_logdir(tmp_path / "logs", ["pca"], client=client)
+            embed_logdir(tmp_path / "logs", ["pca"], executor=DaskExecutor(client))
     finally:
         client.run(show, workers=[worker])
     assert not list((tmp_path / "logs").rglob("embeddings"))  # nothing was sent
@@ -172,7 +174,7 @@ def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch)
     assert "8 computed, 0 cached, 0 failed" in out
     assert err.startswith("repviz embed: Dask cluster with 2 worker(s)")
     assert main(["embed", "logs", "--method", "pca", "--jobs", "2", "--scheduler", client.scheduler.address]) == 2
-    assert "jobs=2 and client= both choose where the chains run" in capsys.readouterr().err
+    assert "jobs=2 and executor= both choose where the chains run" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -196,7 +198,7 @@ def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client
     meta = MetaSNE(robustness=True, block_bytes=1 << 14,  # several column blocks per Gram task
                    progress=lambda *e: events.append(e))
     with pytest.warns(RuntimeWarning, match="left out 1 representation"):
-        remote = meta.fit(tmp_path / "cluster", client=client)
+        remote = meta.fit(tmp_path / "cluster", executor=DaskExecutor(client))
     with pytest.warns(RuntimeWarning, match="left out 1 representation"):
         local = MetaSNE(robustness=True).fit(tmp_path / "local")
     assert remote.keys == local.keys and len(remote) == 10
@@ -215,7 +217,7 @@ def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client
             w.write_activation(lay, s, X)
     before = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}
     with pytest.warns(RuntimeWarning, match="left out 1 representation"):
-        remote = MetaSNE(robustness=True).fit(tmp_path / "cluster", client=client)
+        remote = MetaSNE(robustness=True).fit(tmp_path / "cluster", executor=DaskExecutor(client))
     with pytest.warns(RuntimeWarning, match="left out 1 representation"):
         local = MetaSNE(robustness=True, cache=False).fit(tmp_path / "local")
     after = {p.name for p in (tmp_path / "cluster").rglob("vectors-dist-*/*.npy")}

@@ -16,17 +16,12 @@ import pytest
 
 from repviz import manifold, open_logdir
 from repviz.align import align_to, mean_displacement, procrustes_rotation
+from repviz.chains import ChainTask
 from repviz.cli import main
-from repviz.pipeline import (
-    METHODS,
-    ChainTask,
-    embed_logdir,
-    execute,
-    params_hash,
-    plan_embeddings,
-    register_method,
-    resolve,
-)
+from repviz.executors import LocalExecutor
+from repviz.methods import METHODS, params_hash, register_method, resolve
+from repviz.pipeline import embed_logdir, execute
+from repviz.planning import plan_embeddings
 from repviz.store import NotFoundError, RunWriter
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
@@ -72,7 +67,7 @@ def test_params_hash_is_stable():
     assert implicit.key == explicit.key and implicit.key.startswith("pca-")
     assert resolve("pca", {"n_components": 3}).key != implicit.key
     assert resolve("pca", align="none").key != implicit.key
-    out = subprocess.run([sys.executable, "-c", "from repviz.pipeline import resolve; print(resolve('pca').key)"],
+    out = subprocess.run([sys.executable, "-c", "from repviz.methods import resolve; print(resolve('pca').key)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == implicit.key
 
@@ -209,7 +204,7 @@ def test_parallel_jobs_give_the_same_embeddings(tmp_path):
 _SLOW_SCRIPT = """
 import signal, sys, time
 from repviz.manifold import PCA
-from repviz.pipeline import register_method
+from repviz.methods import register_method
 from repviz.cli import main
 
 class SlowPCA(PCA):
@@ -319,8 +314,8 @@ def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path):
 
     again = plan_embeddings(tmp_path / "planned", ["pca", "mds"])
     assert (again.tasks, again.cached, len(again.failed)) == ([], 14, 2)  # (b, 1) is known to fail
-    with pytest.raises(ValueError, match=r"The 'jobs' parameter of execute must be an int .* Got 0 instead"):
-        execute(again, jobs=0)
+    with pytest.raises(ValueError, match=r"The 'jobs' parameter of LocalExecutor must be an int .* Got 0 instead"):
+        execute(again, LocalExecutor(jobs=0))
 
 
 # ---------------------------------------------------------------------------------------------------------------

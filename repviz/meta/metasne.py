@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validation import NONE, Interval, Options, validate_params
+from ..executors import Executor
 from ..progress import ProgressCallback
 from ..store import LogDir, checksum, open_logdir, temporary_artifacts
 from .bank import VectorBank
@@ -38,6 +39,7 @@ from .distances import (
 from .embedding import EMBEDDINGS, embed
 from .result import MetaResult
 from .sources import from_arrays, from_logdir, input_representation, warn_skipped
+from .tasks import add_vectors_with, gram_with
 from .vectors import TRANSFORMS, vector_length
 
 
@@ -144,7 +146,7 @@ class MetaSNE:
         return VectorBank(art, vector_length(n, transform, pairs), block_bytes=self.block_bytes)
 
     def fit(self, source, *, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
-            inputs=None, client=None) -> MetaResult:
+            inputs=None, executor: Executor | None = None) -> MetaResult:
         """Compute the distances between all representations of ``source`` and embed them jointly.
 
         Parameters
@@ -157,11 +159,12 @@ class MetaSNE:
             Log directory only: which runs and layers to compare.
         inputs : array (n_probe, ...), optional
             The raw probe inputs, added as the landmark representation ``("<input>", "input", 0)``.
-        client : dask.distributed.Client, optional
+        executor : Executor, optional
             Compute the vectors (one task per representation) and the Gram matrix (one task per pair of vector
-            blocks) on this Dask cluster (:mod:`repviz.meta.cluster`); the R×R matrix is assembled here. Needs a
-            log directory that every worker sees at the same path (checked first) and ``cache=True`` (the
-            workers write the vectors into it). Same distances as locally up to summation order.
+            blocks) with this executor (:mod:`repviz.executors`, e.g. ``repviz.distributed.DaskExecutor(client)``
+            on a cluster; :mod:`repviz.meta.tasks`); the R×R matrix is assembled here. Needs a log directory
+            that every worker sees at the same path (checked first) and ``cache=True`` (the workers write the
+            vectors into it). Same distances as without it up to summation order.
 
         Returns
         -------
@@ -169,17 +172,14 @@ class MetaSNE:
         """
         self._validate_params()
         t0 = time.perf_counter()
-        if client is not None and not (isinstance(source, (str, os.PathLike, LogDir)) and self.cache):
-            raise ValueError("fit(client=...) computes from a log directory that the workers share, with "
+        if executor is not None and not (isinstance(source, (str, os.PathLike, LogDir)) and self.cache):
+            raise ValueError("fit(executor=...) computes from a log directory that the workers share, with "
                              "cache=True (they write the vectors into it); with arrays or cache=False, leave "
-                             "client out")
+                             "executor out")
         if isinstance(source, (str, os.PathLike, LogDir)):
             logdir = source if isinstance(source, LogDir) else open_logdir(source)
-            if client is not None:
-                from ..distributed import check_workers_see, shared_logdir
-
-                logdir = shared_logdir(logdir)
-                check_workers_see(client, logdir)
+            if executor is not None:
+                logdir = executor.prepare(logdir)
             reps, ids = from_logdir(logdir, runs, layers)
             probe_id = checksum(np.asarray(ids))
         else:
@@ -196,15 +196,13 @@ class MetaSNE:
         with contextlib.ExitStack() as scratch:
             banks = {t: self._bank(t, n, pairs, logdir if self.cache else None, probe_id, scratch)
                      for t in transforms}
-            if client is None:
+            if executor is None:
                 kept, skipped = add_vectors(reps, banks, pairs, self.progress, skip_invalid=logdir is not None)
             else:
-                from .cluster import add_vectors_on, cluster_gram
-
-                kept, skipped = add_vectors_on(client, logdir, reps, banks, pairs, self.progress)
+                kept, skipped = add_vectors_with(executor, logdir, reps, banks, pairs, self.progress)
             seconds["vectors"] = time.perf_counter() - t0
             chords = {t: bank.sq_chords([vector_id(r, t) for r in kept], self.progress,
-                                        None if client is None else cluster_gram(client, bank))
+                                        None if executor is None else gram_with(executor, bank))
                       for t, bank in banks.items()}
         warn_skipped(skipped)
         D = from_sq_chords(chords[self.transform], self.metric)

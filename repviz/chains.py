@@ -1,0 +1,177 @@
+"""One chain of representations embedded in order, each continuing from the one before: an executor's task.
+
+:func:`run_chain` reads each representation from the store (checked against the checksum recorded at capture),
+fits the method, aligns the result to the previous one (continuation or Procrustes, see :mod:`repviz.pipeline`),
+scores it and stores it at once, so a chain stopped at any point resumes from its last stored snapshot. A
+representation that cannot be embedded is reported (:func:`failure`) and skipped; the chain goes on from the last
+good one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .align import align_to
+from .methods import Resolved
+from .store import Run, checksum
+
+
+@dataclass(frozen=True)
+class ChainTask:
+    """One chain of representations to embed in order (each continues from the one before): a worker's unit.
+
+    Attributes
+    ----------
+    run : Run
+        The run (pickled as a reference, so a worker process reopens it from the store).
+    resolved : Resolved
+        The method and its full parameters; ``resolved.key`` names the results.
+    items : tuple of (layer, step)
+        The representations to compute, in chain order.
+    init_from : (layer, step) or None
+        The stored embedding that precedes ``items[0]`` in the chain (None: the chain starts here).
+    score_sample : int or None
+        Query points for the quality scores (see :func:`repviz.pipeline.embed_logdir`).
+    """
+
+    run: Run
+    resolved: Resolved
+    items: tuple[tuple[str, int], ...]
+    init_from: tuple[str, int] | None = None
+    score_sample: int | None = 1000
+
+
+class RepresentationError(ValueError):
+    """A representation that cannot be embedded (dead layer, non-finite values)."""
+
+
+def nonfinite(record: dict) -> RepresentationError | None:
+    """The error of a snapshot whose record counts non-finite values (known without reading the array)."""
+    if not record.get("nonfinite"):
+        return None
+    return RepresentationError(f"{record['nonfinite']} non-finite value(s) (NaN or infinity) in the activations")
+
+
+def failure(run: str, layer: str, step: int, method: str, error: Exception) -> dict:
+    """The result of a representation that could not be embedded."""
+    return {"run": run, "layer": layer, "step": step, "method": method, "status": "failed",
+            "error": f"{type(error).__name__}: {error}"}
+
+
+def damaged(run: Run, record: dict) -> RepresentationError | None:
+    """The error of a snapshot whose file no longer matches its record (known from its header and size)."""
+    if run.record_intact(record):
+        return None
+    return RepresentationError("the activations file is truncated or does not hold the shape and dtype recorded "
+                               "when it was captured (replaced or damaged); record the snapshot again")
+
+
+def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
+    """The activations as a float32 matrix and the checksum of the file they came from (read whole, not mapped:
+    every byte is used, and a memory map's page faults cost 15 ms per 2 MB here, against 1 ms for one read)."""
+    record = run.record(layer, step)
+    if error := nonfinite(record):
+        raise error
+    stored = run.read_array(record, mmap=False)
+    if checksum(stored) != record["crc32"]:
+        raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
+                                  "(corrupted, or replaced by hand); record the snapshot again")
+    X = np.asarray(stored, dtype=np.float32)
+    X = X.reshape(X.shape[0], -1)
+    if not np.isfinite(X).all():
+        raise RepresentationError("non-finite values (NaN or infinity) in the activations")
+    if X.shape[0] < 3:
+        raise RepresentationError(f"only {X.shape[0]} probe point(s); at least 3 are needed")
+    if not np.ptp(X, axis=0).any():
+        raise RepresentationError("all probe points have the same activations (a dead layer, e.g. every ReLU "
+                                  "unit off); there is nothing to embed")
+    return X, record["crc32"]
+
+
+def _labels(run: Run) -> np.ndarray | None:
+    labels = run.probe.labels
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
+    return labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
+
+
+def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous: np.ndarray | None,
+         threads: int) -> tuple[np.ndarray, dict]:
+    if resolved.method.supervised and labels is None:
+        raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
+    method, params = resolved.method, dict(resolved.params)
+    if "n_jobs" in params and params["n_jobs"] is None:
+        params["n_jobs"] = threads
+    continues = resolved.chain_align == "init" and previous is not None
+    if continues and (policy := method.continuation_function()) is not None:
+        Y, diagnostics = policy(X, np.array(previous, dtype=np.float32), params, dict(method.continuation))
+    else:
+        if continues:
+            params.update(method.continuation, init=np.array(previous, dtype=np.float32))
+        estimator = method.estimator_class()(**params)
+        Y = estimator.fit_transform(X, labels if method.supervised else None)
+        diagnostics = {attr.rstrip("_"): value.item() if isinstance(value, np.generic) else value
+                       for attr in ("n_iter_", "kl_divergence_")
+                       if isinstance(value := getattr(estimator, attr, None), (int, float, np.integer, np.floating))}
+    Y = np.asarray(Y, dtype=np.float32)
+    if not np.isfinite(Y).all():
+        raise RepresentationError(f"{method.name} returned non-finite coordinates")
+    if resolved.chain_align == "procrustes" and previous is not None:
+        Y = align_to(Y, previous)
+    return Y, diagnostics
+
+
+def _scores(X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None, sample: int | None) -> dict:
+    from .metrics import quality_scores  # here, not at the top: a fully cached job never loads numba
+
+    k = min(10, (X.shape[0] - 1) // 2)
+    if k < 1:
+        return {}
+    return quality_scores(X, Y, labels, n_neighbors=k, max_exact=sample)
+
+
+def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1) -> list[dict]:
+    """Embed the items of ``task`` in order, storing each as soon as it is computed; ``advance(1)`` after each.
+
+    ``threads`` is what estimators with ``n_jobs=None`` get (the executor's share of the cores).
+    """
+    run, resolved = task.run, task.resolved
+    labels = _labels(run)
+    previous = None if task.init_from is None else np.array(run.read_embedding(resolved.key, *task.init_from))
+    previous_ref = None if task.init_from is None else list(task.init_from)
+    results = []
+    for layer, step in task.items:
+        start = time.perf_counter()
+        try:
+            X, crc32 = _representation(run, layer, step)
+            Y, diagnostics = _fit(resolved, X, labels, previous, threads)
+            scores = _scores(X, Y, labels, task.score_sample)
+        except Exception as e:  # one failing representation must not stop the others; it is reported
+            results.append(failure(run.name, layer, step, resolved.method.name, e))
+            advance(1)
+            continue
+        seconds = time.perf_counter() - start
+        info = {"method": resolved.method.name, "key": resolved.key, "params": resolved.describe()["params"],
+                "align": resolved.align, "init_from": previous_ref,
+                "source": {"layer": layer, "step": step, "crc32": crc32},
+                "scores": scores, "seconds": round(seconds, 3), **diagnostics}
+        run.write_embedding(resolved.key, layer, step, Y, info)
+        previous, previous_ref = Y, [layer, step]
+        results.append({"run": run.name, "layer": layer, "step": step, "method": resolved.method.name,
+                        "status": "computed", "seconds": seconds})
+        advance(1)
+    return results
+
+
+def lost_chain(task: ChainTask, error: Exception) -> list[dict]:
+    """The results of a chain whose worker died of ``error``: what it stored counts as computed, the rest as
+    failed."""
+    key, method = task.resolved.key, task.resolved.method.name
+    return [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
+             "seconds": float("nan")} if task.run.has_embedding(key, layer, step)
+            else failure(task.run.name, layer, step, method, error) for layer, step in task.items]
