@@ -33,15 +33,6 @@ SYMMETRY_RTOL = 1e-5
 #: squared distances overflow near a spread of 1e19 and fall below the solvers' absolute floors near 1e-15.
 SAFE_EXPONENT = 20
 
-#: Default of a renamed parameter's old keyword, meaning "not passed" (a str, so ``clone`` keeps it as is).
-DEPRECATED = "deprecated"
-
-
-def unset_alias(value) -> bool:
-    """True for a deprecated keyword left at its default :data:`DEPRECATED`."""
-    return isinstance(value, str) and value == DEPRECATED
-
-
 # --- parameter rules ---------------------------------------------------------------------------------------
 
 class Interval:
@@ -95,13 +86,6 @@ class Rule:
         return self.text
 
 
-class Hidden(Rule):
-    """A rule that is accepted but not advertised in error messages (a deprecated keyword's sentinel)."""
-
-    def __init__(self, rule: Callable[[Any], bool]):
-        super().__init__(rule, "")
-
-
 def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -117,8 +101,8 @@ ARRAY_LIKE = Rule(lambda v: isinstance(v, (np.ndarray, list, tuple)), "an array-
 
 
 def describe(rules: Iterable[Callable[[Any], bool]]) -> str:
-    """The rules as one phrase: "a, b or c" (hidden rules left out)."""
-    texts = [str(r) for r in rules if str(r)]
+    """The rules as one phrase: "a, b or c"."""
+    texts = [str(r) for r in rules]
     return f"{', '.join(texts[:-1])} or {texts[-1]}" if len(texts) > 1 else texts[0]
 
 

@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 
 from repviz._validation import (
-    DEPRECATED,
     NONE,
     SYMMETRY_RTOL,
-    Hidden,
     Interval,
     Options,
     check_array,
@@ -26,7 +24,7 @@ from repviz._validation import (
     ([Interval(float, 0, None, "neither")], -3, r"^The 'p' parameter of Owner must be a float in the range "
                                                r"\(0, inf\)\. Got -3 instead\.$"),
     ([Interval(int, 1, 5, "both"), NONE], 2.5, r"must be an int in the range \[1, 5\] or None\. Got 2\.5 instead"),
-    ([Options("a", "b"), Hidden(Options(DEPRECATED))], "c", r"must be a str among \{'a', 'b'\}\. Got 'c' instead"),
+    ([Options("a", "b")], "c", r"must be a str among \{'a', 'b'\}\. Got 'c' instead"),
     ([Interval(int, 1, None, "left")], True, r"Got True instead"),  # a bool is not an int here
 ])
 def test_parameter_wording(rules, value, match):
@@ -35,7 +33,7 @@ def test_parameter_wording(rules, value, match):
 
 
 def test_rules_accept_what_they_describe():
-    assert check_param(DEPRECATED, [Options("a"), Hidden(Options(DEPRECATED))], "p", "Owner") == DEPRECATED
+    assert check_param("a", [Interval(int, 1, None, "left"), Options("a")], "p", "Owner") == "a"
     assert check_option("b", ("a", "b"), "p", "Owner") == "b"
     validate_params({"k": np.int64(3), "x": None}, {"k": [Interval(int, 1, None, "left")], "x": [NONE]}, "Owner")
     with pytest.raises(ValueError, match="Got 'x' instead. Use y."):
