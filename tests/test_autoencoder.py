@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 
 from repviz.manifold import PCA, AutoencoderEmbedding
 from repviz.metrics import trustworthiness
@@ -17,8 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_digits().data[:600].astype(np.float32)
+def digits(digits):
+    """The first 600 of the shared digits, float32."""
+    return digits[0][:600].astype(np.float32)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):
              "step_unit": "epoch",
              "layers": {"dense": {"stored_shape": [4, 3], "output_shape": [None, 3], "reduction": {"kind": "none"}},
                         "conv": {"stored_shape": [4, 2], "output_shape": [None, 5, 5, 8],
-                                 "reduction": {"kind": "random_projection", "dim": 2}}}})
+                                 "reduction": {"kind": "count_sketch", "dim": 2}}}})
     for step in range(8):
         w.write_activation("dense", step, np.zeros((4, 3), np.float32))
         w.write_activation("conv", step, np.full((4, 2), np.nan if step == 7 else 0, np.float32))
@@ -31,17 +31,14 @@ def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("run 'relu': model relu_mlp, probe n=4, 8 snapshot(s) (epochs 0, 1, ..., 7), ")
     assert out[1].split() == ["dense", "(4,", "3)", "8", "snapshot(s)"]
-    assert "(random_projection from [None, 5, 5, 8]) 8 snapshot(s), 8 non-finite value(s)!" in out[2]
+    assert "(count_sketch from [None, 5, 5, 8]) 8 snapshot(s), 8 non-finite value(s)!" in out[2]
 
 
-def test_info_names_the_output_the_predictions_are(tmp_path, capsys):
-    w = RunWriter(tmp_path / "multi")
-    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "model": {"name": "two_heads"}, "probe": {"n": 4},
-             "layers": {"dense": {"stored_shape": [4, 3]}},
-             "predictions": {"shape": [4, 10], "output": "digits", "outputs": {"digits": [4, 10], "aux": [4, 1]}}})
+def test_info_names_the_output_the_predictions_are(tmp_path, capsys, new_run):
+    w = new_run(tmp_path / "multi", {"dense": (4, 3)}, model={"name": "two_heads"}, probe={"n": 4},
+                predictions={"shape": [4, 10], "output": "digits", "outputs": {"digits": [4, 10], "aux": [4, 1]}})
     w.write_activation("dense", 0, np.zeros((4, 3), np.float32))
-    old = RunWriter(tmp_path / "old")  # written before outputs were named
-    old.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}, "predictions": {"shape": [4, 2]}})
+    new_run(tmp_path / "unnamed", {}, predictions={"shape": [4, 2]})  # a store-written run that names no output
     assert main(["info", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "  predictions: output 'digits' (4, 10); also stored: 'aux' (4, 1)" in out
@@ -85,22 +82,9 @@ def test_demo_bad_arguments(tmp_path, capsys, args, match):
     assert match in capsys.readouterr().err
 
 
-def _small_logdir(root, runs=("a",), steps=3):
-    for name in runs:
-        w = RunWriter(root / name)
-        w.begin({"fingerprint": {"model": "m", "probe": "p"}, "step_unit": "epoch",
-                 "layers": {"dense": {"stored_shape": [30, 4]}}})
-        rng = np.random.default_rng(0)
-        w.write_probe(np.arange(30), np.arange(30) % 3)
-        for step in range(steps):
-            w.write_activation("dense", step, rng.normal(size=(30, 4)).astype(np.float32))
-    return root
-
-
-def test_info_into_a_closed_pipe_ends_quietly(tmp_path):
+def test_info_into_a_closed_pipe_ends_quietly(tmp_path, new_run):
     """Non-regression: `repviz info LOG | head -1` ended in a BrokenPipeError traceback."""
-    w = RunWriter(tmp_path / "run0")  # 3,000 layers: more output than a pipe buffers
-    w.begin({"fingerprint": {}, "layers": {f"layer_{i}": {"stored_shape": [30, 4]} for i in range(3000)}})
+    new_run(tmp_path / "run0", {f"layer_{i}": (30, 4) for i in range(3000)})  # more output than a pipe buffers
     out = subprocess.run(f"{sys.executable} -m repviz.cli info {tmp_path} | head -1", shell=True,
                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert out.stdout.startswith("run 'run0'") and out.stderr == ""
@@ -108,9 +92,9 @@ def test_info_into_a_closed_pipe_ends_quietly(tmp_path):
 
 @pytest.mark.parametrize("command, option", [("embed", "--steps"), ("embed", "--layers"), ("embed", "--runs"),
                                              ("meta", "--runs"), ("meta", "--layers")])
-def test_an_empty_selection_is_an_error(tmp_path, capsys, command, option):
+def test_an_empty_selection_is_an_error(tmp_path, capsys, command, option, small_logdir):
     """Non-regression: `--steps ""` did nothing and exited 0."""
-    _small_logdir(tmp_path)
+    small_logdir(tmp_path)
     assert main([command, str(tmp_path), option, ""]) == 2
     assert f"{option} was given but names nothing" in capsys.readouterr().err
 
@@ -121,29 +105,25 @@ def test_a_logdir_that_is_a_file_says_so(tmp_path, capsys):
     assert "is a file, not a directory" in capsys.readouterr().err
 
 
-def test_warnings_are_one_line_each_without_source_paths(tmp_path, capsys):
-    _small_logdir(tmp_path, runs=("a", "b"))
-    broken = tmp_path / "c" / "plugins" / "repviz" / "manifest.json"
-    broken.parent.mkdir(parents=True)
-    broken.write_text("[]")
+def test_warnings_are_one_line_each_without_source_paths(tmp_path, capsys, small_logdir, new_run):
+    small_logdir(tmp_path, runs=("a", "b"))
+    (new_run(tmp_path / "c").root / "manifest.json").write_text("[]")  # damaged on disk: no store call writes this
     assert main(["info", str(tmp_path)]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("repviz info: warning: skipped run 'c': ") and "holds a JSON list" in err[0]
 
 
-def test_meta_lists_left_out_representations_once(tmp_path, capsys):
-    _small_logdir(tmp_path)
-    w = RunWriter(tmp_path / "a")
-    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"dense": {"stored_shape": [30, 4]}}})
-    w.write_activation("dense", 3, np.full((30, 4), np.nan, np.float32))
+def test_meta_lists_left_out_representations_once(tmp_path, capsys, small_logdir, new_run):
+    small_logdir(tmp_path)
+    new_run(tmp_path / "a").write_activation("dense", 3, np.full((30, 4), np.nan, np.float32))
     assert main(["meta", str(tmp_path), "--no-robustness", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert err.count("('a', 'dense', 3)") == 1 and "warning" not in err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write into read-only directories")
-def test_a_read_only_logdir_is_one_line(tmp_path, capsys):
-    _small_logdir(tmp_path)
+def test_a_read_only_logdir_is_one_line(tmp_path, capsys, small_logdir):
+    small_logdir(tmp_path)
     for p in [tmp_path, *tmp_path.rglob("*")]:
         if p.is_dir():
             p.chmod(0o555)
@@ -157,18 +137,18 @@ def test_a_read_only_logdir_is_one_line(tmp_path, capsys):
                 p.chmod(0o755)
 
 
-def test_meta_ignores_a_run_killed_before_its_probe_was_stored(tmp_path, capsys):
+def test_meta_ignores_a_run_killed_before_its_probe_was_stored(tmp_path, capsys, small_logdir, new_run):
     """Non-regression: a manifest without probe ids gave a FileNotFoundError traceback from `repviz meta`."""
-    _small_logdir(tmp_path, runs=("a",))
-    RunWriter(tmp_path / "b").begin({"fingerprint": {"model": "m2"}, "layers": {"dense": {}}})
+    small_logdir(tmp_path, runs=("a",))
+    new_run(tmp_path / "b", fingerprint={"model": "m2"})
     assert main(["meta", str(tmp_path), "--no-robustness", "--no-progress"]) == 0
     assert "3 representations of 30 probes from run(s) a" in capsys.readouterr().out
 
 
-def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys):
+def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys, small_logdir):
     """Non-regression: a read-only log directory had no way out (users keep shared experiment directories
     read-only); --out writes results elsewhere and reads both as one overlay."""
-    logs, out = _small_logdir(tmp_path / "logs", runs=("a", "b")), tmp_path / "results"
+    logs, out = small_logdir(tmp_path / "logs", runs=("a", "b")), tmp_path / "results"
     assert main(["embed", str(logs), "--method", "pca", "--steps", "0,1"]) == 0  # some results in the log dir
     before = {p: p.stat().st_mtime_ns for p in logs.rglob("*")}
     assert main(["embed", str(logs), "--method", "pca", "--out", str(out)]) == 0
@@ -185,9 +165,8 @@ def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command", ["embed", "meta"])
-def test_scheduler_without_dask_names_the_extra(tmp_path, capsys, monkeypatch, command):
-    w = RunWriter(tmp_path / "r1")
-    w.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"d": {"stored_shape": [4, 3]}}})
+def test_scheduler_without_dask_names_the_extra(tmp_path, capsys, monkeypatch, command, new_run):
+    w = new_run(tmp_path / "r1", {"d": (4, 3)})
     w.write_probe(np.arange(4))
     w.write_activation("d", 0, np.eye(4, 3, dtype=np.float32))
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed now fails, as when not installed

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from scipy.spatial import procrustes
-from sklearn.datasets import load_digits
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis as SkLDA
 
 from repviz.manifold import PCA, ForceDirectedLayout, LinearDiscriminantAnalysis
@@ -11,9 +10,9 @@ from repviz.metrics import knn_preservation
 
 
 @pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return X[:800].astype(np.float64), y[:800]
+def digits(digits):
+    """The first 800 of the shared digits and their labels."""
+    return digits[0][:800], digits[1][:800]
 
 
 def test_force_layout_keeps_neighbourhoods_and_is_reproducible(digits):

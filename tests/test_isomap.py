@@ -17,8 +17,8 @@ from repviz.manifold.isomap import _geodesics
 
 
 @pytest.fixture(scope="module")
-def roll():
-    return make_swiss_roll(800, random_state=0)[0]
+def roll(swiss_roll):
+    return swiss_roll(800)
 
 
 def test_geodesics_equal_scipy_dijkstra():

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 from scipy.spatial import procrustes
-from sklearn.datasets import load_digits, make_s_curve, make_swiss_roll
+from sklearn.datasets import make_s_curve
 from sklearn.manifold import LocallyLinearEmbedding as SkLLE
 
 from repviz.manifold import LocallyLinearEmbedding
 
 
 @pytest.fixture(scope="module")
-def roll():
-    return make_swiss_roll(600, random_state=0)[0]
+def roll(swiss_roll):
+    return swiss_roll(600)
 
 
 @pytest.mark.parametrize("method", ["standard", "modified", "ltsa"])
@@ -61,8 +61,8 @@ def test_matches_sklearn_arpack_on_s_curve(method):
     assert ours.reconstruction_error_ == pytest.approx(ref.reconstruction_error_, rel=1e-3, abs=1e-9)
 
 
-def test_matches_sklearn_on_digits():
-    X = load_digits().data[:600]
+def test_matches_sklearn_on_digits(digits):
+    X = digits[0][:600]
     ours = LocallyLinearEmbedding(n_neighbors=15).fit(X)
     ref = SkLLE(n_neighbors=15, eigen_solver="dense").fit(X)
     assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-3

@@ -6,7 +6,6 @@ import inspect
 import numpy as np
 import pytest
 from sklearn.base import clone
-from sklearn.datasets import load_digits
 
 import repviz.manifold as manifold
 
@@ -21,9 +20,9 @@ PARAMETERS_ENDING_IN_UNDERSCORE = {"lambda_"}
 
 
 @pytest.fixture(scope="module")
-def data():
-    X, y = load_digits(return_X_y=True)
-    return X[:150].astype(np.float32), y[:150]
+def data(digits):
+    """The first 150 of the shared digits (float32) and their labels."""
+    return digits[0][:150].astype(np.float32), digits[1][:150]
 
 
 @pytest.mark.parametrize("Est", ESTIMATORS, ids=lambda e: e.__name__)

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from scipy.spatial import procrustes
 from scipy.spatial.distance import cdist
-from sklearn.datasets import load_digits
 from sklearn.manifold import MDS as SkMDS
 from sklearn.manifold import ClassicalMDS as SkClassicalMDS
 
@@ -18,8 +17,9 @@ def points():
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_digits().data[:300].astype(np.float64)
+def digits300(digits):
+    """The first 300 of the shared digits."""
+    return digits[0][:300]
 
 
 def test_classical_mds_recovers_points_up_to_rotation(points):
@@ -33,19 +33,19 @@ def test_classical_mds_recovers_points_up_to_rotation(points):
     np.testing.assert_allclose(est.explained_variance_ratio_.sum(), 1.0, rtol=1e-6)  # float32 input
 
 
-def test_classical_mds_of_data_is_pca_and_matches_sklearn(digits):
-    ours = ClassicalMDS().fit(digits)
-    pre = ClassicalMDS(metric="precomputed").fit(cdist(digits, digits))
-    ref = SkClassicalMDS(n_components=2).fit(digits)
+def test_classical_mds_of_data_is_pca_and_matches_sklearn(digits300):
+    ours = ClassicalMDS().fit(digits300)
+    pre = ClassicalMDS(metric="precomputed").fit(cdist(digits300, digits300))
+    ref = SkClassicalMDS(n_components=2).fit(digits300)
     assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-10
     np.testing.assert_allclose(np.abs(ours.embedding_), np.abs(pre.embedding_), rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
-    np.testing.assert_allclose(ours.explained_variance_ratio_, PCA(2).fit(digits).explained_variance_ratio_,
+    np.testing.assert_allclose(ours.explained_variance_ratio_, PCA(2).fit(digits300).explained_variance_ratio_,
                                rtol=1e-8)
 
 
-def test_classical_mds_iterative_solver_matches_dense():
-    X = load_digits().data[:1200]
+def test_classical_mds_iterative_solver_matches_dense(digits):
+    X = digits[0][:1200]
     D = cdist(X, X)
     dense = ClassicalMDS(metric="precomputed", eigen_solver="dense").fit(D)
     arpack = ClassicalMDS(metric="precomputed", eigen_solver="arpack", random_state=0).fit(D)
@@ -53,26 +53,26 @@ def test_classical_mds_iterative_solver_matches_dense():
     assert procrustes(dense.embedding_, arpack.embedding_)[2] < 1e-8
 
 
-def test_smacof_exact_for_euclidean_points_and_close_to_sklearn(points, digits):
+def test_smacof_exact_for_euclidean_points_and_close_to_sklearn(points, digits300):
     mds = MDS(random_state=0).fit(points)
     assert mds.normalized_stress_ < 1e-4
-    ours = MDS(max_iter=300, tol=1e-6).fit(digits)
+    ours = MDS(max_iter=300, tol=1e-6).fit(digits300)
     ref = SkMDS(n_components=2, n_init=1, init="classical_mds", max_iter=300, eps=1e-6, metric_mds=True,
-                normalized_stress=False).fit(digits)
-    D = cdist(digits, digits)
+                normalized_stress=False).fit(digits300)
+    D = cdist(digits300, digits300)
     stress = lambda Y: 0.5 * ((cdist(Y, Y) - D) ** 2).sum()  # noqa: E731
-    classical = ClassicalMDS().fit(digits).embedding_
+    classical = ClassicalMDS().fit(digits300).embedding_
     assert stress(ours.embedding_) < stress(classical)
     assert stress(ours.embedding_) <= 1.01 * stress(ref.embedding_)
     assert ours.stress_ == pytest.approx(stress(ours.embedding_.astype(np.float64)), rel=1e-3)
     assert procrustes(ours.embedding_, ref.embedding_)[2] < 0.02
 
 
-def test_sammon_decreases_error_and_recovers_planar_points(points, digits):
+def test_sammon_decreases_error_and_recovers_planar_points(points, digits300):
     sam = Sammon().fit(points)
     assert sam.stress_ < 1e-6
     assert procrustes(points, sam.embedding_)[2] < 1e-6
-    X = np.vstack([digits, digits[:5]])  # duplicates: zero dissimilarities carry no weight
+    X = np.vstack([digits300, digits300[:5]])  # duplicates: zero dissimilarities carry no weight
     fit = Sammon(max_iter=50).fit(X)
     assert np.isfinite(fit.embedding_).all()
     delta = cdist(X, X).astype(np.float32)
@@ -81,8 +81,8 @@ def test_sammon_decreases_error_and_recovers_planar_points(points, digits):
     assert fit.stress_ < 0.5 * _sammon_error(delta, start) / scale
 
 
-def test_deterministic(digits):
-    a, b = MDS(max_iter=20).fit_transform(digits), MDS(max_iter=20).fit_transform(digits)
+def test_deterministic(digits300):
+    a, b = MDS(max_iter=20).fit_transform(digits300), MDS(max_iter=20).fit_transform(digits300)
     np.testing.assert_array_equal(a, b)
 
 

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA as SkPCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -13,8 +12,9 @@ from repviz.manifold._base import NotFittedError
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_digits().data[:500].astype(np.float64)
+def digits(digits):
+    """The first 500 of the shared digits."""
+    return digits[0][:500]
 
 
 def test_rotated_ellipse_recovers_axes_and_variances():

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from scipy.linalg import eigh
 from scipy.spatial import procrustes
 from scipy.spatial.distance import cdist
-from sklearn.datasets import load_digits, make_s_curve, make_swiss_roll
+from sklearn.datasets import make_s_curve, make_swiss_roll
 from sklearn.manifold import SpectralEmbedding as SkSpectral
 
 from repviz.manifold import DiffusionMap, SpectralEmbedding
@@ -18,8 +18,9 @@ from repviz.manifold.spectral import _floor_bridges
 
 
 @pytest.fixture(scope="module")
-def digits():
-    return load_digits().data[:1200].astype(np.float64)
+def digits(digits):
+    """The first 1,200 of the shared digits."""
+    return digits[0][:1200]
 
 
 @pytest.mark.parametrize("n", [600, 1200])  # dense path and Lanczos path
@@ -31,8 +32,8 @@ def test_matches_sklearn(digits, n):
     assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-4
 
 
-def test_laplacians_against_dense_reference():
-    X = make_swiss_roll(500, random_state=0)[0]
+def test_laplacians_against_dense_reference(swiss_roll):
+    X = swiss_roll(500)
     est = SpectralEmbedding(affinity="heat", laplacian="normalized").fit(X)
     W = est.affinity_matrix_.toarray()
     deg = W.sum(1)
@@ -57,8 +58,8 @@ def test_precomputed_equals_euclidean(digits):
     assert procrustes(a, b)[2] < 1e-6
 
 
-def test_diffusion_map_against_dense_markov_matrix():
-    X = make_swiss_roll(400, random_state=1)[0]
+def test_diffusion_map_against_dense_markov_matrix(swiss_roll):
+    X = swiss_roll(400, random_state=1)
     dm = DiffusionMap(n_components=2, alpha=0.5, t=1.0).fit(X)
     # the same kernel densely: exp(-d²/eps) on the symmetric kNN graph, self-affinity 1
     G = knn_graph(X.astype(np.float32), 10, "euclidean")[0].toarray()

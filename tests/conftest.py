@@ -1,0 +1,106 @@
+"""Fixtures shared by the test modules: scikit-learn's digits, Swiss rolls, tiny log directories written through
+the store, and a tiny Keras classifier for the callback's tests.
+
+Every synthetic array comes from its own seeded generator (never numpy's global seed), and arrays shared between
+tests are read-only, so a test that writes into one fails instead of changing what the next test sees.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from repviz.store import RunWriter
+
+#: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
+FINGERPRINT = {"model": "m", "probe": "p"}
+
+
+def _read_only(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.flags.writeable = False
+
+
+@pytest.fixture(scope="session")
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 8x8 digits (1,797 images, bundled: no network): ``(X, y)``, X float64 (1797, 64) with
+    values 0..16, y the digit; read-only. Test modules take the rows and dtype they need."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = X.astype(np.float64)
+    _read_only(X, y)
+    return X, y
+
+
+@pytest.fixture(scope="session")
+def swiss_roll():
+    """``swiss_roll(n, random_state=0)``: scikit-learn's Swiss roll of ``n`` points, (n, 3) float64, read-only;
+    made once per ``(n, random_state)``."""
+    from sklearn.datasets import make_swiss_roll
+
+    @functools.cache
+    def make(n: int, random_state: int = 0) -> np.ndarray:
+        X = make_swiss_roll(n, random_state=random_state)[0]
+        _read_only(X)
+        return X
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def new_run():
+    """``new_run(run_dir, layers={"dense": (30, 4)}, **manifest) -> RunWriter``: a run begun through the store
+    with :data:`FINGERPRINT`, per-epoch steps and ``layers`` of those stored shapes; ``manifest`` adds or replaces
+    fields (``fingerprint=...``, ``model=...``, ``predictions=...``)."""
+
+    def begin(run_dir, layers: dict | None = None, **manifest) -> RunWriter:
+        layers = {"dense": (30, 4)} if layers is None else layers
+        writer = RunWriter(run_dir)
+        writer.begin({"fingerprint": FINGERPRINT, "step_unit": "epoch",
+                      "layers": {name: {"stored_shape": list(shape)} for name, shape in layers.items()}, **manifest})
+        return writer
+
+    return begin
+
+
+@pytest.fixture(scope="session")
+def small_logdir(new_run):
+    """``small_logdir(root, runs=("a",), steps=3) -> root``: a log directory of tiny runs, each with one layer
+    "dense" (30 probes in 3 classes, width 4) and Gaussian activations at steps 0 .. steps - 1 (the same in every
+    run); what the command-line tests embed and summarise in a second."""
+
+    def write(root, runs=("a",), steps: int = 3):
+        for name in runs:
+            writer = new_run(root / name)
+            writer.write_probe(np.arange(30), np.arange(30) % 3)
+            rng = np.random.default_rng(0)
+            for step in range(steps):
+                writer.write_activation("dense", step, rng.normal(size=(30, 4)).astype(np.float32))
+        return root
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier():
+    """``tiny_classifier(n=80, hidden=8, seed=0) -> (model, x, y)``: a compiled Keras classifier of 6 features,
+    ``Dense(hidden, relu, name="hidden") -> Dense(2, softmax, name="out")`` with weights seeded by ``seed``, and
+    ``n`` rows of data whose class is learnable (is the sum of the first 3 features the larger?). Keras is
+    imported only when it is called; call it inside a ``strategy.scope()`` to build the model under a strategy."""
+
+    def make(n: int = 80, hidden: int = 8, seed: int = 0):
+        import keras
+
+        rng = np.random.default_rng(seed)
+        x = rng.random((n, 6), dtype=np.float32)
+        y = (x[:, :3].sum(axis=1) > x[:, 3:].sum(axis=1)).astype(np.int64)
+        keras.utils.set_random_seed(seed)
+        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(hidden, activation="relu", name="hidden"),
+                                  keras.layers.Dense(2, activation="softmax", name="out")])
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        return model, x, y
+
+    return make
