@@ -19,7 +19,7 @@ from scipy.spatial import cKDTree
 
 from ._rows import run_rows
 from ._validation import check_array, check_n_neighbors
-from .neighbors import FLOAT_DTYPES, _block_rows, knn
+from .neighbors import FLOAT_DTYPES, block_rows, knn
 
 
 def _sample(n: int, max_exact: int | None, random_state) -> np.ndarray:
@@ -73,7 +73,7 @@ def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
     near = np.empty((len(queries), k), dtype=np.int64)
     targets = np.zeros((len(queries), 0), dtype=np.int64) if others is None else np.asarray(others, dtype=np.int64)
     ranks = np.empty(targets.shape, dtype=np.int64)
-    rows = max(1, len(queries)) if low else _block_rows(len(X), block_bytes)
+    rows = max(1, len(queries)) if low else block_rows(len(X), block_bytes)
     coords = np.ascontiguousarray(X.T, dtype=np.float64) if low else np.empty((0, len(X)))
     for s in range(0, len(queries), rows):
         q = np.ascontiguousarray(queries[s:s + rows], dtype=np.int64)

@@ -31,7 +31,8 @@ NNDESCENT_MIN_N = 50_000
 FLOAT_DTYPES = (np.float32, np.float64)
 
 
-def _block_rows(n: int, block_bytes: int) -> int:
+def block_rows(n: int, block_bytes: int) -> int:
+    """Rows per block so that a block of float64 distances to ``n`` points takes about ``block_bytes``."""
     return int(max(1, min(n, block_bytes // max(1, 8 * n))))
 
 
@@ -202,7 +203,7 @@ def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np
     sq = np.einsum("ij,ij->i", X, X).astype(np.float64) if metric != "precomputed" else np.empty(0)
     indices = np.empty((n, k), dtype=np.int64)
     distances = np.empty((n, k), dtype=np.float32)
-    rows = _block_rows(n, block_bytes)
+    rows = block_rows(n, block_bytes)
     for start in range(0, n, rows):
         stop = min(n, start + rows)
         D = X[start:stop] if metric == "precomputed" else X[start:stop] @ X.T

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors, rescaled
-from ..neighbors import _block_rows, knn
+from ..neighbors import block_rows, knn
 from ._eigen import check_connected
 
 _BLOCK_BYTES = 64 << 20
@@ -67,7 +67,7 @@ def symmetrize(ind: np.ndarray, dist: np.ndarray, n: int) -> sp.csr_matrix:
 def radius_graph(X: np.ndarray, radius: float, metric: str) -> sp.csr_matrix:
     """Graph of all pairs closer than ``radius``. Time O(n² d), memory O(block + edges)."""
     n = X.shape[0]
-    rows_per = _block_rows(n, _BLOCK_BYTES)
+    rows_per = block_rows(n, _BLOCK_BYTES)
     data, cols, counts = [], [], []
     for s in range(0, n, rows_per):
         rows = np.arange(s, min(n, s + rows_per))
@@ -111,7 +111,7 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
     else:
         Xf, metric_rows = X, metric
     new_r, new_c, new_w = [], [], []
-    rows_per = _block_rows(n, _BLOCK_BYTES)
+    rows_per = block_rows(n, _BLOCK_BYTES)
     while n_comp > 1:
         best_d = np.full(n, np.inf)
         best_j = np.zeros(n, dtype=np.int64)

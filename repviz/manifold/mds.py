@@ -23,11 +23,11 @@ from .._validation import (
     check_distance_matrix,
     rescaled,
 )
-from ..neighbors import _block_rows
+from ..neighbors import block_rows
 from ._base import Estimator, check_dense_memory
 from ._eigen import SOLVERS, eigsolve, fix_signs
 from ._graph import distance_rows
-from .pca import _principal_axes
+from .pca import principal_axes
 
 __all__ = ["classical_mds", "fix_signs", "torgerson", "ClassicalMDS", "MDS", "Sammon"]
 
@@ -99,7 +99,7 @@ def _dissimilarities(X, metric: str, owner: str) -> tuple[np.ndarray, float]:
         check_distance_matrix(X, owner)
         return np.ascontiguousarray(np.maximum(X, X.T)), scale
     D = np.empty((n, n), dtype=np.float32)
-    step = _block_rows(n, 64 << 20)
+    step = block_rows(n, 64 << 20)
     for s in range(0, n, step):
         rows = np.arange(s, min(n, s + step))
         D[rows] = distance_rows(X, rows, metric)
@@ -159,7 +159,7 @@ class ClassicalMDS(Estimator):
                 raise ValueError(f"n_components ({k}) must be at most min(n_samples, n_features) "
                                  f"({min(X.shape)}) for Euclidean classical MDS of data.")
             solver = "full" if self.eigen_solver == "dense" else "auto"
-            mean, w, V, total, _, _ = _principal_axes(X, k, solver, 10, "auto", self.random_state)
+            mean, w, V, total, _, _ = principal_axes(X, k, solver, 10, "auto", self.random_state)
             Y = (X.astype(np.float64) - mean) @ V.T
             w, trace = w * (n - 1), total * (n - 1)
         else:

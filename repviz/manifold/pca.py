@@ -1,6 +1,6 @@
 """Principal component analysis and its probabilistic version (Tipping & Bishop 1999).
 
-Both estimators share ``_principal_axes``: centre the data, then either an exact eigendecomposition of the
+Both estimators share ``principal_axes``: centre the data, then either an exact eigendecomposition of the
 smaller of the covariance (d×d) and Gram (n×n) matrices, in float64, or Halko et al.'s randomized range finder
 for large inputs. Sign convention (as scikit-learn >= 1.5): each component's largest-magnitude loading is
 positive, so the same data always gives the same picture.
@@ -15,7 +15,7 @@ from .._validation import BOOLEAN, NONE, RANDOM_STATE, Interval, Options, check_
 from ._base import Estimator, check_dense_memory, rng_from
 
 
-def _signed_rows(V: np.ndarray) -> np.ndarray:
+def signed_rows(V: np.ndarray) -> np.ndarray:
     """Flip each row so its largest-magnitude entry is positive."""
     idx = np.argmax(np.abs(V), axis=1)
     signs = np.sign(V[np.arange(V.shape[0]), idx])
@@ -54,7 +54,7 @@ def _randomized_axes(Xc: np.ndarray, k: int, n_oversamples: int, n_iter: int,
     return (s[:k].astype(np.float64) ** 2) / max(n - 1, 1), Vt[:k].astype(np.float64)
 
 
-def _principal_axes(X: np.ndarray, k: int, solver: str, n_oversamples: int, n_iter: int | str, random_state):
+def principal_axes(X: np.ndarray, k: int, solver: str, n_oversamples: int, n_iter: int | str, random_state):
     """Mean, top-k eigenvalues of the sample covariance (n - 1 normaliser), components (k, d), total variance,
     the solver used and the centred data (reused for the projection)."""
     n, d = X.shape
@@ -69,7 +69,7 @@ def _principal_axes(X: np.ndarray, k: int, solver: str, n_oversamples: int, n_it
         total = float(np.einsum("ij,ij->", Xc, Xc, dtype=np.float64)) / max(n - 1, 1)
         iters = (7 if k < 0.1 * min(n, d) else 4) if n_iter == "auto" else n_iter
         w, V = _randomized_axes(Xc, k, n_oversamples, iters, rng_from(random_state))
-    return mean, np.clip(w, 0, None), _signed_rows(V), total, solver, Xc
+    return mean, np.clip(w, 0, None), signed_rows(V), total, solver, Xc
 
 
 _SOLVER_DOC = """svd_solver : {"auto", "full", "randomized"}, default="auto"
@@ -151,7 +151,7 @@ class PCA(Estimator):
                 raise ValueError(f"n_components={k} must be between 1 and min(n_samples, n_features)={limit} "
                                  f"with svd_solver={self.svd_solver!r}")
             solver = self.svd_solver
-        self.mean_, w, V, total, self.svd_solver_, Xc = _principal_axes(
+        self.mean_, w, V, total, self.svd_solver_, Xc = principal_axes(
             X, k, solver, self.n_oversamples, self.n_iter, self.random_state)
         ratio = w / total if total > 0 else np.zeros_like(w)
         if isinstance(nc, float):
@@ -248,7 +248,7 @@ class ProbabilisticPCA(Estimator):
                              f"define the noise variance; got n_features = {d} and n_components = {k}.")
         if k > n:
             raise ValueError(f"n_components ({k}) must be at most n_samples ({n}) in ProbabilisticPCA.")
-        mean, w, V, total, _, _ = _principal_axes(X, k, self.svd_solver, 10, "auto", self.random_state)
+        mean, w, V, total, _, _ = principal_axes(X, k, self.svd_solver, 10, "auto", self.random_state)
         ml = (n - 1) / n  # the ML covariance has normaliser n, PCA's has n - 1
         lam, total = w * ml, total * ml
         sigma2 = max((total - lam.sum()) / (d - k), 1e-12 * max(total, 1e-300))

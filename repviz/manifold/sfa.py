@@ -16,7 +16,7 @@ from scipy.linalg import eigh
 
 from .._validation import Interval, check_array, check_n_features
 from ._base import Estimator, check_dense_memory
-from .pca import _signed_rows
+from .pca import signed_rows
 
 #: Directions of the expanded data with variance below this fraction of the largest are dropped.
 RANK_RTOL = 1e-10
@@ -46,7 +46,7 @@ def slow_directions(H: np.ndarray, n_components: int) -> tuple[np.ndarray, np.nd
     dH = np.diff(H, axis=0)
     A = dH.T @ dH / max(n - 2, 1)
     lam, U = eigh(S.T @ A @ S, subset_by_index=(0, n_components - 1))  # D³, not another n D² product
-    return _signed_rows((S @ U).T), lam
+    return signed_rows((S @ U).T), lam
 
 
 class SlowFeatureAnalysis(Estimator):

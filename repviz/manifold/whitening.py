@@ -18,7 +18,7 @@ from scipy.linalg import cholesky, eigh, solve_triangular
 
 from .._validation import NONE, Interval, Options, check_array, check_n_features
 from ._base import Estimator, check_dense_memory
-from .pca import _signed_rows
+from .pca import signed_rows
 
 
 def _covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -47,7 +47,7 @@ def whitening_matrices(C: np.ndarray, method: str, n_components: int | None, eps
     s = np.sqrt(np.clip(w, 0, None) + reg)
     if method == "pca":
         k = d if n_components is None else n_components
-        Vt = _signed_rows(V[:, :k].T)
+        Vt = signed_rows(V[:, :k].T)
         return Vt / s[:k, None], Vt * s[:k, None]
     return (V / s) @ V.T, (V * s) @ V.T
 
