@@ -56,7 +56,7 @@ _META_SUBDIR = ("plugins", "repviz-meta")
 _MANIFEST = "manifest.json"
 _RECORDS = "records.jsonl"
 _TMP_SUFFIX = ".tmp"
-_PREDICTION = "prediction"  # record kind of the primary model output (the only one before multi-output runs)
+_PREDICTION = "prediction"  # record kind of the primary model output (a single-output run's only one)
 _OUTPUT = "output"  # record kind of every other output of a multi-output model, keyed by its name
 
 
@@ -555,8 +555,8 @@ class Run:
     # predictions ----------------------------------------------------------------------------------------------
     @property
     def prediction_outputs(self) -> list[str]:
-        """Names of the model outputs stored per snapshot, in model order (empty for runs written before outputs
-        were named, which hold one unnamed output)."""
+        """Names of the model outputs stored per snapshot, in model order (empty for a run whose manifest names
+        none: one written through :class:`RunWriter` without ``predictions.outputs``, holding one unnamed output)."""
         return list((self.manifest.get("predictions") or {}).get("outputs") or {})
 
     @property
