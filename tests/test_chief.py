@@ -5,8 +5,6 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras
-import numpy as np
 import pytest
 
 from repviz import open_logdir
@@ -26,10 +24,10 @@ class FakeResolver:
     """What tf.distribute.cluster_resolver.TFConfigClusterResolver reports for one task of a cluster."""
 
     def __init__(self, task_type, task_id, jobs):
-        self.task_type, self.task_id, self._spec = task_type, task_id, FakeSpec(jobs)
+        self.task_type, self.task_id, self.spec = task_type, task_id, FakeSpec(jobs)
 
     def cluster_spec(self):
-        return self._spec
+        return self.spec
 
 
 class FakeStrategy:
@@ -62,35 +60,31 @@ def test_single_process_strategies_are_the_chief():
     assert is_chief(tf.distribute.MirroredStrategy(["/cpu:0"]))
 
 
-def _fit(tmp_path, strategy=None, **logger):
-    rng = np.random.default_rng(0)
-    x, y = rng.random((64, 6), dtype=np.float32), rng.integers(0, 2, 64)
-    with strategy.scope() if strategy is not None else keras.utils.custom_object_scope({}):
-        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="relu", name="hidden"),
-                                  keras.layers.Dense(2, activation="softmax", name="out")])
-        model.compile("adam", "sparse_categorical_crossentropy")
+def _fit(tmp_path, tiny_classifier, strategy, **logger):
+    with strategy.scope():
+        model, x, y = tiny_classifier(n=64, hidden=4)
     log = ActivationLogger(tmp_path / "run", (x[:32], y[:32]), **logger)
     model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[log])
     return model
 
 
 @pytest.mark.parametrize("schedule", [{}, {"batch_freq": 2}])
-def test_under_mirrored_strategy_the_single_worker_is_the_chief_and_logs(tmp_path, schedule):
+def test_under_mirrored_strategy_the_single_worker_is_the_chief_and_logs(tmp_path, tiny_classifier, schedule):
     import tensorflow as tf
 
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
-    model = _fit(tmp_path, strategy, **schedule)
+    model = _fit(tmp_path, tiny_classifier, strategy, **schedule)
     assert model.distribute_strategy is strategy
     run = open_logdir(tmp_path).run("run")
     assert run.steps("hidden") == ([0, 1, 2] if not schedule else [0, 2, 4, 6, 8])
 
 
 @pytest.mark.parametrize("schedule", [{}, {"batch_freq": 2}])
-def test_a_worker_that_is_not_the_chief_writes_nothing(tmp_path, schedule, monkeypatch):
+def test_a_worker_that_is_not_the_chief_writes_nothing(tmp_path, tiny_classifier, schedule, monkeypatch):
     import tensorflow as tf
 
     # a real strategy whose resolver says this process is worker 1 of 3 (training itself runs locally)
     worker_1 = FakeResolver("worker", 1, WORKERS)
     monkeypatch.setattr(tf.distribute.MirroredStrategy, "cluster_resolver", property(lambda self: worker_1))
-    _fit(tmp_path, tf.distribute.MirroredStrategy(["/cpu:0"]), **schedule)  # every hook returns at once
+    _fit(tmp_path, tiny_classifier, tf.distribute.MirroredStrategy(["/cpu:0"]), **schedule)  # hooks return at once
     assert not [p for p in (tmp_path / "run").rglob("*") if p.is_file()]

@@ -3,20 +3,21 @@
 import numpy as np
 import pytest
 
-from repviz import datasets
 from repviz.datasets import BUNDLED_MNIST, load_mnist, thumbnails
 
 
 @pytest.fixture
 def no_network(monkeypatch, tmp_path):
-    """An empty Keras cache and an unreachable download site; the Keras loader raises if called anyway."""
+    """An empty Keras cache and no network (every connection refused); the Keras loader raises if called anyway."""
+    import socket
+
     import keras
 
     def fail(*args, **kwargs):
         raise OSError("network disabled in tests")
 
     monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras_home"))
-    monkeypatch.setattr(datasets, "_reachable", lambda host, timeout: False)
+    monkeypatch.setattr(socket, "create_connection", fail)
     monkeypatch.setattr(keras.datasets.mnist, "load_data", fail)
     return tmp_path
 
