@@ -4,6 +4,7 @@ Captured values are checked against an independent computation (a side model ove
 itself for an identity layer); the store is read back through ``open_logdir`` as a user would.
 """
 
+import itertools
 import json
 import logging
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 import warnings
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -23,6 +25,7 @@ import pytest
 from keras.src.utils.python_utils import is_default
 
 import repviz
+from repviz import capture
 from repviz._reduction import count_sketch, count_sketch_plan, gaussian_matrix
 from repviz.capture import ActivationLogger
 from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, checksum
@@ -280,7 +283,6 @@ def test_several_models_in_one_process_trace_once_each(tmp_path):
             model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
             logger = ActivationLogger(tmp_path / f"m{i}", probe=(x[:70], y[:70]), batch_size=32)  # 32, 32, 6
             model.fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[logger])
-            assert logger._run_fn.experimental_get_tracing_count() == 1
             models.append(model)
     finally:
         tf.get_logger().removeHandler(handler)
@@ -310,18 +312,22 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
 
 
 @pytest.mark.parametrize("snapshot, warns", [(0.02, True), (0.005, False)])
-def test_a_costly_batch_schedule_warns_once(tmp_path, snapshot, warns):
-    """The rule on given times (the share of the training time between snapshots, medians of three), then on a
-    real fit whose every batch is followed by a snapshot, which costs far more than a tenth of a batch."""
-    x, _ = _images(8)
-    logger = ActivationLogger(tmp_path / "unit", probe=x, batch_freq=2)
-    logger._costs, logger._since, clock = [], None, 0.0
-    with warnings.catch_warnings(record=True) as caught:
+def test_a_costly_batch_schedule_warns_once(tmp_path, monkeypatch, snapshot, warns):
+    """The rule on a fit timed by a scripted clock (the share of the training time between snapshots, medians of
+    three), then on a real fit whose every batch is followed by a snapshot, which costs far more than a tenth of a
+    batch."""
+    # the clock the logger reads around each snapshot: 0.1 s of training, then the snapshot, and again
+    ticks = (k * (0.1 + snapshot) + after * snapshot for k in itertools.count() for after in (0, 1))
+    keras.utils.set_random_seed(0)
+    x, y = _images(12)
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "unit", probe=x[:8], batch_freq=2)
+    with monkeypatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+        patch.setattr(capture, "time", types.SimpleNamespace(time=time.time, perf_counter=lambda: next(ticks)))
         warnings.simplefilter("always")
-        for _ in range(6):  # the first snapshot starts the clock; three more decide; later ones are not judged
-            clock += 0.1  # 0.1 s of training, then the snapshot
-            logger._judge_cost(clock, clock + snapshot)
-            clock += snapshot
+        # 6 snapshots: the first starts the clock, three more decide, later ones are not judged
+        model.fit(x, y, epochs=1, batch_size=1, verbose=0, shuffle=False, callbacks=[logger])
     costly = [w for w in caught if "training runs at least that much slower" in str(w.message)]
     assert len(costly) == warns
     if warns:
@@ -454,22 +460,23 @@ def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_pat
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     loggers = [ActivationLogger(tmp_path / f"b{b}", probe=(x[:N, ..., None], y[:N]), batch_size=b) for b in (None, 5)]
     model.fit(x[..., None], y, epochs=1, batch_size=32, verbose=0, callbacks=loggers)
-    assert loggers[0]._batch_rows == N  # 2,706 values per probe row: the whole probe in one batch
     runs = [repviz.open_logdir(tmp_path).run(f"b{b}") for b in (None, 5)]
     for layer in ("conv", "out"):
         np.testing.assert_allclose(runs[0].activations(layer, 1), runs[1].activations(layer, 1), rtol=1e-5,
                                    atol=1e-6)
-    conv = loggers[0]._captures[:1]
-    most = _BATCH_BYTES // (4 * (conv[0].flat_width + 2))
+    # the rule, on what it reads of the captures and outputs: this model's 26 x 26 x 4 conv and 2 outputs
+    conv, out = [types.SimpleNamespace(flat_width=2704)], [types.SimpleNamespace(sample_shape=(2,))]
+    most = _BATCH_BYTES // (4 * 2706)
+    assert _auto_batch_rows(N, conv, out) == N  # the probe of the fit above: one batch
     for n in (10 ** 6, most + 1, 3 * most, 3 * most - 1):  # the fewest batches within the budget, equal in size
-        rows = _auto_batch_rows(n, conv, loggers[0]._outputs)
+        rows = _auto_batch_rows(n, conv, out)
         batches = -(-n // rows)
         assert rows <= most and batches == -(-n // most)
         assert rows - (n - (batches - 1) * rows) < batches  # the last batch is short by less than one row a batch
-    assert _auto_batch_rows(most + 1, conv, loggers[0]._outputs) == (most + 2) // 2
-    assert _auto_batch_rows(10, conv, loggers[0]._outputs) == 10
-    conv[0].flat_width = 10 ** 9  # a layer too wide for the budget still runs in batches of 16
-    assert _auto_batch_rows(10 ** 6, conv, loggers[0]._outputs) == 16
+    assert _auto_batch_rows(most + 1, conv, out) == (most + 2) // 2
+    assert _auto_batch_rows(10, conv, out) == 10
+    wide = [types.SimpleNamespace(flat_width=10 ** 9)]  # a layer too wide for the budget still runs in batches of 16
+    assert _auto_batch_rows(10 ** 6, wide, out) == 16
 
 
 def test_count_sketch_distance_error_on_a_real_conv_layer(tmp_path):
