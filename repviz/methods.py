@@ -109,7 +109,8 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
 # of the representation more slowly.
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 5e-3,
-                              "neighbour_start": 120})
+                              "neighbour_start": 120},
+                continue_with="repviz.continuation:continue_tsne")
 # Iterative stress minimisers continue from the previous layout as it is.
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})

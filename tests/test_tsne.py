@@ -1,13 +1,17 @@
 """t-SNE / SNE: gradients against finite differences and against each other, perplexity calibration, quality
-against scikit-learn's exact t-SNE, determinism, bad input and parameter flow."""
+against scikit-learn's exact t-SNE, determinism, the embedding object and precomputed affinities, the pipeline's
+continuation, bad input and parameter flow."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.optimize import check_grad
 
+from repviz.continuation import continue_tsne
 from repviz.manifold import SNE, TSNE
-from repviz.manifold.tsne import tsne as tsne_module
+from repviz.manifold.tsne import Affinities, TSNEEmbedding
 from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
+from repviz.manifold.tsne.init import weighted_mean
 from repviz.manifold.tsne.optimize import (
     AutoRepulsion,
     DirectRepulsion,
@@ -241,12 +245,13 @@ def test_cosine_metric_and_pca_init_on_precomputed():
     assert knn_accuracy(Y, labels, 5) > 0.95
 
 
-def test_init_array_rescaled_unless_told_otherwise():
+def test_init_array_is_rescaled_and_an_embedding_continues_at_its_own_scale():
     X, _ = _blobs(50, 3)
     prev = TSNE(random_state=0).fit_transform(X)
     est = TSNE(init=prev, max_iter=1, early_exaggeration_iter=0, learning_rate=1e-12)
     np.testing.assert_allclose(est.fit_transform(X)[:, 0].std(), 1e-4, rtol=1e-3)
-    cont = TSNE(init=prev, rescale_init=False, early_exaggeration_iter=0, max_iter=50).fit_transform(X)
+    affinities = TSNE(random_state=0).prepare_affinities(X)
+    cont = TSNEEmbedding(prev, affinities).optimize(50).layout
     # continues from the earlier layout (pairwise distances barely change) instead of restarting
     d_prev = np.linalg.norm(prev[:, None] - prev[None], axis=-1).ravel()
     d_cont = np.linalg.norm(cont[:, None] - cont[None], axis=-1).ravel()
@@ -293,56 +298,76 @@ def test_tol_stops_a_converged_layout_and_not_a_moving_one():
     with the KL where it was; continuing from a layout of other data does not stop early."""
     X, _ = _blobs(100, 3)
     full = TSNE(random_state=0, max_iter=750).fit(X)
-    kw = dict(random_state=0, rescale_init=False, early_exaggeration_iter=0, max_iter=300, tol=5e-3)
-    again = TSNE(init=full.embedding_, **kw).fit(X)
-    assert again.n_iter_ == 50 and again.kl_divergence_ == pytest.approx(full.kl_divergence_, rel=0.02)
+    affinities = TSNE(random_state=0).prepare_affinities(X)
+    again = TSNEEmbedding(full.embedding_, affinities).optimize(300, tol=5e-3)
+    assert again.n_iter == 50 and again.kl_divergence == pytest.approx(full.kl_divergence_, rel=0.02)
     shuffled = full.embedding_[np.random.default_rng(0).permutation(300)]
-    moving = TSNE(init=shuffled, **kw).fit(X)
-    assert moving.n_iter_ == 300
-    no_tol = TSNE(init=shuffled, **{**kw, "tol": 0.0}).fit(X)
-    np.testing.assert_array_equal(moving.embedding_, no_tol.embedding_)  # tol only ever stops, never steers
+    moving = TSNEEmbedding(shuffled, affinities).optimize(300, tol=5e-3)
+    assert moving.n_iter == 300
+    no_tol = TSNEEmbedding(shuffled, affinities).optimize(300)
+    np.testing.assert_array_equal(moving.layout, no_tol.layout)  # tol only ever stops, never steers
 
 
-def test_neighbour_start_is_kept_where_neighbourhoods_moved_and_dropped_where_not():
+PIPELINE = {"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 5e-3, "neighbour_start": 120}
+
+
+def _params(**changes):
+    """Every TSNE parameter, as the pipeline passes them to continue_tsne."""
+    return {**TSNE().get_params(), "random_state": 0, "n_jobs": 1, **changes}
+
+
+def test_continue_tsne_keeps_the_moved_start_where_neighbourhoods_moved_and_drops_it_where_not():
     """A continuation whose previous layout put a third of one cluster's points in another: the neighbour-mean
-    start wins the race and ends at a lower KL than the plain continuation after as many iterations. From the
-    converged layout of a continuous sheet (where averaging only shrinks the layout) it loses, and the fit is
-    then exactly the plain continuation."""
+    start wins the race (its descent runs neighbour_start iterations in all, not max_iter) and ends at a lower KL
+    than the plain continuation. From the converged layout of a continuous sheet (where averaging only shrinks
+    the layout) it loses, and the result is then exactly the plain continuation."""
     X, labels = _blobs(100, 3)
     full = TSNE(random_state=0, max_iter=750).fit(X)
-    kw = dict(random_state=0, rescale_init=False, early_exaggeration_iter=0, max_iter=100)
+    race = {"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 150, "neighbour_start": 100}
+    no_race = {**race, "neighbour_start": None}
     wrong = full.embedding_.copy()
     swap = np.flatnonzero(labels == 0)[:33], np.flatnonzero(labels == 1)[:33]
     wrong[swap[0]], wrong[swap[1]] = full.embedding_[swap[1]], full.embedding_[swap[0]]
-    plain = TSNE(init=wrong, **kw).fit(X)
-    raced = TSNE(init=wrong, neighbour_start=100, **kw).fit(X)
-    assert raced.start_ == "neighbours" and plain.start_ == "init"
-    assert raced.n_iter_ == plain.n_iter_ == 100 and "neighbour start" in raced.timings_
-    assert raced.learning_rate_ == 4 * plain.learning_rate_  # the contracted start re-expands at 4x the rate
-    assert raced.kl_divergence_ < 0.9 * plain.kl_divergence_, (raced.kl_divergence_, plain.kl_divergence_)
-    assert knn_accuracy(raced.embedding_, labels) > knn_accuracy(plain.embedding_, labels)
-    again = TSNE(init=wrong, neighbour_start=100, n_jobs=2, **kw).fit(X)
-    np.testing.assert_array_equal(again.embedding_, raced.embedding_)
+    plain, plain_info = continue_tsne(X, wrong, _params(), no_race)
+    raced, raced_info = continue_tsne(X, wrong, _params(), race)
+    assert plain_info["n_iter"] == 150 and raced_info["n_iter"] == 100
+    assert raced_info["kl_divergence"] < 0.9 * plain_info["kl_divergence"], (raced_info, plain_info)
+    assert knn_accuracy(raced, labels) > knn_accuracy(plain, labels)
+    again, _ = continue_tsne(X, wrong, _params(n_jobs=2), race)
+    np.testing.assert_array_equal(again, raced)
 
     rng = np.random.default_rng(0)
     sheet = np.c_[rng.random((300, 2)) * 10, np.zeros((300, 8))] @ np.linalg.qr(rng.normal(size=(10, 10)))[0]
     sheet = sheet.astype(np.float32)
     settled = TSNE(random_state=0, max_iter=750).fit(sheet).embedding_
-    kept = TSNE(init=settled, neighbour_start=100, **kw).fit(sheet)
-    assert kept.start_ == "init"
-    np.testing.assert_array_equal(kept.embedding_, TSNE(init=settled, **kw).fit(sheet).embedding_)
+    kept, kept_info = continue_tsne(sheet, settled, _params(), race)
+    assert kept_info["n_iter"] == 150
+    np.testing.assert_array_equal(kept, continue_tsne(sheet, settled, _params(), no_race)[0])
 
 
-@pytest.mark.parametrize("params", [{}, {"init": "pca"}, {"early_exaggeration_iter": 10}])
-def test_neighbour_start_needs_a_continuation(params):
+def test_continue_tsne_returns_float32_and_the_pipeline_diagnostics():
+    X, _ = _blobs(30, 3)
+    previous = TSNE(perplexity=10, random_state=0, max_iter=300).fit_transform(X)
+    Y, info = continue_tsne(X + 0.1, previous, _params(perplexity=10), dict(PIPELINE))
+    assert Y.dtype == np.float32 and Y.shape == (90, 2) and type(Y) is np.ndarray
+    assert set(info) == {"n_iter", "kl_divergence"}
+    assert type(info["n_iter"]) is int and type(info["kl_divergence"]) is float
+    assert 30 < info["n_iter"] <= 300 and np.isfinite(info["kl_divergence"])
+
+
+@pytest.mark.parametrize("continuation,match", [
+    ({"early_exaggeration_iter": 10}, "without early exaggeration; got early_exaggeration_iter=10, pass 0"),
+    ({"neighbour_start": 0},
+     r"The 'neighbour_start' parameter of continue_tsne must be None or an int in the range \[1, inf\)\. Got 0"),
+    ({"max_iter": 0}, r"The 'max_iter' parameter of TSNE must be an int in the range \[1, inf\)\. Got 0"),
+])
+def test_continue_tsne_rejects_bad_settings(continuation, match):
     X, _ = _blobs(20, 3)
-    kw = {"init": np.random.default_rng(0).normal(size=(60, 2)), "early_exaggeration_iter": 0, **params}
-    if params:
-        with pytest.raises(ValueError, match="neighbour_start continues from an earlier layout"):
-            TSNE(perplexity=5, neighbour_start=40, max_iter=50, **kw).fit(X)
-    else:
-        fit = TSNE(perplexity=5, neighbour_start=40, max_iter=50, **kw).fit(X)
-        assert fit.n_iter_ == {"neighbours": 40, "init": 50}[fit.start_]
+    previous = np.random.default_rng(0).normal(size=(60, 2))
+    with pytest.raises(ValueError, match=match):
+        continue_tsne(X, previous, _params(perplexity=5), {**PIPELINE, **continuation})
+    with pytest.raises(ValueError, match=r"previous has shape \(60, 3\); it must be \(n_samples, n_components\)"):
+        continue_tsne(X, np.zeros((60, 3)), _params(perplexity=5), PIPELINE)
 
 
 def test_tol_extrapolates_the_last_window_over_the_iterations_left():
@@ -361,25 +386,89 @@ def test_tol_extrapolates_the_last_window_over_the_iterations_left():
     assert state.converged  # 50: the second check, 0.11 % over the last window
 
 
-def test_parameters_reach_the_kernels(monkeypatch):
-    seen = {"gd": [], "rep": []}
-    real_gd, real_rep = tsne_module.gradient_descent, tsne_module.make_repulsion
-
-    def spy_gd(Y, objective, n_iter, **kw):
-        seen["gd"].append((n_iter, kw["learning_rate"], kw["momentum"], kw.get("exaggeration", 1.0)))
-        return real_gd(Y, objective, n_iter, **kw)
-
-    def spy_rep(method, n, dim, dof, **kw):
-        seen["rep"].append((method, dim, dof, kw["theta"]))
-        return real_rep(method, n, dim, dof, **kw)
-
-    monkeypatch.setattr(tsne_module, "gradient_descent", spy_gd)
-    monkeypatch.setattr(tsne_module, "make_repulsion", spy_rep)
+def test_fit_is_prepare_embedding_and_two_optimize_calls():
+    """The constructor's parameters reach the embedding and its two phases: a fit equals the embedding that
+    prepare_embedding gives, optimised by hand with those parameters (early exaggeration, then the main phase)."""
     X, _ = _blobs(20, 3)
-    TSNE(method="barnes_hut", angle=0.3, dof=0.7, learning_rate=77.0, early_momentum=0.4, momentum=0.6,
-         early_exaggeration=5.0, early_exaggeration_iter=7, max_iter=20, perplexity=5).fit(X)
-    assert seen["gd"] == [(7, 77.0, 0.4, 5.0), (13, 77.0, 0.6, 1.0)]
-    assert seen["rep"] == [("barnes_hut", 2, 0.7, 0.3)]
+    params = dict(method="barnes_hut", angle=0.3, dof=0.7, learning_rate=77.0, early_momentum=0.4, momentum=0.6,
+                  early_exaggeration=5.0, early_exaggeration_iter=7, max_iter=20, perplexity=5, random_state=0)
+    fit = TSNE(**params).fit(X)
+    embedding = TSNE(**params).prepare_embedding(X)
+    assert (embedding.method, embedding.angle, embedding.dof) == ("barnes_hut", 0.3, 0.7)
+    embedding.optimize(7, exaggeration=5.0, momentum=0.4, learning_rate=77.0)
+    embedding.optimize(13, momentum=0.6, learning_rate=77.0)
+    np.testing.assert_array_equal(fit.embedding_, embedding.layout.astype(np.float32))
+    assert fit.n_iter_ == embedding.n_iter == 20 and fit.kl_divergence_ == embedding.kl_divergence
+
+
+def test_optimize_resumes_where_it_stopped():
+    """Two optimize(n) calls go on with the momentum and gains of the first: the same as one optimize(2n) up to
+    rounding (the second call evaluates the KL in another loop), and unlike a fresh start from the same layout."""
+    X, _ = _blobs(30, 3)
+    affinities = TSNE(perplexity=10, method="exact").prepare_affinities(X)
+    start = np.random.default_rng(0).normal(size=(90, 2)) * 1e-4
+    whole = TSNEEmbedding(start, affinities, method="exact").optimize(40, exaggeration=12, momentum=0.5)
+    halves = TSNEEmbedding(start, affinities, method="exact").optimize(20, exaggeration=12, momentum=0.5)
+    restart = TSNEEmbedding(halves.layout, affinities, method="exact").optimize(20, exaggeration=12, momentum=0.5)
+    halves.optimize(20, exaggeration=12, momentum=0.5)
+    assert halves.n_iter == whole.n_iter == 40 and restart.n_iter == 20
+    np.testing.assert_allclose(halves.layout, whole.layout, rtol=1e-7, atol=1e-12 * np.abs(whole.layout).max())
+    assert np.abs(restart.layout - whole.layout).max() > 1e-3 * np.abs(whole.layout).max()
+    assert halves.kl_divergence == pytest.approx(whole.kl_divergence, rel=1e-9)
+
+
+def test_embedding_hands_out_plain_arrays_and_copies():
+    X, _ = _blobs(20, 3)
+    embedding = TSNE(perplexity=5, random_state=0).prepare_embedding(X).optimize(30)
+    layout = embedding.layout
+    assert type(layout) is np.ndarray and layout.dtype == np.float64 and layout.shape == (60, 2)
+    layout[:] = 0  # a copy: the embedding is untouched
+    assert np.abs(embedding.layout).max() > 0
+    twin = embedding.copy()
+    assert twin.n_iter == 30 and twin.kl_divergence == embedding.kl_divergence
+    twin.optimize(10)
+    assert embedding.n_iter == 30 and not np.array_equal(twin.layout, embedding.layout)
+
+
+def test_precomputed_affinities_give_the_fit_of_the_data():
+    X, _ = _blobs(40, 3)
+    for params in ({"init": "random"}, {"init": np.random.default_rng(1).normal(size=(120, 2))},
+                   {"init": "random", "method": "exact"}):
+        est = TSNE(perplexity=10, random_state=3, max_iter=100, **params)
+        affinities = est.prepare_affinities(X)
+        assert isinstance(affinities, Affinities) and affinities.perplexity == 10.0
+        assert affinities.n_neighbors == (119 if params.get("method") == "exact" else 30)
+        from_data, from_affinities = est.fit(X), TSNE(**est.get_params()).fit(affinities)
+        np.testing.assert_array_equal(from_affinities.embedding_, from_data.embedding_)
+        assert from_affinities.kl_divergence_ == from_data.kl_divergence_
+        assert from_affinities.n_features_in_ == 10 and "kNN" not in from_affinities.timings_
+    with pytest.raises(ValueError, match=r"The 'init' parameter of TSNE must be 'random' or an array-like when X "
+                                         r"is precomputed Affinities \(PCA needs the data\)\. Got 'pca' instead\."):
+        TSNE().fit(affinities)
+
+
+def test_weighted_mean_start_by_hand():
+    """Each point at the P-weighted mean of its neighbours' positions; a point with no neighbours stays."""
+    P = sp.csr_matrix(np.array([[0, 1, 3, 0], [1, 0, 0, 0], [3, 0, 0, 0], [0, 0, 0, 0]], dtype=np.float32))
+    Y = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 8.0], [5.0, 5.0]])
+    np.testing.assert_allclose(weighted_mean(Y, P), [[1.0, 6.0], [0.0, 0.0], [0.0, 0.0], [5.0, 5.0]])
+
+
+@pytest.mark.parametrize("params,match", [
+    ({"n_iter": -1}, r"The 'n_iter' parameter of TSNEEmbedding\.optimize must be an int in the range \[0, inf\)\. "
+                     r"Got -1 instead\."),
+    ({"momentum": 1.0}, r"The 'momentum' parameter of TSNEEmbedding\.optimize must be a float in the range "
+                        r"\[0, 1\)\. Got 1\.0 instead\."),
+    ({"learning_rate": "fast"}, r"The 'learning_rate' parameter of TSNEEmbedding\.optimize must be a str among "
+                                r"\{'auto'\} or a float in the range \(0, inf\)\. Got 'fast' instead\."),
+])
+def test_optimize_rejects_bad_parameters(params, match):
+    X, _ = _blobs(20, 3)
+    embedding = TSNE(perplexity=5, random_state=0).prepare_embedding(X)
+    with pytest.raises(ValueError, match=match):
+        embedding.optimize(**{"n_iter": 10, **params})
+    with pytest.raises(ValueError, match=r"layout has shape \(59, 2\); the affinities need"):
+        TSNEEmbedding(np.zeros((59, 2)), embedding.affinities)
 
 
 def test_params_follow_sklearn_contract():

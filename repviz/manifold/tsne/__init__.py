@@ -1,6 +1,9 @@
 """t-SNE and symmetric SNE: affinities (``affinity``), initialisations (``init``), objectives and gradient
-descent (``optimize``), numba kernels (``_kernels``, ``_bh``, ``_fft``) and the estimators (``tsne``)."""
+descent (``optimize``), the embedding object that resumes a descent (``embedding``), numba kernels
+(``_kernels``, ``_bh``, ``_fft``) and the estimators (``tsne``)."""
 
+from .affinity import Affinities
+from .embedding import TSNEEmbedding
 from .tsne import SNE, TSNE
 
-__all__ = ["TSNE", "SNE"]
+__all__ = ["TSNE", "SNE", "TSNEEmbedding", "Affinities"]

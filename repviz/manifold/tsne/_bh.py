@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._kernels import sq_dist
-from ._kernels import _weight
+from ._kernels import kernel_weight
 
 _MAX_DEPTH = 48
 
@@ -141,7 +141,7 @@ def _traverse(Y, children, half, mass, com, theta, dof, rep, z_rows):
                 if is_leaf and d2 == 0.0:
                     z += m - 1.0  # coincident points (and the point itself): w(0) = 1, no force
                     continue
-                w, f = _weight(d2, dof)
+                w, f = kernel_weight(d2, dof)
                 z += m * w
                 for d in range(dim):
                     rep[i, d] += m * f * (Y[i, d] - com[node, d])

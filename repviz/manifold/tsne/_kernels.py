@@ -71,7 +71,7 @@ def conditional_p(start, stop, sqdist, perplexity, out, betas):
 
 
 @njit(inline="always")
-def _weight(d2, dof):
+def kernel_weight(d2, dof):
     """Kernel value w(d²) and the factor f with dw/d(y_i) = -2 f (y_i - y_j) (so f = w^(1+1/dof), or w for SNE)."""
     if dof <= 0.0:
         w = np.exp(-d2)
@@ -127,7 +127,7 @@ def attractive(indptr, indices, pdata, Y, exaggeration, dof, out, log_args, comp
         for e in range(indptr[i], indptr[i + 1]):
             j = indices[e]
             d2 = sq_dist(Y, i, Y, j)
-            w, f = _weight(d2, dof)
+            w, f = kernel_weight(d2, dof)
             c = exaggeration * pdata[e] * f / w
             for d in range(dim):
                 out[i, d] += c * (Y[i, d] - Y[j, d])
@@ -219,7 +219,7 @@ def exact_repulsive(Y, dof, out, z_rows):
             if j == i:
                 continue
             d2 = sq_dist(Y, i, Y, j)
-            w, f = _weight(d2, dof)
+            w, f = kernel_weight(d2, dof)
             z += w
             for d in range(dim):
                 out[i, d] += f * (Y[i, d] - Y[j, d])

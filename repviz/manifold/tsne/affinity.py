@@ -1,7 +1,10 @@
 """Input affinities P of t-SNE and SNE: Gaussian conditional probabilities calibrated to a perplexity on a kNN
-graph, symmetrised into a sparse joint distribution (van der Maaten 2014; openTSNE's ``affinity.py``)."""
+graph, symmetrised into a sparse joint distribution (van der Maaten 2014; openTSNE's ``affinity.py``), and
+:class:`Affinities`, P with what built it."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,3 +45,37 @@ def joint_affinities(indices: np.ndarray, distances: np.ndarray, perplexity: flo
     P.data /= P.data.sum()
     return sp.csr_matrix((P.data.astype(np.float32), P.indices.astype(np.int32), P.indptr.astype(np.int64)),
                          shape=(n, n))
+
+
+@dataclass(frozen=True, eq=False)
+class Affinities:
+    """The joint affinities P of a data set with what built them: computed once, they can be reused by several
+    fits (``TSNE(...).fit(affinities)``) and continuations. Made by :meth:`TSNE.prepare_affinities
+    <repviz.manifold.TSNE.prepare_affinities>`.
+
+    Attributes
+    ----------
+    P : scipy.sparse.csr_matrix (n_samples, n_samples)
+        Symmetric, float32, zero diagonal, summing to 1 (:func:`joint_affinities`).
+    perplexity : float
+        The perplexity each row was calibrated to (after lowering for a small n_samples).
+    n_neighbors : int
+        Neighbours per row of the kNN graph (n_samples - 1 for the exact gradient).
+    metric : str
+        Distances of the kNN graph ("euclidean", "cosine" or "precomputed").
+    neighbors : str
+        kNN method of :func:`repviz.neighbors.knn` ("auto", "exact" or "nndescent").
+    n_features : int
+        Features of the data (n_samples for a precomputed distance matrix).
+    """
+
+    P: sp.csr_matrix
+    perplexity: float
+    n_neighbors: int
+    metric: str
+    neighbors: str
+    n_features: int
+
+    @property
+    def n_samples(self) -> int:
+        return self.P.shape[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..mds import classical_mds, fix_signs
 
@@ -46,3 +47,14 @@ def pca(X: np.ndarray, n_components: int) -> np.ndarray:
 def mds(D: np.ndarray, n_components: int) -> np.ndarray:
     """Classical MDS of a distance matrix: PCA's counterpart when only distances are given. Time O(n³)."""
     return classical_mds(D, n_components)[0]
+
+
+def weighted_mean(Y: np.ndarray, P: sp.csr_matrix) -> np.ndarray:
+    """Each point at the P-weighted mean of its neighbours' positions in Y: y'_i = sum_j p_ij y_j / sum_j p_ij.
+
+    A start for continuing a layout Y of earlier data under the affinities P of new data: a point whose
+    neighbourhood changed jumps to its new neighbours instead of crawling there through the points in between.
+    The result is contracted (each point is an average). A point with no neighbours keeps its position.
+    """
+    mass = np.asarray(P.sum(axis=1)).ravel()
+    return np.where(mass[:, None] > 0, (P @ Y) / np.where(mass > 0, mass, 1.0)[:, None], Y)

@@ -1,67 +1,35 @@
-"""The TSNE and SNE estimators: validation, the phases of a fit (kNN, affinities, initialisation, early
-exaggeration, optimisation) with timings, threads and progress output."""
+"""The TSNE and SNE estimators: validation, then the phases of a fit with timings and progress output: kNN and
+affinities (:meth:`~TSNE.prepare_affinities`), initialisation (:meth:`~TSNE.prepare_embedding`), early
+exaggeration and the main phase (two :meth:`TSNEEmbedding.optimize <repviz.manifold.tsne.TSNEEmbedding.optimize>`
+calls)."""
 
 from __future__ import annotations
 
 import time
 import warnings
 
-import numba
 import numpy as np
 
 from ..._validation import (
     ARRAY_LIKE,
-    BOOLEAN,
     NONE,
     RANDOM_STATE,
     Interval,
     Options,
     check_array,
     check_distance_matrix,
+    param_error,
     rescaled,
 )
 from ...neighbors import knn
 from ...progress import ProgressCallback, TerminalProgress, fan_out, report
 from .._base import Estimator, rng_from
 from . import init as _init
-from .affinity import joint_affinities, n_neighbors_for
-from .optimize import KLObjective, gradient_descent, make_repulsion, relabel, spatial_order
+from ._threads import NumbaThreads
+from .affinity import Affinities, joint_affinities, n_neighbors_for
+from .embedding import TSNEEmbedding, auto_learning_rate, resolve_method
 
-_EXACT_MAX_N = 1000  # method="auto" outside 2-D t-SNE: exact gradient up to this many points
-_KL_EVERY = 25  # iterations between the KL evaluations that report progress and decide convergence (``tol``)
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
-_NEIGHBOUR_START_ITER = 30  # neighbour_start: iterations from the neighbour-mean start before it is judged
-_NEIGHBOUR_START_RATE = 4.0  # neighbour_start: factor on the learning rate from that start (a contracted layout)
-
-
-class _Threads:
-    """Set numba's thread count for the duration of a fit and restore it afterwards (even on error)."""
-
-    def __init__(self, n_jobs):
-        limit = numba.config.NUMBA_NUM_THREADS
-        if n_jobs is None:
-            self.n = 1
-        elif n_jobs < 0:
-            self.n = max(1, limit + 1 + n_jobs)
-        else:
-            self.n = max(1, min(int(n_jobs), limit))  # n_jobs=0 runs on one thread
-
-    def __enter__(self):
-        self._old = numba.get_num_threads()
-        numba.set_num_threads(self.n)
-        return self.n
-
-    def __exit__(self, *exc):
-        numba.set_num_threads(self._old)
-        return False
-
-
-def _used_method(method: str, repulsion) -> str:
-    """The resolved method; for "auto", the repulsion methods it used ("direct", "fft" or "fft+direct")."""
-    counts = getattr(repulsion, "counts", None)
-    if method != "auto" or counts is None:
-        return method
-    return "+".join(name for name in ("fft", "direct") if counts[name]) or "direct"
 
 
 class _Log:
@@ -81,8 +49,8 @@ class _Log:
             self._terminal.close()  # end the progress line first
             print(f"[{self.owner}] {name}: {seconds:.2f} s{(' (' + detail + ')') if detail else ''}", flush=True)
 
-    def iteration(self, state) -> None:
-        report(self._progress, "optimise", state.n_iter, self.total, f"KL {state.kl:.4f}")
+    def iteration(self, n_iter: int, kl: float) -> None:
+        report(self._progress, "optimise", n_iter, self.total, f"KL {kl:.4f}")
 
 
 _COMMON_CONSTRAINTS = {
@@ -95,10 +63,8 @@ _COMMON_CONSTRAINTS = {
     "tol": [Interval(float, 0, None, closed="left")],
     "early_momentum": [Interval(float, 0, 1, closed="left")],
     "momentum": [Interval(float, 0, 1, closed="left")],
-    "neighbour_start": [NONE, Interval(int, 1, None, closed="left")],
     "metric": [Options("euclidean", "cosine", "precomputed")],
     "init": [Options("pca", "random"), ARRAY_LIKE],
-    "rescale_init": [Options("auto"), BOOLEAN],
     "neighbors": [Options("auto", "exact", "nndescent")],
     "n_jobs": [NONE, Interval(int, None, None, closed="neither")],
     "random_state": [RANDOM_STATE],
@@ -115,7 +81,12 @@ class _BaseSNE(Estimator):
         X = check_array(X, owner, min_samples=2)
         if self.metric == "precomputed":
             check_distance_matrix(X, owner, symmetric=True)
-        return rescaled(X, self.metric)[0]  # P is calibrated by perplexity: the scale of X does not matter
+        X = rescaled(X, self.metric)[0]  # P is calibrated by perplexity: the scale of X does not matter
+        identical = bool(np.all(X == X[0])) if self.metric != "precomputed" else bool(np.all(X == 0))
+        if identical:
+            warnings.warn(f"All {X.shape[0]} points of X are identical: every affinity is equal and the embedding "
+                          f"is random noise with no structure.", UserWarning, stacklevel=4)
+        return X, identical
 
     def _effective_perplexity(self, n: int) -> float:
         perplexity = float(self.perplexity)
@@ -123,52 +94,15 @@ class _BaseSNE(Estimator):
         if perplexity > limit:
             warnings.warn(f"perplexity ({perplexity:g}) is too large for n_samples ({n}): calibrating it needs "
                           f"3 * perplexity neighbours, at most n_samples - 1. Using perplexity {limit:g} instead; "
-                          f"pass a smaller perplexity to silence this warning.", UserWarning, stacklevel=3)
+                          f"pass a smaller perplexity to silence this warning.", UserWarning, stacklevel=5)
             perplexity = limit
         return perplexity
 
-    def _initial_embedding(self, X, n: int, identical: bool, rng: np.random.Generator):
-        k = self.n_components
-        if not isinstance(self.init, str):
-            Y0 = np.array(self.init, dtype=np.float64)
-            if Y0.shape != (n, k):
-                raise ValueError(f"init has shape {Y0.shape}; it must be (n_samples, n_components) = {(n, k)}")
-            if not np.isfinite(Y0).all():
-                raise ValueError("init contains NaN or infinity")
-            rescale = True if self.rescale_init == "auto" else bool(self.rescale_init)
-            return _init.rescale(Y0) if rescale else Y0 - Y0.mean(axis=0)
-        if self.init == "random" or identical:
-            return _init.random(n, k, rng)
-        if self.metric == "precomputed":
-            if n > _MDS_INIT_MAX_N:
-                warnings.warn(f"init='pca' with metric='precomputed' needs classical MDS, O(n³) time; with "
-                              f"n_samples = {n} > {_MDS_INIT_MAX_N} random initialisation is used instead.",
-                              UserWarning, stacklevel=3)
-                return _init.random(n, k, rng)
-            return _init.rescale(_init.mds(X, k))
-        return _init.rescale(_init.pca(X, k))
-
-    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
-        """Compute the embedding of X (or of the distance matrix X with ``metric="precomputed"``); returns self.
-
-        ``progress``, a callable of :mod:`repviz.progress`, receives ("optimise", iterations done, max_iter,
-        "KL ...") as the optimisation goes (every 25 iterations and at the end of each phase)."""
-        self._validate_params()
-        owner = type(self).__name__
-        X = self._check_input(X)
+    def _affinities(self, X: np.ndarray, knn_seed: int, log: _Log) -> Affinities:
         n = X.shape[0]
-        self.n_features_in_ = X.shape[1]
         method = self._resolve_method(n)
         perplexity = self._effective_perplexity(n)
-        identical = bool(np.all(X == X[0])) if self.metric != "precomputed" else bool(np.all(X == 0))
-        if identical:
-            warnings.warn(f"All {n} points of X are identical: every affinity is equal and the embedding is random "
-                          f"noise with no structure.", UserWarning, stacklevel=2)
-        ee_iter = min(self.early_exaggeration_iter, self.max_iter)
-        rng = rng_from(self.random_state)
-        knn_seed = int(rng.integers(2**31 - 1))
-        log = _Log(owner, self.verbose, self.max_iter, progress)
-        with _Threads(self.n_jobs) as n_threads:
+        with NumbaThreads(self.n_jobs):
             t = time.perf_counter()
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
             knn_method = "exact" if method == "exact" else self.neighbors
@@ -177,92 +111,120 @@ class _BaseSNE(Estimator):
             t = time.perf_counter()
             P = joint_affinities(idx, dist, perplexity)
             log.phase("affinities", time.perf_counter() - t, f"perplexity {perplexity:g}, {P.nnz} non-zeros")
+        return Affinities(P, perplexity, k, self.metric, knn_method, X.shape[1])
+
+    def _initial_layout(self, X: np.ndarray | None, n: int, identical: bool, rng: np.random.Generator):
+        k = self.n_components
+        if not isinstance(self.init, str):
+            Y0 = np.array(self.init, dtype=np.float64)
+            if Y0.shape != (n, k):
+                raise ValueError(f"init has shape {Y0.shape}; it must be (n_samples, n_components) = {(n, k)}")
+            if not np.isfinite(Y0).all():
+                raise ValueError("init contains NaN or infinity")
+            return _init.rescale(Y0)
+        if self.init == "random" or identical:
+            return _init.random(n, k, rng)
+        if X is None:
+            raise param_error("init", type(self).__name__, "'random' or an array-like when X is precomputed "
+                              "Affinities (PCA needs the data)", self.init)
+        if self.metric == "precomputed":
+            if n > _MDS_INIT_MAX_N:
+                warnings.warn(f"init='pca' with metric='precomputed' needs classical MDS, O(n³) time; with "
+                              f"n_samples = {n} > {_MDS_INIT_MAX_N} random initialisation is used instead.",
+                              UserWarning, stacklevel=4)
+                return _init.random(n, k, rng)
+            return _init.rescale(_init.mds(X, k))
+        return _init.rescale(_init.pca(X, k))
+
+    def prepare_affinities(self, X) -> Affinities:
+        """The affinities P of X as :meth:`fit` computes them (from ``perplexity``, ``metric``, ``neighbors``,
+        ``method`` and ``random_state``). Pass them to :meth:`fit` in place of X, of this estimator or of
+        another (another ``init`` or ``random_state``, say), to skip the kNN search and the calibration; the
+        fit is then the same as from X.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features), or (n_samples, n_samples) with ``metric="precomputed"``
+        """
+        self._validate_params()
+        X, _ = self._check_input(X)
+        knn_seed = int(rng_from(self.random_state).integers(2**31 - 1))
+        return self._affinities(X, knn_seed, _Log(type(self).__name__, self.verbose, self.max_iter, None))
+
+    def prepare_embedding(self, X) -> TSNEEmbedding:
+        """The :class:`~repviz.manifold.tsne.TSNEEmbedding` that :meth:`fit` optimises, before its first
+        iteration: the affinities of X (or X itself, precomputed :class:`~repviz.manifold.tsne.Affinities`), the
+        initial layout of ``init`` and the gradient method. To run the phases yourself.
+
+        Parameters
+        ----------
+        X : array or Affinities
+            As in :meth:`fit`.
+        """
+        self._validate_params()
+        return self._prepare(X, _Log(type(self).__name__, self.verbose, self.max_iter, None))
+
+    def _prepare(self, X, log: _Log) -> TSNEEmbedding:
+        rng = rng_from(self.random_state)
+        knn_seed = int(rng.integers(2**31 - 1))  # drawn with precomputed affinities too: random init stays the same
+        if isinstance(X, Affinities):
+            affinities, data, identical = X, None, False
+        else:
+            data, identical = self._check_input(X)
+            affinities = self._affinities(data, knn_seed, log)
+        n = affinities.n_samples
+        t = time.perf_counter()
+        Y = self._initial_layout(data, n, identical, rng)
+        log.phase("initialisation", time.perf_counter() - t)
+        return TSNEEmbedding(Y, affinities, method=self._resolve_method(n), dof=self._kernel_dof(),
+                             angle=float(getattr(self, "angle", 0.5)), n_jobs=self.n_jobs)
+
+    def fit(self, X, y=None, *, progress: ProgressCallback | None = None):
+        """Compute the embedding of X; returns self.
+
+        Parameters
+        ----------
+        X : array of shape (n_samples, n_features), or (n_samples, n_samples) with ``metric="precomputed"``, or
+            :class:`~repviz.manifold.tsne.Affinities`
+            The data, or affinities from :meth:`prepare_affinities` (``perplexity``, ``metric`` and ``neighbors``
+            are then theirs; ``init`` must be "random" or an array).
+        y : ignored
+        progress : callable or None, default=None
+            A callable of :mod:`repviz.progress`; receives ("optimise", iterations done, max_iter, "KL ...") as
+            the optimisation goes (every 25 iterations and at the end of each phase).
+        """
+        self._validate_params()
+        log = _Log(type(self).__name__, self.verbose, self.max_iter, progress)
+        embedding = self._prepare(X, log)
+        n = embedding.affinities.n_samples
+        ee_iter = min(self.early_exaggeration_iter, self.max_iter)
+        auto = self.learning_rate == "auto"
+        lr_ee = self._auto_learning_rate(n, self.early_exaggeration) if auto else float(self.learning_rate)
+        lr = self._auto_learning_rate(n, 1.0) if auto else float(self.learning_rate)
+        for name, n_iter, exaggeration, momentum, rate in (
+                ("early exaggeration", ee_iter, self.early_exaggeration, self.early_momentum, lr_ee),
+                ("optimisation", self.max_iter - ee_iter, 1.0, self.momentum, lr)):
             t = time.perf_counter()
-            Y = np.ascontiguousarray(self._initial_embedding(X, n, identical, rng))
-            log.phase("initialisation", time.perf_counter() - t)
-            auto = self.learning_rate == "auto"
-            lr_ee = self._auto_learning_rate(n, self.early_exaggeration) if auto else float(self.learning_rate)
-            lr = self._auto_learning_rate(n, 1.0) if auto else float(self.learning_rate)
-            state, budget, rate, self.start_ = None, self.max_iter - ee_iter, lr, "init"
-            if self.neighbour_start is not None:
-                state, Y, budget, rate, self.start_ = self._neighbour_start(Y, P, method, lr, n_threads, log)
-            phases = [("early exaggeration", ee_iter, lr_ee, self.early_momentum, self.early_exaggeration),
-                      ("optimisation", budget, rate, self.momentum, 1.0)]
-            state, Y, method = self._descend(Y, P, method, phases, n_threads, log, state)
+            # convergence is checked without exaggeration only (clusters form slowly under it)
+            embedding.optimize(n_iter, exaggeration=exaggeration, momentum=momentum, learning_rate=rate,
+                               tol=float(self.tol) if exaggeration == 1.0 else 0.0, progress=log.iteration)
+            log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
+                f", KL {embedding.kl_divergence:.4f}" if name == "optimisation" else ""))
+        Y = embedding.layout
         if not np.isfinite(Y).all():
-            raise FloatingPointError(f"{owner} diverged (non-finite coordinates); lower learning_rate "
-                                     f"({rate:g}) or early_exaggeration ({self.early_exaggeration:g})")
+            raise FloatingPointError(f"{type(self).__name__} diverged (non-finite coordinates); lower "
+                                     f"learning_rate ({lr:g}) or early_exaggeration ({self.early_exaggeration:g})")
         self.embedding_ = Y.astype(np.float32)
-        self.kl_divergence_ = state.kl
-        self.n_iter_ = state.n_iter
-        self.learning_rate_ = rate
+        self.kl_divergence_ = embedding.kl_divergence
+        self.n_iter_ = embedding.n_iter
+        self.learning_rate_ = lr
         self.early_learning_rate_ = lr_ee
-        self.perplexity_ = perplexity
-        self.method_ = method
-        self.affinities_ = P
+        self.perplexity_ = embedding.affinities.perplexity
+        self.method_ = embedding.method
+        self.affinities_ = embedding.affinities.P
+        self.n_features_in_ = embedding.affinities.n_features
         self.timings_ = log.timings
         return self
-
-    def _neighbour_start(self, Y, P, method, lr, n_threads, log):
-        """The race of ``neighbour_start``: (state, layout, iterations left, learning rate, name of the start
-        kept)."""
-        if isinstance(self.init, str) or self.early_exaggeration_iter:
-            raise ValueError("neighbour_start continues from an earlier layout: it needs an array init and "
-                             f"early_exaggeration_iter=0 (got init={self.init!r:.40}, early_exaggeration_iter="
-                             f"{self.early_exaggeration_iter})")
-        t = time.perf_counter()
-        mass = np.asarray(P.sum(axis=1)).ravel()
-        moved = np.where(mass[:, None] > 0, (P @ Y) / np.where(mass > 0, mass, 1.0)[:, None], Y)
-        repulsion = make_repulsion(method, Y.shape[0], self.n_components, self._kernel_dof(), n_threads=n_threads)
-        kl_init = KLObjective(P, repulsion, self._kernel_dof())(Y)[0]
-        race, rate = min(_NEIGHBOUR_START_ITER, self.neighbour_start), _NEIGHBOUR_START_RATE * lr
-        state, moved, _ = self._descend(moved, P, method, [("neighbour start", race, rate, self.momentum, 1.0)],
-                                        n_threads, _Log(type(self).__name__, 0, race, None))
-        keep = state.kl < kl_init
-        log.phase("neighbour start", time.perf_counter() - t,
-                  f"KL {state.kl:.4f} after {race} iterations against {kl_init:.4f} at init: "
-                  + ("kept" if keep else "dropped"))
-        if keep:
-            return state, moved, self.neighbour_start - race, rate, "neighbours"
-        return None, Y, self.max_iter, lr, "init"
-
-    def _descend(self, Y, P, method, phases, n_threads, log, state=None):
-        """Gradient descent through the phases (name, iterations, learning rate, momentum, exaggeration), from
-        ``state`` (the momentum and gains of an earlier descent of this Y) if given.
-
-        With an approximate gradient the points are first relabelled in Z-order of the current layout (P
-        alike), so that neighbours in P sit close in memory and the attractive loop hits the cache (at 70,000
-        points it runs about twice as fast); the original labels are restored at the end, the state's too.
-        """
-        dof = self._kernel_dof()
-        repulsion = make_repulsion(method, Y.shape[0], self.n_components, dof,
-                                   theta=float(getattr(self, "angle", 0.5)), n_threads=n_threads)
-        order = np.arange(Y.shape[0])
-        objective = None
-        for name, n_iter, rate, momentum, exaggeration in phases:
-            t = time.perf_counter()
-            if n_iter and (objective is None or method != "exact"):
-                perm = spatial_order(Y) if method != "exact" else order
-                Y, order = np.ascontiguousarray(Y[perm]), order[perm]
-                if state is not None:
-                    state.update, state.gains = state.update[perm], state.gains[perm]
-                objective = KLObjective(relabel(P, order) if method != "exact" else P, repulsion, dof)
-            if n_iter:
-                # convergence is checked after early exaggeration only (clusters form slowly before it)
-                tol = float(self.tol) if exaggeration == 1.0 else 0.0
-                state = gradient_descent(Y, objective, n_iter, learning_rate=rate, momentum=momentum,
-                                         exaggeration=exaggeration, state=state, progress=log.iteration,
-                                         tol=tol, kl_every=_KL_EVERY)
-            log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
-                f", KL {state.kl:.4f}" if name == "optimisation" and state is not None else ""))
-        out = np.empty_like(Y)
-        out[order] = Y
-        if state is not None:
-            for name in ("update", "gains"):
-                restored = np.empty_like(Y)
-                restored[order] = getattr(state, name)
-                setattr(state, name, restored)
-        return state, out, _used_method(method, repulsion)
 
 
 _SHARED_DOC = """
@@ -278,8 +240,8 @@ _SHARED_DOC = """
         Factor on the attractive forces during the first ``early_exaggeration_iter`` iterations (clusters form
         first, then spread). P itself is never modified.
     early_exaggeration_iter : int, default=250
-        Iterations of the exaggerated phase, counted within ``max_iter``. Set 0 to continue from an earlier
-        embedding passed as ``init`` (with ``rescale_init=False``).
+        Iterations of the exaggerated phase, counted within ``max_iter``. 0 skips it (a start that already has
+        its clusters, such as an earlier layout).
     learning_rate : float or "auto", default="auto"
         Step size in the convention of bhtsne, FIt-SNE and openTSNE (their gradient omits the factor 4 of the
         exact derivative; scikit-learn's learning_rate for the same step is 4x smaller). "auto" uses
@@ -294,33 +256,21 @@ _SHARED_DOC = """
         optimisation stops when its relative change over the last 25, extrapolated over the iterations left, is
         below ``tol``, so that running on could have lowered it by about ``tol`` at most (the KL falls ever more
         slowly). 0 runs every iteration (as bhtsne, FIt-SNE and openTSNE do). Useful when continuing from an
-        earlier layout (``init=``): a layout that barely changed stops after 50 iterations; the pipeline's
-        aligned chains use 5e-3 (see ``n_iter_``).
+        earlier layout: one that barely changed stops after 50 iterations; the pipeline's aligned chains use
+        5e-3 (see ``n_iter_``).
     early_momentum : float, default=0.5
         Momentum during early exaggeration (0.5 as bhtsne, FIt-SNE and scikit-learn; openTSNE uses 0.8).
     momentum : float, default=0.8
         Momentum after early exaggeration.
-    neighbour_start : int or None, default=None
-        For a continuation (an array ``init`` and ``early_exaggeration_iter=0``): also start from ``init`` with
-        every point moved to the P-weighted mean of its neighbours' positions there, and run 30 iterations at 4x
-        the learning rate (that layout is contracted: it re-expands). If the KL divergence is then below that of
-        ``init`` as it is, go on from there at that rate (``learning_rate_`` then reports it) for at most
-        ``neighbour_start`` iterations in all; otherwise restart from ``init`` at the plain rate for ``max_iter``
-        (the 30 iterations are then spent outside it). Where the neighbourhoods changed, points jump to their
-        new neighbours instead of crawling there through the points in between (a one-step exaggeration), and
-        the descent needs far fewer iterations: on 39 continuations of real and synthetic chains (1,000-2,000
-        points), 120 such iterations ended a median 5 % below the KL divergence of 300 plain ones from ``init``
-        (at most 2 % above). Where they did not change, the layout that was already good is kept. ``start_``
-        tells which start was kept. The pipeline's aligned chains use 120.
     metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
         Input distances. "precomputed": X is a square, symmetric, non-negative distance matrix. Distances are
         squared inside the Gaussian whatever the metric.
     init : {"pca", "random"} or array of shape (n_samples, n_components), default="pca"
         "pca": the first principal components (classical MDS of the distances when precomputed), scaled to
-        standard deviation 1e-4. An array: an earlier embedding (e.g. of the previous epoch, to keep the views
-        aligned), rescaled the same way unless ``rescale_init=False``.
-    rescale_init : "auto" or bool, default="auto"
-        Whether an array ``init`` is rescaled to standard deviation 1e-4 ("auto": yes).
+        standard deviation 1e-4. An array: a start of your own (e.g. an earlier embedding, to keep views
+        aligned), centred and rescaled the same way. To go on from a layout at its own scale, optimise a
+        :class:`~repviz.manifold.tsne.TSNEEmbedding` of it (:func:`repviz.continuation.continue_tsne` is the
+        pipeline's way).
     neighbors : {"auto", "exact", "nndescent"}, default="auto"
         kNN method of :func:`repviz.neighbors.knn` (the exact gradient always uses all points).
     n_jobs : int or None, default=None
@@ -341,6 +291,10 @@ class TSNE(_BaseSNE):
     Affinities come from a kNN graph (k = 3 * perplexity); the repulsive forces are computed exactly (O(n²) per
     iteration), by Barnes-Hut (O(n log n), 1-3 components) or by FFT-accelerated interpolation (O(n), 2
     components; Linderman et al. 2019). Memory is O(n * perplexity).
+
+    A fit is :meth:`prepare_embedding` (kNN, affinities, initial layout) and two
+    :meth:`TSNEEmbedding.optimize <repviz.manifold.tsne.TSNEEmbedding.optimize>` calls (early exaggeration, then
+    the main phase). ``fit`` also takes the affinities of :meth:`prepare_affinities` in place of X, to reuse them.
     """ + _SHARED_DOC + """    method : {"auto", "direct", "fft", "barnes_hut", "exact"}, default="auto"
         Gradient method. "direct": the repulsion summed over all pairs, O(n²) per iteration but vectorised
         (float32, about 1.5 ms per iteration at 5,000 points on two cores): exact, and the fastest for probe-set
@@ -363,18 +317,17 @@ class TSNE(_BaseSNE):
         KL(P || Q) after the last iteration (with approximate methods, Q's normalisation is the approximate one).
     n_iter_ : int
         Iterations of the returned layout's descent.
-    start_ : str
-        "neighbours" if ``neighbour_start`` kept the neighbour-mean start, else "init".
     early_learning_rate_, learning_rate_, perplexity_ : the resolved values used.
     method_ : str
         The method used; with "auto" in 2-D, the repulsion methods it chose: "direct", "fft" or "fft+direct".
-    affinities_ : scipy.sparse.csr_matrix, the joint P.
-    timings_ : dict of seconds per phase ("kNN", "affinities", "initialisation", "neighbour start" if run,
-        "early exaggeration", "optimisation").
+    affinities_ : scipy.sparse.csr_matrix, the joint P (:meth:`prepare_affinities` gives it with what built it).
+    timings_ : dict of seconds per phase ("kNN" and "affinities" unless X was precomputed affinities,
+        "initialisation", "early exaggeration", "optimisation").
 
     See Also
     --------
     SNE : the symmetric SNE with a Gaussian kernel in the embedding.
+    repviz.manifold.tsne.TSNEEmbedding : a layout that further ``optimize`` calls continue.
 
     References
     ----------
@@ -390,6 +343,9 @@ class TSNE(_BaseSNE):
     >>> X = np.random.default_rng(0).normal(size=(200, 10))
     >>> TSNE(perplexity=10, random_state=0).fit_transform(X).shape
     (200, 2)
+    >>> affinities = TSNE(perplexity=10).prepare_affinities(X)  # once, for several fits
+    >>> [TSNE(init="random", random_state=seed).fit(affinities).n_iter_ for seed in (0, 1)]
+    [750, 750]
     """
 
     _parameter_constraints = {**_COMMON_CONSTRAINTS,
@@ -400,8 +356,7 @@ class TSNE(_BaseSNE):
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
                  tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8,
-                 neighbour_start: int | None = None, metric: str = "euclidean",
-                 init="pca", rescale_init="auto",
+                 metric: str = "euclidean", init="pca",
                  method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
                  n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
         self.n_components = n_components
@@ -413,10 +368,8 @@ class TSNE(_BaseSNE):
         self.tol = tol
         self.early_momentum = early_momentum
         self.momentum = momentum
-        self.neighbour_start = neighbour_start
         self.metric = metric
         self.init = init
-        self.rescale_init = rescale_init
         self.method = method
         self.angle = angle
         self.dof = dof
@@ -429,26 +382,10 @@ class TSNE(_BaseSNE):
         return float(self.dof)
 
     def _auto_learning_rate(self, n: int, exaggeration: float) -> float:
-        return max(n / exaggeration, 200.0)
+        return auto_learning_rate(n, exaggeration)
 
     def _resolve_method(self, n: int) -> str:
-        method = self.method
-        if method == "auto" and self.n_components == 2 and float(self.dof) == 1.0:
-            return "auto"
-        if method == "auto":
-            if n <= _EXACT_MAX_N:
-                return "exact"
-            return "fft" if self.n_components == 2 else "barnes_hut" if self.n_components <= 3 else "exact"
-        if method == "direct" and (self.n_components != 2 or float(self.dof) != 1.0):
-            raise ValueError(f"method='direct' supports n_components=2 with dof=1 only; got n_components="
-                             f"{self.n_components}, dof={self.dof}. Use method='exact' (any dimension and dof).")
-        if method == "fft" and self.n_components != 2:
-            raise ValueError(f"method='fft' supports n_components=2 only; got n_components={self.n_components}. "
-                             f"Use method='barnes_hut' (1-3 components) or 'exact'.")
-        if method == "barnes_hut" and self.n_components > 3:
-            raise ValueError(f"method='barnes_hut' supports n_components <= 3; got {self.n_components}. "
-                             f"Use method='exact'.")
-        return method
+        return resolve_method(self.method, n, self.n_components, self.dof)
 
 
 class SNE(_BaseSNE):
@@ -459,7 +396,7 @@ class SNE(_BaseSNE):
     """ + _SHARED_DOC + """
     Attributes
     ----------
-    embedding_, kl_divergence_, n_iter_, start_, early_learning_rate_, learning_rate_, perplexity_, method_,
+    embedding_, kl_divergence_, n_iter_, early_learning_rate_, learning_rate_, perplexity_, method_,
     affinities_, timings_ :
         as in :class:`TSNE`.
 
@@ -477,8 +414,7 @@ class SNE(_BaseSNE):
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
                  tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8,
-                 neighbour_start: int | None = None, metric: str = "euclidean",
-                 init="pca", rescale_init="auto",
+                 metric: str = "euclidean", init="pca",
                  neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
                  verbose: int = 0):
         self.n_components = n_components
@@ -490,17 +426,15 @@ class SNE(_BaseSNE):
         self.tol = tol
         self.early_momentum = early_momentum
         self.momentum = momentum
-        self.neighbour_start = neighbour_start
         self.metric = metric
         self.init = init
-        self.rescale_init = rescale_init
         self.neighbors = neighbors
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
     def _kernel_dof(self) -> float:
-        return 0.0  # the Gaussian kernel (see _kernels._weight)
+        return 0.0  # the Gaussian kernel (see _kernels.kernel_weight)
 
     def _auto_learning_rate(self, n: int, exaggeration: float) -> float:
         # n / 12 in both phases and no floor: the Gaussian kernel's attraction grows linearly with distance, so
