@@ -49,10 +49,9 @@ ENGINES = {
 
 
 @pytest.fixture(scope="module")
-def roll():
-    rng = np.random.default_rng(0)
-    t = rng.uniform(0, 3 * np.pi, 200)
-    X = np.c_[t * np.cos(t), rng.uniform(0, 10, 200), t * np.sin(t)]
+def roll(swiss_roll):
+    """A Swiss roll of 200 points, centred, at unit spread, float32 (scale 1: the reference)."""
+    X = swiss_roll(200)
     return ((X - X.mean(0)) / X.std()).astype(np.float32)
 
 

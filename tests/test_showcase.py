@@ -228,18 +228,16 @@ def test_serve_starts_tensorboard_on_localhost_instead_of_printing(tmp_path, mon
     assert "browse it:" not in capsys.readouterr().out
 
 
-def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path):
+def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
     """A hand-made log directory (two runs of one layer, a t-SNE key, a meta-SNE map): the expected files, the
     table read back from the stored scores, layer names made safe for file names."""
     pytest.importorskip("matplotlib")
     from repviz.export import export_figures
-    from repviz.store import RunWriter, open_logdir
+    from repviz.store import open_logdir
 
     rng = np.random.default_rng(0)
     for run in ("net/seed0", "net/seed1"):
-        w = RunWriter(tmp_path / "logs" / run)
-        w.begin({"fingerprint": {"model": "m", "probe": "p"}, "step_unit": "epoch",
-                 "layers": {"enc/dense#0": {"stored_shape": [30, 4]}}})
+        w = new_run(tmp_path / "logs" / run, {"enc/dense#0": (30, 4)})
         w.write_probe(np.arange(30), np.arange(30) % 3)
         for step in (0, 1):
             w.write_activation("enc/dense#0", step, rng.normal(size=(30, 4)).astype(np.float32))
