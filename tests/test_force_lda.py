@@ -29,15 +29,6 @@ def test_force_layout_keeps_neighbourhoods_and_is_reproducible(digits):
     assert not np.array_equal(a, c)
 
 
-def test_force_layout_disconnected_graph(digits):
-    X = np.vstack([digits[0][:200], digits[0][:200] + 500.0])
-    with pytest.warns(UserWarning, match="connected components; joining them"):
-        Y = ForceDirectedLayout(n_neighbors=15, n_iter=50, random_state=0).fit_transform(X)
-    assert np.isfinite(Y).all()
-    with pytest.raises(ValueError, match="Increase n_neighbors"):
-        ForceDirectedLayout(n_neighbors=15, connect=False).fit(X)
-
-
 def test_lda_matches_sklearn_eigen_solver(digits):
     X, y = digits
     ours = LinearDiscriminantAnalysis(n_components=2).fit(X, y)

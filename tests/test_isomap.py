@@ -83,16 +83,6 @@ def test_deterministic_signs(roll):
     assert (np.abs(a).argmax(axis=0) == np.argmax(a, axis=0)).all()  # largest-magnitude entry positive
 
 
-def test_disconnected_graph_is_joined_or_refused(roll):
-    X = np.vstack([roll, roll + 200.0])
-    with pytest.warns(UserWarning, match="has 2 connected components; joining them"):
-        est = Isomap(n_neighbors=8).fit(X)
-    assert est.n_connected_components_ == 2
-    assert np.isfinite(est.embedding_).all()
-    with pytest.raises(ValueError, match="has 2 connected components. Increase n_neighbors"):
-        Isomap(n_neighbors=8, connect=False).fit(X)
-
-
 @pytest.mark.parametrize("kwargs, match", [
     (dict(n_neighbors=800), r"n_neighbors \(800\) must be less than n_samples \(800\)"),
     (dict(n_neighbors=5, radius=1.0), r"Isomap\(radius=..., n_neighbors=None\)"),

@@ -79,3 +79,16 @@ def test_the_neighbors_option_reaches_the_knn_search(Est, data):
     assert Est(metric="precomputed", n_neighbors=12, neighbors="exact").fit(D).embedding_.shape == (60, 2)
     with pytest.raises(ValueError, match="method='nndescent' needs feature vectors, not a precomputed distance"):
         Est(metric="precomputed", n_neighbors=12, neighbors="nndescent").fit(D)
+
+
+@pytest.mark.filterwarnings("error::scipy.sparse.SparseEfficiencyWarning")
+@pytest.mark.parametrize("Est", [manifold.Isomap, manifold.SpectralEmbedding, manifold.DiffusionMap,
+                                 manifold.ForceDirectedLayout], ids=lambda e: e.__name__)
+def test_a_disconnected_graph_is_joined_with_a_warning_or_refused(Est, digits):
+    X = np.vstack([digits[0][:300], digits[0][:300] + 1000.0])  # two copies, far apart
+    kwargs = {"n_iter": 50, "random_state": 0} if Est is manifold.ForceDirectedLayout else {}
+    with pytest.warns(UserWarning, match="has 2 connected components; joining them"):
+        est = Est(n_neighbors=15, **kwargs).fit(X)
+    assert est.n_connected_components_ == 2 and np.isfinite(est.embedding_).all()
+    with pytest.raises(ValueError, match="has 2 connected components. Increase n_neighbors"):
+        Est(n_neighbors=15, connect=False, **kwargs).fit(X)

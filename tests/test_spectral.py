@@ -77,18 +77,6 @@ def test_diffusion_map_against_dense_markov_matrix(swiss_roll):
                                atol=1e-4 * np.abs(Y).max())
 
 
-@pytest.mark.filterwarnings("error::scipy.sparse.SparseEfficiencyWarning")
-@pytest.mark.parametrize("Est", [SpectralEmbedding, DiffusionMap])
-def test_disconnected_graph_is_joined_or_refused(digits, Est):
-    X = np.vstack([digits[:300], digits[:300] + 1000.0])
-    with pytest.warns(UserWarning, match="has 2 connected components; joining them"):
-        est = Est(n_neighbors=15).fit(X)
-    assert est.n_connected_components_ == 2
-    assert np.isfinite(est.embedding_).all()
-    with pytest.raises(ValueError, match="has 2 connected components. Increase n_neighbors"):
-        Est(n_neighbors=15, connect=False).fit(X)
-
-
 def test_joined_components_connect_the_affinity(digits):
     X = np.vstack([digits[:200], digits[:200] + 1000.0])
     with pytest.warns(UserWarning):
