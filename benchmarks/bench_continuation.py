@@ -7,8 +7,9 @@ first ``--layers`` layers of every run of a real log directory (e.g. one written
 starts from a full fit of its first snapshot; every later snapshot is embedded twice from the previous layout
 of the reference chain:
 
-- ``plain``: 300 iterations, no tolerance (``early_exaggeration_iter=0``, ``rescale_init=False``);
-- ``pipeline``: the parameters `repviz embed` uses (``repviz.pipeline.METHODS["tsne"].continuation``).
+- ``plain``: 300 iterations from the previous layout at its own scale, no tolerance, no race
+  (:func:`repviz.continuation.continue_embedding` with ``neighbour_start=None``, ``tol=0``);
+- ``pipeline``: the settings `repviz embed` uses (``repviz.methods.METHODS["tsne"].continuation``).
 
 Reported per chain kind: the median and maximum wall time of a step (the fit alone, kNN and affinities
 included, quality scores excluded), the iterations, the final KL of ``pipeline`` over that of ``plain`` (the
@@ -66,11 +67,13 @@ def main() -> None:
     args = p.parse_args()
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, 1))
     from repviz.align import mean_displacement
+    from repviz.continuation import continue_embedding
     from repviz.manifold import TSNE
-    from repviz.pipeline import METHODS
+    from repviz.methods import METHODS
 
     cont = METHODS["tsne"].continuation
-    plain = {"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 0.0}
+    plain = {**cont, "max_iter": 300, "tol": 0.0, "neighbour_start": None}
+    params = {**TSNE().get_params(), "random_state": 0, "n_jobs": args.threads}
     chains = list(synthetic_chains(args.mnist, args.snapshots))
     if args.logdir:
         chains += list(logdir_chains(args.logdir, args.layers, args.snapshots))
@@ -80,19 +83,19 @@ def main() -> None:
         Y = TSNE(random_state=0, n_jobs=args.threads).fit_transform(snaps[0])
         for step, X in enumerate(snaps[1:], 1):
             out = {}
-            for mode, params in (("plain", plain), ("pipeline", cont)):
-                est = TSNE(random_state=0, n_jobs=args.threads, init=Y, **params)
+            for mode, continuation in (("plain", plain), ("pipeline", cont)):
                 start = time.perf_counter()
-                est.fit(X)
-                out[mode] = (time.perf_counter() - start, est, mean_displacement(Y, est.embedding_))
-            (tp, ep, mp), (tc, ec, mc) = out["plain"], out["pipeline"]
-            ratio = ec.kl_divergence_ / ep.kl_divergence_
-            rows.append((name.split("/")[0] if name.startswith("synthetic") else "logdir", tp, tc, ec.n_iter_,
-                         ec.start_ == "neighbours", ratio, mp, mc))
-            print(f"{name:28s} s{step}: plain {tp:.3f} s KL {ep.kl_divergence_:.4f} | pipeline {tc:.3f} s, "
-                  f"{ec.n_iter_} it, start {ec.start_}, KL {ec.kl_divergence_:.4f} ({ratio:.3f}x) | "
+                embedding, kept = continue_embedding(X, Y, params, continuation)
+                Y_mode = embedding.layout.astype(np.float32)
+                out[mode] = (time.perf_counter() - start, embedding, kept, Y_mode, mean_displacement(Y, Y_mode))
+            (tp, ep, _, Yp, mp), (tc, ec, kept, _, mc) = out["plain"], out["pipeline"]
+            ratio = ec.kl_divergence / ep.kl_divergence
+            rows.append((name.split("/")[0] if name.startswith("synthetic") else "logdir", tp, tc, ec.n_iter,
+                         kept == "neighbours", ratio, mp, mc))
+            print(f"{name:28s} s{step}: plain {tp:.3f} s KL {ep.kl_divergence:.4f} | pipeline {tc:.3f} s, "
+                  f"{ec.n_iter} it, start {kept}, KL {ec.kl_divergence:.4f} ({ratio:.3f}x) | "
                   f"motion {mp:.3f} -> {mc:.3f}", flush=True)
-            Y = ep.embedding_
+            Y = Yp
     print(f"\n{args.threads} thread(s); pipeline continuation: {cont}")
     print("chains     steps | step s plain: median | pipeline: median  max | iterations median | neighbour start"
           " | KL / plain: median  max  >1.02 | motion plain -> pipeline, median")

@@ -33,7 +33,8 @@ _POLICY_KEYS = ("rescale_init", "neighbour_start")
 
 
 def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuation: dict) -> tuple[np.ndarray, dict]:
-    """Embed X by t-SNE continuing from ``previous``, the layout of the snapshot before (see the module docstring).
+    """Embed X by t-SNE continuing from ``previous``, the layout of the snapshot before (see the module
+    docstring): the pipeline's continuation of its ``"tsne"`` method.
 
     Parameters
     ----------
@@ -55,11 +56,22 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
     diagnostics : dict
         ``{"n_iter": iterations of Y's descent, "kl_divergence": KL(P || Q) of Y}``.
     """
+    embedding, _ = continue_embedding(X, previous, params, continuation)
+    Y = embedding.layout
+    if not np.isfinite(Y).all():
+        raise FloatingPointError("TSNE diverged (non-finite coordinates) continuing from the previous layout")
+    return Y.astype(np.float32), {"n_iter": int(embedding.n_iter), "kl_divergence": float(embedding.kl_divergence)}
+
+
+def continue_embedding(X: np.ndarray, previous: np.ndarray, params: dict,
+                       continuation: dict) -> tuple[TSNEEmbedding, str]:
+    """The race of the module docstring on X from ``previous``: the optimised embedding, and the start it went on
+    from ("neighbours" if the moved start won, else "previous"). Parameters as in :func:`continue_tsne`."""
     race_total = check_param(continuation.get("neighbour_start"), [NONE, Interval(int, 1, None, closed="left")],
-                             "neighbour_start", "continue_tsne")
+                             "neighbour_start", "continue_embedding")
     tsne = TSNE(**{**params, **{k: v for k, v in continuation.items() if k not in _POLICY_KEYS}})
     if tsne.early_exaggeration_iter:
-        raise ValueError(f"continue_tsne goes on from a layout that has its clusters already, without early "
+        raise ValueError(f"continue_embedding goes on from a layout that has its clusters already, without early "
                          f"exaggeration; got early_exaggeration_iter={tsne.early_exaggeration_iter}, pass 0")
     affinities = tsne.prepare_affinities(X)
     start = np.array(previous, dtype=np.float64)
@@ -77,15 +89,8 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
         moved = TSNEEmbedding(weighted_mean(start, affinities.P), affinities, **options)
         moved.optimize(race, learning_rate=RACE_RATE * rate, **descent)
         if moved.kl_divergence < embedding.kl_divergence:
-            # on from a copy, which relabels the points from their input order: the pipeline has always done so,
-            # and points whose Z-order codes tie would otherwise be summed in another order
-            embedding = moved.copy().optimize(race_total - race, learning_rate=RACE_RATE * rate, **descent)
-            return _result(embedding)
-    return _result(embedding.optimize(tsne.max_iter, learning_rate=rate, **descent))
-
-
-def _result(embedding: TSNEEmbedding) -> tuple[np.ndarray, dict]:
-    Y = embedding.layout
-    if not np.isfinite(Y).all():
-        raise FloatingPointError("TSNE diverged (non-finite coordinates) continuing from the previous layout")
-    return Y.astype(np.float32), {"n_iter": int(embedding.n_iter), "kl_divergence": float(embedding.kl_divergence)}
+            # on from a copy, which relabels the points from their input order: the pipeline always has, and in
+            # place, points whose Z-order codes tie (closer than 2^-31 of the extent) could be summed in another
+            # order
+            return moved.copy().optimize(race_total - race, learning_rate=RACE_RATE * rate, **descent), "neighbours"
+    return embedding.optimize(tsne.max_iter, learning_rate=rate, **descent), "previous"

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import check_grad
 
-from repviz.continuation import continue_tsne
+from repviz.continuation import continue_embedding, continue_tsne
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import Affinities, TSNEEmbedding
 from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
@@ -331,6 +331,7 @@ def test_continue_tsne_keeps_the_moved_start_where_neighbourhoods_moved_and_drop
     plain, plain_info = continue_tsne(X, wrong, _params(), no_race)
     raced, raced_info = continue_tsne(X, wrong, _params(), race)
     assert plain_info["n_iter"] == 150 and raced_info["n_iter"] == 100
+    assert continue_embedding(X, wrong, _params(), race)[1] == "neighbours"
     assert raced_info["kl_divergence"] < 0.9 * plain_info["kl_divergence"], (raced_info, plain_info)
     assert knn_accuracy(raced, labels) > knn_accuracy(plain, labels)
     again, _ = continue_tsne(X, wrong, _params(n_jobs=2), race)
@@ -341,7 +342,7 @@ def test_continue_tsne_keeps_the_moved_start_where_neighbourhoods_moved_and_drop
     sheet = sheet.astype(np.float32)
     settled = TSNE(random_state=0, max_iter=750).fit(sheet).embedding_
     kept, kept_info = continue_tsne(sheet, settled, _params(), race)
-    assert kept_info["n_iter"] == 150
+    assert kept_info["n_iter"] == 150 and continue_embedding(sheet, settled, _params(), race)[1] == "previous"
     np.testing.assert_array_equal(kept, continue_tsne(sheet, settled, _params(), no_race)[0])
 
 
@@ -357,8 +358,8 @@ def test_continue_tsne_returns_float32_and_the_pipeline_diagnostics():
 
 @pytest.mark.parametrize("continuation,match", [
     ({"early_exaggeration_iter": 10}, "without early exaggeration; got early_exaggeration_iter=10, pass 0"),
-    ({"neighbour_start": 0},
-     r"The 'neighbour_start' parameter of continue_tsne must be None or an int in the range \[1, inf\)\. Got 0"),
+    ({"neighbour_start": 0}, r"The 'neighbour_start' parameter of continue_embedding must be None or an int in "
+                             r"the range \[1, inf\)\. Got 0"),
     ({"max_iter": 0}, r"The 'max_iter' parameter of TSNE must be an int in the range \[1, inf\)\. Got 0"),
 ])
 def test_continue_tsne_rejects_bad_settings(continuation, match):
