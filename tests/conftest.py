@@ -8,6 +8,7 @@ tests are read-only, so a test that writes into one fails instead of changing wh
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,12 @@ FINGERPRINT = {"model": "m", "probe": "p"}
 def _read_only(*arrays: np.ndarray) -> None:
     for a in arrays:
         a.flags.writeable = False
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    """The root of this checkout: the working directory of subprocesses that import repviz from it."""
+    return Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")

@@ -4,15 +4,12 @@ import pickle
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from repviz.manifold import PCA, AutoencoderEmbedding
 from repviz.metrics import trustworthiness
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +44,7 @@ def test_bad_hidden_is_refused(digits):
         AutoencoderEmbedding(hidden=(64, 0)).fit(digits)
 
 
-def test_import_of_the_numerics_loads_no_tensorflow():
+def test_import_of_the_numerics_loads_no_tensorflow(repo):
     code = textwrap.dedent("""
         import sys
         import repviz.manifold
@@ -55,5 +52,5 @@ def test_import_of_the_numerics_loads_no_tensorflow():
         AutoencoderEmbedding(hidden=(8,)).get_params()
         print([m for m in ("keras", "tensorflow") if m in sys.modules])
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert out.stdout.strip() == "[]"

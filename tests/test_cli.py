@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,11 +81,11 @@ def test_demo_bad_arguments(tmp_path, capsys, args, match):
     assert match in capsys.readouterr().err
 
 
-def test_info_into_a_closed_pipe_ends_quietly(tmp_path, new_run):
+def test_info_into_a_closed_pipe_ends_quietly(tmp_path, new_run, repo):
     """Non-regression: `repviz info LOG | head -1` ended in a BrokenPipeError traceback."""
     new_run(tmp_path / "run0", {f"layer_{i}": (30, 4) for i in range(3000)})  # more output than a pipe buffers
     out = subprocess.run(f"{sys.executable} -m repviz.cli info {tmp_path} | head -1", shell=True,
-                         capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+                         capture_output=True, text=True, cwd=repo)
     assert out.stdout.startswith("run 'run0'") and out.stderr == ""
 
 
