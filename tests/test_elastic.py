@@ -8,7 +8,7 @@ from scipy.optimize import check_grad
 from sklearn.datasets import load_digits, make_swiss_roll
 
 from repviz.manifold import TSNE, ElasticEmbedding
-from repviz.manifold.elastic import _Objective
+from repviz.manifold.elastic import ElasticObjective
 from repviz.manifold.tsne.optimize import make_repulsion
 from repviz.metrics import knn_accuracy, trustworthiness
 
@@ -18,7 +18,7 @@ def _small_objective(n=40, dim=2, seed=0):
     P = sp.random(n, n, density=0.2, random_state=seed, format="csr")
     P = (P + P.T) / (P + P.T).sum()
     L = (sp.diags(np.asarray(P.sum(axis=1)).ravel()) - P).tocsr()
-    return _Objective(L, 50.0 / (n * (n - 1)), make_repulsion("exact", n, dim, 0.0)), rng.normal(size=(n, dim))
+    return ElasticObjective(L, 50.0 / (n * (n - 1)), make_repulsion("exact", n, dim, 0.0)), rng.normal(size=(n, dim))
 
 
 @pytest.mark.parametrize("dim", [2, 3])
@@ -63,6 +63,15 @@ def test_digits_quality_floor_and_determinism():
           f"kNN acc={knn_accuracy(Y_tsne, y, 10):.4f}")
     assert t >= 0.94 and acc >= 0.93
     np.testing.assert_array_equal(ElasticEmbedding(random_state=0).fit_transform(X), Y)
+
+
+def test_affinities_are_those_of_tsne_at_a_third_of_the_neighbours():
+    """The attraction is t-SNE's joint P, calibrated to perplexity n_neighbors / 3 on the exact kNN graph."""
+    X, _ = make_swiss_roll(300, random_state=2)
+    ee = ElasticEmbedding(n_neighbors=30, max_iter=1).fit(X)
+    P = TSNE(perplexity=10, neighbors="exact").prepare_affinities(X).P
+    assert ee.affinities_.dtype == np.float64
+    np.testing.assert_array_equal(ee.affinities_.toarray(), P.toarray().astype(np.float64))
 
 
 def test_continuing_from_an_embedding_keeps_it_and_lowers_the_energy():

@@ -26,7 +26,7 @@ from scipy.sparse.linalg import splu
 from .._validation import ARRAY_LIKE, RANDOM_STATE, Interval, Options, check_array, check_n_neighbors, rescaled
 from ..neighbors import KNN_METHODS, knn
 from ._base import Estimator, rng_from
-from .tsne import init as _init
+from .tsne import init as tsne_init
 from .tsne.affinity import joint_affinities
 from .tsne.optimize import make_repulsion
 
@@ -36,8 +36,10 @@ EXACT_MAX_N = 2_000
 INIT_STD = 1e-2
 
 
-class _Objective:
-    """E(Y) and ∇E(Y) for fixed affinities; the repulsion is a t-SNE repulsion callable with the Gaussian kernel."""
+class ElasticObjective:
+    """E(Y) and the pieces of ∇E(Y) for fixed affinities: ``L`` the graph Laplacian D - P, ``c`` the weight of
+    the repulsive sum (lambda / (n (n - 1))), ``repulsion`` a t-SNE repulsion callable with the Gaussian kernel
+    (:func:`repviz.manifold.tsne.optimize.make_repulsion` with dof 0)."""
 
     def __init__(self, L: sp.csr_matrix, c: float, repulsion):
         self.L, self.c, self.repulsion = L, c, repulsion
@@ -53,7 +55,8 @@ class _Objective:
         return self.energy(Y)[0]
 
 
-def spectral_descent(Y: np.ndarray, objective: _Objective, max_iter: int, tol: float) -> tuple[np.ndarray, int, float]:
+def spectral_descent(Y: np.ndarray, objective: ElasticObjective, max_iter: int,
+                     tol: float) -> tuple[np.ndarray, int, float]:
     """Minimise the objective from Y along the spectral direction with Armijo backtracking.
 
     Stops when the relative decrease of E falls below ``tol`` or after ``max_iter`` iterations. Returns Y, the
@@ -177,10 +180,10 @@ class ElasticEmbedding(Estimator):
         if self.init == "random" or not np.ptp(X, axis=0).any():
             Y0 = rng_from(self.random_state).standard_normal((n, k))
         else:
-            Y0 = _init.pca(X, k)
+            Y0 = tsne_init.pca(X, k)
             if not np.ptp(Y0[:, 0]):
                 Y0 = rng_from(self.random_state).standard_normal((n, k))
-        return _init.rescale(Y0, INIT_STD)
+        return tsne_init.rescale(Y0, INIT_STD)
 
     def fit(self, X, y=None):
         """Compute the elastic embedding of ``X`` (n_samples, n_features)."""
@@ -194,7 +197,7 @@ class ElasticEmbedding(Estimator):
         L = (sp.diags(np.asarray(P.sum(axis=1)).ravel()) - P).tocsr()
         method = self.method if self.method != "auto" else ("exact" if n <= EXACT_MAX_N else "barnes_hut")
         repulsion = make_repulsion(method, n, self.n_components, 0.0)  # dof 0: the Gaussian kernel
-        objective = _Objective(L, self.lambda_ / max(n * (n - 1), 1), repulsion)
+        objective = ElasticObjective(L, self.lambda_ / max(n * (n - 1), 1), repulsion)
         Y, self.n_iter_, self.energy_ = spectral_descent(self._start(X), objective, self.max_iter, self.tol)
         self.affinities_ = P
         self.n_features_in_ = X.shape[1]
