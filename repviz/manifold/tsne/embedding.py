@@ -82,8 +82,10 @@ class TSNEEmbedding:
     ----------
     affinities : Affinities
         The affinities given.
+    dof, angle, n_jobs :
+        As given.
     layout, n_iter, kl_divergence, method :
-        Properties, see each.
+        Properties, see each. :meth:`copy` makes an independent embedding to go on from.
 
     Examples
     --------
@@ -163,8 +165,8 @@ class TSNEEmbedding:
             Step size in the convention of bhtsne, FIt-SNE and openTSNE (see TSNE's ``learning_rate``);
             "auto": :func:`auto_learning_rate` of n_samples and ``exaggeration``.
         tol : float, default=0
-            Stop once the KL divergence, evaluated every 25 iterations, has stopped falling by ``tol``
-            (TSNE's ``tol``). 0 runs every iteration.
+            Convergence tolerance, as TSNE's ``tol`` (the KL divergence is evaluated every 25 iterations of this
+            call); 0 runs every iteration.
         progress : callable or None, default=None
             ``progress(n_iter, kl_divergence)`` at each evaluation of the KL divergence, ``n_iter`` counted over
             every call.

@@ -76,7 +76,8 @@ class _BaseSNE(Estimator):
     """The fit shared by TSNE and SNE; subclasses define ``_kernel_dof`` (the embedding kernel),
     ``_resolve_method`` (the gradient methods they allow) and ``_auto_learning_rate``."""
 
-    def _check_input(self, X) -> np.ndarray:
+    def _check_input(self, X) -> tuple[np.ndarray, bool]:
+        """X checked and rescaled, and whether all its points are identical (with a warning)."""
         owner = type(self).__name__
         X = check_array(X, owner, min_samples=2)
         if self.metric == "precomputed":
