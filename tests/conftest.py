@@ -94,9 +94,10 @@ def small_logdir(new_run):
 @pytest.fixture(scope="session")
 def tiny_classifier():
     """``tiny_classifier(n=80, hidden=8, seed=0) -> (model, x, y)``: a compiled Keras classifier of 6 features,
-    ``Dense(hidden, relu, name="hidden") -> Dense(2, softmax, name="out")`` with weights seeded by ``seed``, and
-    ``n`` rows of data whose class is learnable (is the sum of the first 3 features the larger?). Keras is
-    imported only when it is called; call it inside a ``strategy.scope()`` to build the model under a strategy."""
+    ``Dense(hidden, relu, name="hidden") -> Dense(2, softmax, name="out")`` whose initial weights come from
+    ``seed`` (seeded initialisers: no global seed is set), and ``n`` rows of data whose class is learnable (is the
+    sum of the first 3 features the larger?). Keras is imported only when it is called; call it inside a
+    ``strategy.scope()`` to build the model under a strategy."""
 
     def make(n: int = 80, hidden: int = 8, seed: int = 0):
         import keras
@@ -104,9 +105,11 @@ def tiny_classifier():
         rng = np.random.default_rng(seed)
         x = rng.random((n, 6), dtype=np.float32)
         y = (x[:, :3].sum(axis=1) > x[:, 3:].sum(axis=1)).astype(np.int64)
-        keras.utils.set_random_seed(seed)
-        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(hidden, activation="relu", name="hidden"),
-                                  keras.layers.Dense(2, activation="softmax", name="out")])
+        glorot = keras.initializers.GlorotUniform
+        model = keras.Sequential([
+            keras.Input((6,)),
+            keras.layers.Dense(hidden, activation="relu", name="hidden", kernel_initializer=glorot(seed=seed)),
+            keras.layers.Dense(2, activation="softmax", name="out", kernel_initializer=glorot(seed=seed + 1))])
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
         return model, x, y
 
