@@ -1,7 +1,7 @@
 // Linked small multiples: a grid of small scatters of the same probe points (layers x snapshots, runs side by
 // side), all drawn through ONE WebGL context (regl-scatterplot's createRenderer). Points are linked by probe
 // id: a hover in one cell highlights that probe in every cell, a lasso selects the same ids everywhere, a click
-// on a cell asks to open it in the main view. index.js says which cells to show and gives their data.
+// on a cell asks to open it in the main view. cellsview.js says which cells to show and gives their data.
 //
 // The highlight in the other cells is drawn on each cell's 2-D overlay (a ring and a cross-hair at the point's
 // screen position), not by re-drawing their WebGL pictures: a hover then costs one WebGL draw (the hovered cell),
@@ -195,6 +195,11 @@ export class Multiples {
       return;
     }
     this.handlers.onSelect(new Set(indices.map((i) => cell.data.ids[i])));
+  }
+
+  /** Take the cells out of the page while another view is shown; the next `layout` puts them back, plots kept. */
+  detach() {
+    this.root.replaceChildren();
   }
 
   /** Free every plot; the shared context goes with the page. */

@@ -1,10 +1,10 @@
 // The Repviz tab. TensorBoard loads this module in an iframe whose page has <base href="plugin/repviz/"> and
-// calls render(). State lives here; model.js fetches, views.js builds DOM, scatter.js, compare.js, metamap.js
-// and overlay.js draw, colors.js encodes.
+// calls render(). The App holds the state the views share (run, layer, method, snapshot, colour mode, mouse mode,
+// selection by probe id, hovered point), the header, the snapshot bar, the hover card, the selection box and the
+// background jobs; every view is a component behind one interface (view.js) in the VIEWS registry below, handed
+// the Model and callbacks, never the App. model.js fetches, views.js builds DOM, colors.js encodes.
 //
-// Four views share the state (run, layer, method, snapshot, selection by probe id): Main (one scatter with
-// trails, contours, neighbourhood change and nearest neighbours), Grid (small multiples), Runs (runs side by
-// side) and Meta map (one point per representation).
+// Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
 // Instrumentation (read by tests/browser and benchmarks/bench_plugin.py, nothing else):
 //   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, gridDraws, gridDrawnMs, gridCells,
@@ -17,21 +17,29 @@
 //   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
-import { sameChoice, stepAtOrBefore } from "./choice.js";
-import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
-import { GridView, SIDE_RUNS } from "./gridview.js";
+import { resolveCurrent, runNamed, stepAtOrBefore, stepsOf } from "./choice.js";
+import { GridView } from "./gridview.js";
+import { MainView } from "./mainview.js";
 import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
-import { Overlay } from "./overlay.js";
-import { normalise, Scatter, toPlot } from "./scatter.js";
+import { RunsView } from "./runsview.js";
 import * as V from "./views.js";
 
 const { h } = V;
 
+/** The views, in the order of the view switch; the first is shown first. */
+const VIEWS = [MainView, GridView, RunsView, MetaView];
+
 const PLAY_MS = 1300;
-const MAX_TRAILS = 500; // the trails route's bound
-const K_NEIGHBORS = 10;
-const TOP_CHANGED = 12;
+const JOB_POLL_MS = 1000;
+const COLOR_MODES = [
+  { value: "label", label: "label", title: "colour by true class" },
+  { value: "prediction", label: "prediction", title: "colour by predicted class" },
+  { value: "correct", label: "correct?", title: "correct vs wrong predictions" },
+  { value: "confidence", label: "confidence", title: "colour by the prediction's confidence" },
+  { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
+];
+const CHROME_PARTS = ["snapshots", "info", "legend", "selection"];
 
 /** Save `blob` as a download named `name`. */
 function download(blob, name) {
@@ -42,80 +50,64 @@ function download(blob, name) {
   setTimeout(() => URL.revokeObjectURL(link.href), 1000);
 }
 
-const VIEWS = [
-  { value: "main", label: "Main", title: "one representation" },
-  { value: "grid", label: "Grid", title: "small multiples: layers or runs by snapshots or runs" },
-  { value: "runs", label: "Runs", title: "two or three runs side by side at the same layer depth and snapshot" },
-  { value: "meta", label: "Meta map", title: "the meta-SNE map: one point per representation" },
-];
-const COLOR_MODES = [
-  { value: "label", label: "label", title: "colour by true class" },
-  { value: "prediction", label: "prediction", title: "colour by predicted class" },
-  { value: "correct", label: "correct?", title: "correct vs wrong predictions" },
-  { value: "confidence", label: "confidence", title: "colour by the prediction's confidence" },
-  { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
-];
-
 class App {
+  /** @param {HTMLElement} root */
   constructor(root) {
     this.model = new Model();
+    /** @type {import("./view.js").State} */
     this.state = {
-      view: "main", run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
-      hidden: new Set(), selectedIds: new Set(), playing: false, hover: null,
-      trails: false, contours: false, changeVs: "previous", focusId: null,
-      gridRows: "layers", gridCols: "snapshots", sideRuns: [], metaName: null,
+      run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
+      hidden: new Set(), selectedIds: new Set(), hover: null,
     };
     this.error = null;
     this.notes = []; // one-line remarks of finished jobs (e.g. snapshots skipped)
-    this.jobs = new Map(); // jobs this page started, by id
-    this.view = null; // data of the drawn representation
-    this.generation = 0;
-    this.choiceTime = performance.now();
-    this.knn = null; // {id, neighbors, distances} of the focused point in the drawn representation
+    this.jobs = new Map(); // jobs this page started, by id: {job, onDone}
+    this.jobList = []; // their current states, one array per change (views compare it by identity)
+    this.since = performance.now();
+    this.playing = false;
+    /** @type {import("./view.js").View[]} */
+    this.views = VIEWS.map((View) => new View(this.model, this.events()));
+    this.shown = this.views[0];
 
     this.el = {
-      root: h("div", { class: "repviz", "data-view": "main" }),
+      root: h("div", { class: "repviz", "data-view": this.shown.name }),
       header: h("header", { class: "bar" }),
       status: h("div", { class: "status" }),
       info: h("div", { class: "info-slot" }),
-      canvas: h("canvas", { class: "scatter", "data-testid": "scatter" }),
-      overlayCanvas: h("canvas", { class: "overlay-canvas", "data-testid": "overlay" }),
-      overlay: h("div", { class: "overlay" }),
-      tools: h("div", { class: "tools" }),
-      toolNote: h("span", { class: "tool-note", hidden: true }),
+      stage: h("div", { class: "stage" }),
       hover: h("div", {}, V.hoverCard(null)),
       legend: h("div", { class: "legend-slot" }),
       selection: h("div", { class: "selection-slot" }),
       panels: h("div", { class: "panels" }),
       snapshots: V.snapshotBar((p) => this.onSlider(p), () => this.togglePlay()),
-      compareBar: h("div", { class: "view-bar" }),
-      grid: h("div", { class: "grid", "data-testid": "grid" }),
-      metaBar: h("div", { class: "view-bar" }),
-      meta: h("canvas", { class: "meta-canvas", "data-testid": "meta" }),
     };
-    this.el.root.append(
-      this.el.header, this.el.status, this.el.info,
-      h("main", {},
-        h("div", { class: "stage" },
-          h("div", { class: "plot" }, this.el.canvas, this.el.overlayCanvas, this.el.tools, this.el.overlay),
-          h("div", { class: "compare" }, this.el.compareBar, this.el.grid),
-          h("div", { class: "metaview" }, this.el.metaBar, h("div", { class: "meta-wrap" }, this.el.meta))),
-        h("aside", {}, this.el.hover, this.el.legend, this.el.selection, this.el.panels)),
-      h("footer", {}, this.el.snapshots));
+    this.el.footer = h("footer", {}, this.el.snapshots);
+    this.el.root.append(this.el.header, this.el.status, this.el.info,
+      h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.legend, this.el.selection, this.el.panels)),
+      this.el.footer);
     root.append(this.el.root);
-    this.scatter = new Scatter(this.el.canvas, {
-      onHover: (i) => this.onHover(i),
-      onSelect: (indices) => this.onLasso(indices),
-      onView: () => this.overlay.redraw(),
-    });
-    this.overlay = new Overlay(this.el.overlayCanvas, this.scatter);
-    this.grid = new GridView(this);
-    this.meta = new MetaView(this);
-    window.addEventListener("resize", () => {
-      this.grid.multiples.resize();
-      if (this.state.view === "meta" && this.meta.map.rows.length) this.meta.map.draw();
-      this.overlay.redraw();
-    });
+    const side = { info: this.el.info, legend: this.el.legend, panels: this.el.panels };
+    this.stageOf = new Map(this.views.map((view) => {
+      const el = h("div", { class: "view", "data-name": view.name });
+      this.el.stage.append(el);
+      view.mount(el, side);
+      return [view, el];
+    }));
+    this.applyChrome();
+    window.addEventListener("resize", () => this.views.forEach((view) => view.resize()));
+  }
+
+  /** The callbacks every view reports through. @returns {import("./view.js").ViewEvents} */
+  events() {
+    return {
+      change: (changes) => this.change(changes),
+      open: (choice) => this.open(choice),
+      select: (ids) => this.change({ selectedIds: ids }),
+      hover: (point) => this.showPoint(point),
+      card: (node) => this.el.hover.replaceChildren(node),
+      job: (start, describe, onDone) => this.startJob(start, describe, onDone),
+      error: (e) => this.showError(e),
+    };
   }
 
   async start() {
@@ -124,196 +116,98 @@ class App {
       await this.model.loadRuns();
     } catch (e) {
       this.showError(e);
-      this.renderEmpty(V.emptyState("Cannot read the log directory", e.message));
+      this.el.stage.append(h("div", { class: "overlay shown" }, V.emptyState("Cannot read the log directory", e.message)));
       return;
     }
     this.onIndex();
     this.model.startPolling(() => this.onIndex(), (e) => this.showError(e));
   }
 
-  // --- what is current ---------------------------------------------------------------------------------------
-
   get index() {
     return this.model.index;
   }
 
-  get run() {
-    return this.runNamed(this.state.run);
+  // --- the shared state ----------------------------------------------------------------------------------------
+
+  /** What every view is shown. @returns {import("./view.js").Page} */
+  page() {
+    return { view: this.shown.name, state: this.state, index: this.index, jobs: this.jobList, since: this.since };
   }
 
-  runNamed(name) {
-    return this.index.runs.find((r) => r.name === name) || null;
+  /** Give every view the new page. */
+  renderViews() {
+    const page = this.page();
+    for (const view of this.views) view.render(page);
   }
 
-  /** The stored embedding chosen in the method picker (null for a "compute" entry or nothing). */
-  get embedding() {
-    const run = this.run;
-    return run ? run.embeddings.find((e) => e.key === this.state.method) || null : null;
-  }
-
-  /** Snapshot steps of the chosen embedding for the chosen layer. */
-  get steps() {
-    const e = this.embedding;
-    return (e && e.steps[this.state.layer]) || [];
-  }
-
-  /** Choose run / layer / method / step that exist, keeping the user's choices where they still apply. */
-  resolve() {
-    const s = this.state;
-    const runs = this.index.runs;
-    if (!runs.some((r) => r.name === s.run)) s.run = runs.length ? runs[0].name : null;
-    const run = this.run;
-    if (!run) return;
-    const withEmbeddings = run.layers.filter((l) => run.embeddings.some((e) => (e.steps[l.name] || []).length));
-    if (!run.layers.some((l) => l.name === s.layer)) s.layer = (withEmbeddings[0] || run.layers[0] || {}).name ?? null;
-    const stored = run.embeddings.filter((e) => (e.steps[s.layer] || []).length);
-    const computing = typeof s.method === "string" && s.method.startsWith("compute:") ? s.method.slice(8) : null;
-    const computed = computing && stored.find((e) => e.method === computing);
-    if (computed) s.method = computed.key; // the job finished (or someone else computed it)
-    if (!computing && !stored.some((e) => e.key === s.method)) {
-      const previous = run.embeddings.find((e) => e.key === s.method);
-      const same = previous && stored.find((e) => e.method === previous.method);
-      s.method = (same || stored.find((e) => e.default && e.method === "tsne") || stored.find((e) => e.default) ||
-        stored[0] || {}).key ?? null;
-    }
-    const steps = this.steps;
-    if (steps.length && !steps.includes(s.step)) s.step = s.step === null ? steps[steps.length - 1] : stepAtOrBefore(steps, s.step);
-    s.sideRuns = s.sideRuns.filter((name) => runs.some((r) => r.name === name));
-    if (!s.sideRuns.length) s.sideRuns = [s.run, ...runs.map((r) => r.name).filter((n) => n !== s.run)].slice(0, SIDE_RUNS);
-  }
-
-  /** The layer of `run` that matches layer `name` of the current run: the same name, else the same depth. */
-  layerFor(run, name) {
-    if (run.layers.some((l) => l.name === name)) return name;
-    const mine = this.run ? this.run.layers.map((l) => l.name) : [];
-    const depth = Math.max(mine.indexOf(name), 0);
-    const m = run.layers.length;
-    if (!m) return null;
-    const at = mine.length > 1 ? Math.round((depth / (mine.length - 1)) * (m - 1)) : 0;
-    return run.layers[Math.min(at, m - 1)].name;
+  onIndex() {
+    this.state = { ...this.state, ...resolveCurrent(this.index, this.state) };
+    this.renderControls();
+    this.renderSelection();
+    this.renderViews();
   }
 
   /**
-   * The stored representation closest to `partial` ({run?, layer?, step?}, the rest from the state): the same
-   * method as the main view where stored, the snapshot at or before the step. Null when nothing is stored.
+   * Change the shared state: a new representation (run, layer, method, step) is resolved against the index and
+   * timed; a new colour mode shows every category again; "compute:<method>" starts that computation.
+   * @param {Partial<import("./view.js").State>} changes
    */
-  choiceFor(partial) {
-    const s = this.state;
-    const run = this.runNamed(partial.run ?? s.run);
-    if (!run) return null;
-    const layer = partial.layer && run.layers.some((l) => l.name === partial.layer) ? partial.layer : this.layerFor(run, partial.layer ?? s.layer);
-    const method = this.embedding ? this.embedding.method : null;
-    const stored = run.embeddings.filter((e) => (e.steps[layer] || []).length);
-    const e = stored.find((x) => x.method === method && x.default) || stored.find((x) => x.method === method) ||
-      stored.find((x) => x.default) || stored[0];
-    if (!e) return null;
-    const steps = e.steps[layer];
-    const wanted = partial.step ?? s.step;
-    return { run: run.name, layer, key: e.key, step: wanted === null ? steps[steps.length - 1] : stepAtOrBefore(steps, wanted) };
+  change(changes) {
+    const next = { ...this.state, ...changes };
+    const chooses = ["run", "layer", "method", "step"].some((k) => k in changes);
+    if (chooses) {
+      this.since = performance.now();
+      if (typeof changes.method === "string" && changes.method.startsWith("compute:")) this.startCompute(next, changes.method.slice(8));
+      Object.assign(next, resolveCurrent(this.index, next));
+    }
+    if ("colorBy" in changes) next.hidden = new Set();
+    this.state = next;
+    if (chooses || "colorBy" in changes || "mode" in changes) this.renderControls();
+    if ("selectedIds" in changes || chooses) this.renderSelection();
+    this.renderViews();
   }
 
-  // --- events ------------------------------------------------------------------------------------------------
-
-  onIndex() {
-    this.resolve();
-    this.renderControls();
-    this.update({ transition: true, quiet: true });
-    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render({ quiet: true });
-    if (this.state.view === "meta") this.meta.render();
-  }
-
-  choose(changes, { transition = true } = {}) {
-    this.choiceTime = performance.now();
-    Object.assign(this.state, changes);
-    if (changes.method && changes.method.startsWith("compute:")) this.startCompute(changes.method.slice(8));
-    this.resolve();
-    this.renderControls();
-    this.update({ transition });
-    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render();
-  }
-
-  setView(view) {
+  setView(name) {
     if (!this.index) return; // the log directory could not be read: the message stays
-    this.state.view = view;
-    this.el.root.dataset.view = view;
+    this.shown = this.views.find((view) => view.name === name);
+    this.el.root.dataset.view = name;
+    this.applyChrome();
     this.renderControls();
     this.el.panels.replaceChildren();
-    if (view === "grid" || view === "runs") this.grid.render({ force: true });
-    if (view === "meta") this.meta.render();
-    if (view === "main") {
-      this.renderPanels();
-      this.overlay.redraw();
-    }
+    this.renderViews();
+  }
+
+  /** Show the shown view's element and the shared parts it uses; hide the others (they keep their size). */
+  applyChrome() {
+    for (const [view, el] of this.stageOf) el.classList.toggle("off", view !== this.shown);
+    this.el.root.dataset.hide = CHROME_PARTS.filter((part) => !this.shown.chrome[part]).join(" ");
   }
 
   /** Open representation `choice` in the main view. */
   open(choice) {
-    if (!choice) return;
-    this.setView("main");
-    this.choose({ run: choice.run, layer: choice.layer, method: choice.key, step: choice.step });
-  }
-
-  setColorBy(colorBy) {
-    this.state.colorBy = colorBy;
-    this.state.hidden = new Set();
-    this.renderControls();
-    this.update({ transition: false });
-    if (this.state.view === "grid" || this.state.view === "runs") this.grid.render({ force: true });
-  }
-
-  setMode(mode) {
-    this.state.mode = mode;
-    this.scatter.setMode(mode);
-    this.grid.multiples.setMode(mode);
-    this.renderControls();
-    if (this.state.view !== "main") this.grid.renderBar();
-  }
-
-  toggle(name) {
-    this.state[name] = !this.state[name];
-    this.renderTools();
-    this.refreshOverlay();
+    this.setView(this.views[0].name);
+    this.change({ run: choice.run, layer: choice.layer, method: choice.key, step: choice.step });
   }
 
   onSlider(position) {
-    const steps = this.steps;
-    if (!steps.length) return;
-    this.choose({ step: steps[position] });
+    const steps = stepsOf(this.index, this.state);
+    if (steps.length) this.change({ step: steps[position] });
   }
 
   togglePlay() {
-    const s = this.state;
-    s.playing = !s.playing;
+    this.playing = !this.playing;
     clearInterval(this.playTimer);
-    if (s.playing) {
-      const steps = this.steps;
-      if (steps.indexOf(s.step) === steps.length - 1) this.choose({ step: steps[0] });
+    if (this.playing) {
+      const steps = stepsOf(this.index, this.state);
+      if (steps.indexOf(this.state.step) === steps.length - 1) this.change({ step: steps[0] });
       this.playTimer = setInterval(() => {
-        const all = this.steps;
+        const all = stepsOf(this.index, this.state);
         const next = all.indexOf(this.state.step) + 1;
         if (next >= all.length) this.togglePlay();
-        else this.choose({ step: all[next] });
+        else this.change({ step: all[next] });
       }, PLAY_MS);
     }
     this.renderFooter();
-  }
-
-  onLasso(indices) {
-    const view = this.view;
-    if (!view) return;
-    this.state.selectedIds = new Set(indices.map((i) => view.ids[i]));
-    // A click on one point also asks for its nearest neighbours in the original space.
-    if (indices.length === 1) this.focus(indices[0]);
-    this.renderSelection();
-    this.refreshOverlay();
-  }
-
-  clearSelection() {
-    this.state.selectedIds = new Set();
-    this.scatter.select([]);
-    this.grid.multiples.select(this.state.selectedIds);
-    this.renderSelection();
-    this.refreshOverlay();
   }
 
   showError(e) {
@@ -321,291 +215,19 @@ class App {
     this.renderStatus();
   }
 
-  // --- the main view -----------------------------------------------------------------------------------------
+  // --- the hover card and the selection --------------------------------------------------------------------------
 
-  /** Fetch what the current choice needs and draw it; a newer choice made meanwhile wins. */
-  async update({ transition, quiet = false }) {
-    const generation = ++this.generation;
-    const s = this.state;
-    const run = this.run;
-    const chosen = { run: s.run, layer: s.layer, key: s.method, step: s.step };
-    if (!run) {
-      this.renderEmpty(V.emptyState("No repviz data in this log directory",
-        h("span", {}, "Add ", V.code("repviz.ActivationLogger"), " to ", V.code("model.fit"),
-          " callbacks; runs appear here while training writes them.")));
-      return;
-    }
-    if (!this.embedding || !this.steps.length) {
-      const job = [...this.jobs.values()].find((j) => j.run === s.run && j.layer === s.layer && `compute:${j.method}` === s.method);
-      this.renderEmpty(job && job.state !== "failed"
-        ? V.emptyState(`Computing ${job.method} for ${s.layer}…`, "The points appear when the first snapshot is embedded.")
-        : V.emptyState(`No embedding of ${s.layer || "this run"} yet`,
-          h("span", {}, "Run ", V.code(`repviz embed ${"logs"}`), " or pick a method to compute it in the method menu.")));
-      return;
-    }
-    const predSteps = run.prediction_steps;
-    const predStep = predSteps.length ? stepAtOrBefore(predSteps, s.step) : null;
-    const base = s.colorBy === "change" ? this.changeBase() : null;
-    let data;
-    try {
-      const [coords, labels, ids, preds, change] = await Promise.all([
-        this.model.coords(s.run, s.layer, s.step, s.method),
-        this.model.labels(s.run),
-        this.model.ids(s.run),
-        predStep === null ? null : this.model.predictions(s.run, predStep),
-        base ? this.model.neighborhoodChange({ run: s.run, layer: s.layer, step: s.step }, base, K_NEIGHBORS)
-          .catch((e) => {
-            this.showError(e);
-            return null;
-          }) : null,
-      ]);
-      data = { coords, labels, ids, preds, change, predStep, base };
-    } catch (e) {
-      if (generation !== this.generation) return;
-      this.showError(e);
-      if (!this.view) this.renderEmpty(V.emptyState("Could not load this embedding", e.message));
-      return;
-    }
-    if (generation !== this.generation || !this.isCurrent(chosen)) return;
-    if (quiet && this.view && sameChoice(this.view.chosen, chosen) && !this.el.overlay.classList.contains("shown")) {
-      this.view.run = run; // arrays of one representation never change: only the index was re-read
-      return;
-    }
-    this.renderEmpty(null);
-    if (this.view && this.view.run.name !== run.name) this.el.hover.replaceChildren(V.hoverCard(null));
-    const { x, y, centre, half } = normalise(data.coords);
-    const n = x.length;
-    const idIndex = this.view && this.view.ids === data.ids ? this.view.idIndex : new Map(Array.from(data.ids, (id, i) => [id, i]));
-    const view = { run, chosen, ...data, x, y, n, idIndex, frame: { centre, half } };
-    this.view = view;
-    const colors = colorEncoding(this.view, s.colorBy);
-    this.view.colors = colors;
-    this.scatter.setColors(colors.by, colors.palette);
-    const started = this.choiceTime;
-    await this.scatter.draw({ x, y, z: colors.z, w: colors.w }, {
-      transition,
-      selected: this.selectedIndices(),
-      visible: this.visibleIndices(),
-    });
-    if (this.view !== view) return; // a newer representation replaced this one: its update renders the rest
-    const stats = window.__repvizStats;
-    stats.draws += 1;
-    stats.n = n;
-    stats.drawnMs = performance.now() - started;
-    this.renderLegend();
-    this.renderSelection();
-    this.renderInfo(chosen);
-    if (this.state.focusId !== null && !idIndex.has(this.state.focusId)) this.state.focusId = null;
-    this.knn = null;
-    if (this.state.focusId !== null) this.loadKnn();
-    else this.renderPanels();
-    this.refreshOverlay();
-  }
-
-  /** Whether `chosen` is still what the pickers say. */
-  isCurrent(chosen) {
-    const s = this.state;
-    return sameChoice(chosen, { run: s.run, layer: s.layer, key: s.method, step: s.step });
-  }
-
-  /** The representation the neighbourhood change compares with: the previous snapshot, or another layer. */
-  changeBase() {
-    const s = this.state;
-    const run = this.run;
-    if (s.changeVs.startsWith("layer:")) {
-      const layer = run.layers.find((l) => l.name === s.changeVs.slice(6));
-      return layer && layer.steps.length ? { run: s.run, layer: layer.name, step: stepAtOrBefore(layer.steps, s.step) } : null;
-    }
-    const layer = run.layers.find((l) => l.name === s.layer);
-    const steps = layer ? layer.steps.filter((t) => t < s.step) : [];
-    return steps.length ? { run: s.run, layer: s.layer, step: steps[steps.length - 1] } : null;
-  }
-
-  selectedIndices() {
-    if (!this.view) return [];
-    const { idIndex } = this.view;
-    const out = [];
-    for (const id of this.state.selectedIds) {
-      const i = idIndex.get(id);
-      if (i !== undefined) out.push(i);
-    }
-    return out;
-  }
-
-  /** Indices of points whose category is not hidden (null when nothing is hidden). */
-  visibleIndices() {
-    const hidden = this.state.hidden;
-    if (!hidden.size || !this.view.colors.items) return null;
-    const z = this.view.colors.z;
-    const out = [];
-    for (let i = 0; i < z.length; i++) if (!hidden.has(z[i])) out.push(i);
-    return out;
-  }
-
-  setHidden(hidden) {
-    this.state.hidden = hidden;
-    this.scatter.filter(this.visibleIndices());
-    this.scatter.select(this.selectedIndices());
-    this.renderLegend();
-  }
-
-  // --- overlays of the main view: trails, contours, nearest neighbours ----------------------------------------
-
-  /** Fetch and set every overlay layer of the drawn representation. */
-  async refreshOverlay() {
-    const view = this.view;
-    if (!view) return;
-    const s = this.state;
-    const { run, layer, key, step } = view.chosen;
-    const at = (cx, cy) => toPlot(view.frame, cx, cy);
-    const jobs = [];
-    if (s.contours) {
-      const by = s.colorBy === "label" && view.run.has_labels ? "class" : "all";
-      jobs.push(this.model.density(run, layer, step, key, by, 4).then((density) => {
-        const lines = [];
-        for (const c of density.contours) {
-          const color = c.class === null || c.class === undefined ? "#424242" : categoryColor(c.class);
-          for (const path of c.paths) {
-            const points = new Float32Array(path.length);
-            for (let i = 0; i < path.length; i += 2) [points[i], points[i + 1]] = at(path[i], path[i + 1]);
-            lines.push({ color, points });
-          }
-        }
-        return ["contours", { kind: "contours", lines }];
-      }));
-    } else jobs.push(Promise.resolve(["contours", null]));
-    const selected = this.selectedIndices().sort((a, b) => a - b);
-    if (s.trails && selected.length && selected.length <= MAX_TRAILS) {
-      jobs.push(this.model.trails(run, layer, key, selected).then(({ steps, m, coords }) => {
-        const colors = pointColors(view.colors);
-        const paths = selected.map((_, p) => {
-          const path = new Float32Array(2 * steps.length);
-          for (let t = 0; t < steps.length; t++) {
-            const o = 2 * (t * m + p);
-            [path[2 * t], path[2 * t + 1]] = at(coords[o], coords[o + 1]);
-          }
-          return path;
-        });
-        return ["trails", { kind: "trails", paths, colors: selected.map((i) => colors[i]) }];
-      }));
-    } else jobs.push(Promise.resolve(["trails", null]));
-    const knn = this.knn;
-    const focus = knn ? view.idIndex.get(knn.id) : undefined;
-    jobs.push(Promise.resolve(["rings", focus === undefined ? null : {
-      kind: "rings", focus: [view.x[focus], view.y[focus]], points: knn.neighbors.map((j) => [view.x[j], view.y[j]]),
-    }]));
-    for (const job of jobs) {
-      try {
-        const [name, layerData] = await job;
-        if (this.view !== view) return;
-        this.overlay.set(name, layerData);
-        if (layerData) window.__repvizStats.overlayDraws += 1;
-      } catch (e) {
-        this.showError(e);
-      }
-    }
-  }
-
-  /** Focus point `index` of the drawn representation: its nearest neighbours in the original space. */
-  focus(index) {
-    this.state.focusId = this.view.ids[index];
-    this.loadKnn();
-  }
-
-  async loadKnn() {
-    const view = this.view;
-    const index = view.idIndex.get(this.state.focusId);
-    const { run, layer, step } = view.chosen;
-    try {
-      const result = await this.model.knn(run, layer, step, index, K_NEIGHBORS);
-      if (this.view !== view) return;
-      this.knn = { id: this.state.focusId, index, neighbors: result.neighbors, distances: result.distances };
-    } catch (e) {
-      this.showError(e);
-      this.knn = null;
-    }
-    this.renderPanels();
-    this.refreshOverlay();
-  }
-
-  /** Side panels of the main view: the points that changed most, the focused point's neighbours. */
-  renderPanels() {
-    const view = this.view;
-    const parts = [];
-    if (view && this.state.colorBy === "change") {
-      parts.push(this.changePanel(view));
-    }
-    if (view && this.knn) {
-      const { index, neighbors, distances } = this.knn;
-      const list = V.pointList(`Nearest neighbours of #${view.ids[index]}`,
-        `In the original ${view.chosen.layer} activations (not the 2-D map); ringed in the plot.`,
-        neighbors.map((j, r) => ({ index: j, text: `#${view.ids[j]} ${this.className(view, view.labels[j])}`, value: V.fmt(distances[r], 2) })),
-        (j) => this.focus(j), "knn");
-      parts.push(list);
-      this.fillThumbs(list, view.run, neighbors);
-    }
-    if (this.state.view === "main") this.el.panels.replaceChildren(...parts);
-  }
-
-  changePanel(view) {
-    const s = this.state;
-    const run = view.run;
-    const options = [{ value: "previous", label: "previous snapshot" },
-      ...run.layers.filter((l) => l.name !== s.layer).map((l) => ({ value: `layer:${l.name}`, label: `layer ${l.name}` }))];
-    const vs = V.picker("vs", "change-vs", options, s.changeVs, (v) => {
-      s.changeVs = v;
-      this.update({ transition: false });
-    });
-    if (!view.change) {
-      return h("section", { class: "points", "data-testid": "changed" }, h("h3", { text: "Neighbourhood change" }), vs,
-        h("p", { class: "hint", text: view.base ? "Not available (see the message above)." : "The first snapshot has no previous one: pick a layer to compare with." }));
-    }
-    const order = Array.from(view.change.keys()).filter((i) => Number.isFinite(view.change[i]))
-      .sort((a, b) => view.change[b] - view.change[a]).slice(0, TOP_CHANGED);
-    let mean = 0;
-    for (const v of view.change) mean += Number.isFinite(v) ? v : 0;
-    mean /= Math.max(view.n, 1);
-    const base = view.base;
-    const list = V.pointList("Changed most",
-      `vs ${base.layer === s.layer ? `${run.step_unit} ${base.step}` : base.layer}: mean ${V.fmt(mean, 2)}; click one for its neighbours.`,
-      order.map((i) => ({ index: i, text: `#${view.ids[i]} ${this.className(view, view.labels[i])}`, value: V.fmt(view.change[i], 2) })),
-      (i) => this.focus(i), "changed");
-    list.insertBefore(vs, list.children[1]);
-    this.fillThumbs(list, run, order);
-    return list;
-  }
-
-  className(view, c) {
-    const names = view.run.class_names;
-    return c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c);
-  }
-
-  async fillThumbs(list, run, indices) {
-    if (!run.has_thumbnails) return;
-    for (const i of indices) {
-      try {
-        const { shape, pixels } = await this.model.thumbnail(run.name, i);
-        V.fillThumb(list, i, V.thumbnailCanvas(shape, pixels));
-      } catch (e) {
-        this.showError(e);
-        return;
-      }
-    }
-  }
-
-  // --- hover -------------------------------------------------------------------------------------------------
-
-  onHover(index) {
-    this.state.hover = index;
-    const view = this.view;
-    if (index === null || !view || index >= view.n) return; // keep the last card while the mouse moves on
-    this.showPoint(view.run, index, view.chosen.step);
-  }
-
-  /** The hover card of point `index` of `run`, with the prediction at (or before) `step`. */
-  async showPoint(run, index, step) {
+  /** The hover card of probe point `point` (null: the empty card), with its prediction at or before its step. */
+  async showPoint(point) {
     const token = {};
     this.hoverToken = token;
+    this.state = { ...this.state, hover: point };
+    const run = point && runNamed(this.index, point.run);
+    if (!run) {
+      this.el.hover.replaceChildren(V.hoverCard(null));
+      return;
+    }
+    const { index, step } = point;
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, step) : null;
     const [labels, ids, preds] = await Promise.all([this.model.labels(run.name), this.model.ids(run.name),
@@ -613,7 +235,7 @@ class App {
     if (this.hoverToken !== token) return;
     const names = run.class_names || null;
     const className = (c) => (c < 0 || !Number.isFinite(c) ? "–" : names ? names[c] : String(c));
-    const point = {
+    const card = {
       index,
       id: ids[index],
       label: className(labels[index]),
@@ -623,75 +245,156 @@ class App {
       thumb: null,
       thumbText: run.has_thumbnails ? "loading…" : "no thumbnail",
     };
-    this.el.hover.replaceChildren(V.hoverCard(point));
+    this.el.hover.replaceChildren(V.hoverCard(card));
     if (!run.has_thumbnails) return;
     try {
       const { shape, pixels } = await this.model.thumbnail(run.name, index);
       if (this.hoverToken !== token) return;
-      point.thumb = V.thumbnailCanvas(shape, pixels);
-      this.el.hover.replaceChildren(V.hoverCard(point));
+      card.thumb = V.thumbnailCanvas(shape, pixels);
+      this.el.hover.replaceChildren(V.hoverCard(card));
     } catch (e) {
       this.showError(e);
     }
   }
 
-  // --- background jobs ---------------------------------------------------------------------------------------
+  /** Probe indices of the current run that are selected, in probe order. @returns {Promise<number[]>} */
+  async selectedIndices() {
+    const ids = await this.model.ids(this.state.run);
+    const selected = this.state.selectedIds;
+    const out = [];
+    ids.forEach((id, i) => {
+      if (selected.has(id)) out.push(i);
+    });
+    return out;
+  }
 
-  async startCompute(method) {
+  /** The selection box: how many of the current run's points are selected, clear and CSV export. */
+  async renderSelection() {
+    const token = {};
+    this.selectionToken = token;
+    const run = runNamed(this.index, this.state.run);
+    let count = 0;
+    if (run && this.state.selectedIds.size) {
+      try {
+        count = (await this.selectedIndices()).length;
+      } catch (e) {
+        this.showError(e);
+      }
+      if (this.selectionToken !== token) return;
+    }
+    this.el.selection.replaceChildren(V.selectionBar(count, run ? run.n_probe : 0,
+      () => this.change({ selectedIds: new Set() }), () => this.exportSelection()));
+  }
+
+  /** The selected points of the current run (id, label, prediction at the current step) as a CSV download. */
+  async exportSelection() {
+    const { run: runName, layer, step } = this.state;
+    const run = runNamed(this.index, runName);
+    const predStep = run.prediction_steps.length ? stepAtOrBefore(run.prediction_steps, step) : null;
+    try {
+      const [indices, ids, labels, preds] = await Promise.all([this.selectedIndices(), this.model.ids(runName),
+        this.model.labels(runName), predStep === null ? null : this.model.predictions(runName, predStep)]);
+      const names = run.class_names;
+      const name = (c) => (c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c));
+      const rows = ["probe_id,label,prediction,confidence"];
+      for (const i of indices) {
+        const conf = preds ? preds.conf[i] : NaN;
+        rows.push([ids[i], name(labels[i]), preds ? name(preds.cls[i]) : "", Number.isFinite(conf) ? conf.toFixed(4) : ""]
+          .map((v) => `"${String(v).replace(/"/g, '""')}"`).join(","));
+      }
+      download(new Blob([`${rows.join("\n")}\n`], { type: "text/csv" }), `repviz-selection-${runName}-${layer}.csv`);
+    } catch (e) {
+      this.showError(e);
+    }
+  }
+
+  /** The shown view as drawn (its canvases, overlays included, on white) as a PNG download. */
+  exportPng() {
+    const layers = this.shown.canvases();
+    const out = h("canvas", { width: layers[0].width, height: layers[0].height });
+    const ctx = out.getContext("2d");
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    for (const layer of layers) ctx.drawImage(layer, 0, 0, out.width, out.height);
     const { run, layer } = this.state;
-    for (const [id, job] of this.jobs) {
+    window.__repvizStats.exported = { view: this.shown.name, width: out.width, height: out.height };
+    out.toBlob((blob) => download(blob, `repviz-${this.shown.name}-${run}-${layer}.png`), "image/png");
+  }
+
+  // --- background jobs -----------------------------------------------------------------------------------------
+
+  /** Compute `method` for the layer of `current` in the background (the method picker's "compute …" entries). */
+  startCompute(current, method) {
+    const { run, layer } = current;
+    for (const [id, { job }] of this.jobs) {
       if (job.state === "failed" && job.run === run && job.layer === layer && job.method === method) this.jobs.delete(id);
     }
+    this.startJob(() => this.model.compute(run, layer, method), { kind: "embed", run, layer, method }, (job) => {
+      if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
+        this.state = { ...this.state, method: job.key || this.state.method };
+      }
+    });
+  }
+
+  /**
+   * Track the job that `start()` asks the server for (described by `describe` until it answers, or as failed);
+   * `onDone(job)` runs once it has finished, before the index is read again.
+   */
+  async startJob(start, describe, onDone = () => {}) {
     try {
-      const job = await this.model.compute(run, layer, method);
-      this.jobs.set(job.id, job);
+      const job = await start();
+      this.jobs.set(job.id, { job: { ...describe, ...job }, onDone });
     } catch (e) {
-      this.jobs.set(`local-${run}-${layer}-${method}`, { id: "", run, layer, method, state: "failed", error: e.message });
+      this.jobs.set(`local-${JSON.stringify(describe)}`, { job: { id: "", ...describe, state: "failed", error: e.message }, onDone });
     }
-    this.renderStatus();
-    this.update({ transition: false });
+    this.jobsChanged();
     this.pollJobs();
+  }
+
+  jobsChanged() {
+    this.jobList = [...this.jobs.values()].map(({ job }) => job);
+    this.renderStatus();
+    this.renderViews();
   }
 
   async pollJobs() {
     clearTimeout(this.jobTimer);
-    const active = () => [...this.jobs.values()].some((j) => j.state === "queued" || j.state === "running");
+    const active = () => this.jobList.some((j) => j.state === "queued" || j.state === "running");
     if (!active()) return;
     try {
-      const jobs = await this.model.jobs();
       let finished = false;
-      for (const job of jobs) {
-        if (!this.jobs.has(job.id)) continue;
-        const before = this.jobs.get(job.id);
-        this.jobs.set(job.id, job);
+      for (const job of await this.model.jobs()) {
+        const mine = this.jobs.get(job.id);
+        if (!mine) continue;
+        const before = mine.job;
+        mine.job = { ...before, ...job };
         if (job.state === "done" && before.state !== "done") {
           finished = true;
-          if (job.kind === "meta") {
-            this.state.metaName = job.key || this.state.metaName;
-          } else if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
-            this.state.method = job.key || this.state.method;
-          }
+          mine.onDone(mine.job);
           this.jobs.delete(job.id);
           if (job.error) this.notes.push(`${job.kind === "meta" ? "meta-SNE map" : `${job.method} of ${job.layer}`}: ${job.error}`);
         }
       }
+      this.jobList = [...this.jobs.values()].map(({ job }) => job);
       if (finished) {
         await this.model.loadRuns();
         this.onIndex();
+      } else {
+        this.renderViews();
       }
     } catch (e) {
       this.showError(e);
     }
     this.renderStatus();
-    if (active()) this.jobTimer = setTimeout(() => this.pollJobs(), 1000);
+    if (active()) this.jobTimer = setTimeout(() => this.pollJobs(), JOB_POLL_MS);
   }
 
-  // --- rendering of the parts --------------------------------------------------------------------------------
+  // --- the page's own parts ------------------------------------------------------------------------------------
 
   renderControls() {
     const s = this.state;
     const index = this.index;
-    const run = this.run;
+    const run = runNamed(index, s.run);
     const runOptions = index.runs.map((r) => ({ value: r.name, label: `${r.name} (${V.fmt(r.n_probe)})` }));
     const layerOptions = run ? run.layers.map((l) => ({ value: l.name, label: `${l.name} · ${l.class}` })) : [];
     const methodOptions = [];
@@ -702,63 +405,34 @@ class App {
       for (const e of stored) {
         methodOptions.push({ value: e.key, label: counts[e.method] > 1 ? `${e.method} · ${e.key}${e.default ? " (default)" : ""}` : e.method });
       }
-      for (const m of index.methods) {
-        if (!stored.some((e) => e.method === m)) methodOptions.push({ value: `compute:${m}`, label: `compute ${m}…` });
+      for (const { name } of index.choices.methods) {
+        if (!stored.some((e) => e.method === name)) methodOptions.push({ value: `compute:${name}`, label: `compute ${name}…` });
       }
     }
     const hasPreds = Boolean(run && run.prediction_steps.length);
     const hasLabels = Boolean(run && run.has_labels);
-    const colorModes = COLOR_MODES.map((m) => ({
-      ...m, disabled: (m.value !== "label" && m.value !== "change" && !hasPreds) || (m.value === "correct" && !hasLabels),
-    }));
+    const colorModes = COLOR_MODES.filter((m) => !((m.value !== "label" && m.value !== "change" && !hasPreds) ||
+      (m.value === "correct" && !hasLabels)));
     this.el.header.replaceChildren(
-      V.segmented("view", VIEWS, s.view, (v) => this.setView(v)),
-      V.picker("Run", "run", runOptions, s.run, (v) => this.choose({ run: v })),
-      V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.choose({ layer: v })),
-      V.picker("Method", "method", methodOptions, s.method, (v) => this.choose({ method: v })),
+      V.segmented("view", this.views.map((v) => ({ value: v.name, label: v.label, title: v.title })), this.shown.name,
+        (v) => this.setView(v)),
+      V.picker("Run", "run", runOptions, s.run, (v) => this.change({ run: v })),
+      V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.change({ layer: v })),
+      V.picker("Method", "method", methodOptions, s.method, (v) => this.change({ method: v })),
       h("span", { class: "spacer" }),
       h("span", { class: "picker" }, h("span", { text: "Colour" }),
-        V.segmented("color", colorModes.filter((m) => !m.disabled), s.colorBy, (v) => this.setColorBy(v))),
+        V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v }))),
       h("button", { type: "button", class: "export", "data-testid": "export-png", text: "Export PNG",
         title: "save this view as drawn (overlays included) as a PNG file", onclick: () => this.exportPng() }),
     );
-    this.renderTools();
     this.renderFooter();
   }
 
-  /** The main view's tools: mouse mode, reset, trails and contours toggles. */
-  renderTools() {
-    const s = this.state;
-    this.el.tools.replaceChildren(
-      V.segmented("mode", V.MOUSE_MODES, s.mode, (v) => this.setMode(v)),
-      h("button", { type: "button", class: "reset", text: "Reset view", title: "zoom out to all points", onclick: () => this.scatter.reset() }),
-      h("button", {
-        type: "button", class: s.trails ? "on" : null, "data-testid": "trails", text: "Trails",
-        title: `paths of the selected points (at most ${MAX_TRAILS}) across the snapshots of this layer`,
-        "aria-pressed": String(s.trails), onclick: () => this.toggle("trails"),
-      }),
-      h("button", {
-        type: "button", class: s.contours ? "on" : null, "data-testid": "contours", text: "Contours",
-        title: "density contours (per class when colouring by label)", "aria-pressed": String(s.contours),
-        onclick: () => this.toggle("contours"),
-      }),
-      this.el.toolNote,
-    );
-    this.renderToolNote();
-  }
-
-  /** The tools' remark on the selection (trails need at most MAX_TRAILS points), updated in place. */
-  renderToolNote() {
-    const tooMany = this.state.trails && this.state.selectedIds.size > MAX_TRAILS;
-    this.el.toolNote.textContent = tooMany ? `trails: select at most ${MAX_TRAILS} points` : "";
-    this.el.toolNote.hidden = !tooMany;
-  }
-
   renderFooter() {
-    const s = this.state;
-    const steps = this.steps;
-    const unit = (this.run && this.run.step_unit) || "step";
-    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(s.step), 0), unit, s.playing);
+    const steps = stepsOf(this.index, this.state);
+    const run = runNamed(this.index, this.state.run);
+    const unit = (run && run.step_unit) || "step";
+    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(this.state.step), 0), unit, this.playing);
   }
 
   renderStatus() {
@@ -768,97 +442,13 @@ class App {
       this.notes.splice(i, 1);
       this.renderStatus();
     })));
-    for (const [id, job] of this.jobs) {
+    for (const [id, { job }] of this.jobs) {
       parts.push(V.jobView(job, () => {
         this.jobs.delete(id);
-        this.renderStatus();
+        this.jobsChanged();
       }));
     }
     this.el.status.replaceChildren(...parts);
-  }
-
-  renderEmpty(node) {
-    this.el.overlay.replaceChildren(...(node ? [node] : []));
-    this.el.overlay.classList.toggle("shown", Boolean(node));
-    if (node) {
-      this.el.info.replaceChildren();
-      this.el.legend.replaceChildren();
-      this.el.hover.replaceChildren(V.hoverCard(null));
-    }
-  }
-
-  renderLegend() {
-    const colors = this.view.colors;
-    const title = { label: "Label", prediction: "Prediction", correct: "Prediction vs label", confidence: "Confidence",
-      change: "Neighbourhood change" }[colors.mode];
-    if (!colors.items) {
-      const ends = colors.mode === "change" ? ["0 (same neighbours)", "1 (all new)"] : ["0 (unsure)", "1 (sure)"];
-      const stops = colors.mode === "change" ? changeRamp(8) : ramp(8);
-      this.el.legend.replaceChildren(V.rampLegend(title, stops, ...ends));
-      return;
-    }
-    const items = colors.items;
-    const hidden = new Set([...this.state.hidden].map((code) => items.findIndex((it) => it.index === code)).filter((i) => i >= 0));
-    const codeOf = (i) => items[i].index;
-    this.el.legend.replaceChildren(V.legend(title, items, hidden,
-      (i) => {
-        const next = new Set(this.state.hidden);
-        if (next.has(codeOf(i))) next.delete(codeOf(i));
-        else next.add(codeOf(i));
-        this.setHidden(next);
-      },
-      (i) => this.setHidden(new Set(items.filter((_, j) => j !== i).map((it) => it.index))),
-      () => this.setHidden(new Set())));
-  }
-
-  renderSelection() {
-    const count = this.view ? this.selectedIndices().length : this.state.selectedIds.size;
-    this.el.selection.replaceChildren(V.selectionBar(count, this.view ? this.view.n : 0,
-      () => this.clearSelection(), () => this.exportSelection()));
-    this.renderToolNote();
-  }
-
-  async renderInfo(chosen) {
-    try {
-      const info = await this.model.info(chosen.run, chosen.layer, chosen.step, chosen.key);
-      if (!this.isCurrent(chosen)) return;
-      const method = (this.embedding && this.embedding.method) || chosen.key;
-      this.el.info.replaceChildren(V.infoLine(info, method));
-    } catch (e) {
-      if (this.isCurrent(chosen)) this.el.info.replaceChildren(h("div", { class: "info warn", text: `info: ${e.message}` }));
-    }
-  }
-
-  exportSelection() {
-    const view = this.view;
-    const names = view.run.class_names;
-    const name = (c) => (c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c));
-    const rows = ["probe_id,label,prediction,confidence"];
-    for (const i of this.selectedIndices().sort((a, b) => a - b)) {
-      const conf = view.preds ? view.preds.conf[i] : NaN;
-      rows.push([view.ids[i], name(view.labels[i]), view.preds ? name(view.preds.cls[i]) : "",
-        Number.isFinite(conf) ? conf.toFixed(4) : ""].map((v) => `"${String(v).replace(/"/g, '""')}"`).join(","));
-    }
-    download(new Blob([`${rows.join("\n")}\n`], { type: "text/csv" }), `repviz-selection-${this.state.run}-${this.state.layer}.csv`);
-  }
-
-  /** The current view as drawn (WebGL picture and 2-D overlay together) as a PNG download. */
-  exportPng() {
-    const s = this.state;
-    let out;
-    if (s.view === "grid" || s.view === "runs") {
-      out = this.grid.multiples.snapshot();
-    } else {
-      const layers = s.view === "meta" ? [this.el.meta] : [this.el.canvas, this.el.overlayCanvas];
-      this.overlay.drawNow();
-      out = h("canvas", { width: layers[0].width, height: layers[0].height });
-      const ctx = out.getContext("2d");
-      ctx.fillStyle = "#ffffff";
-      ctx.fillRect(0, 0, out.width, out.height);
-      for (const layer of layers) ctx.drawImage(layer, 0, 0, out.width, out.height);
-    }
-    window.__repvizStats.exported = { view: s.view, width: out.width, height: out.height };
-    out.toBlob((blob) => download(blob, `repviz-${s.view}-${s.run}-${s.layer}.png`), "image/png");
   }
 }
 

@@ -1,6 +1,6 @@
 // The meta-SNE map on a 2-D canvas: one dot per representation coloured by run and shaded by layer depth, each
 // layer's snapshots joined in step order with arrow heads, the input landmark marked. Hover and click report the
-// row under the mouse; index.js shows the preview and opens the representation.
+// row under the mouse; metaview.js shows the preview and opens the representation.
 import { drawMetaMap, fitCanvas } from "./overlay.js";
 
 const HIT_PX = 10;

@@ -11,7 +11,10 @@
  * @typedef {{name: string, n_probe: number, step_unit: string, has_labels: boolean, n_classes: number,
  *            class_names: string[]|null, has_thumbnails: boolean, thumbnail_shape: number[]|null,
  *            probe_group: string, prediction_steps: number[], layers: Layer[], embeddings: Embedding[]}} Run
- * @typedef {{runs: Run[], methods: string[], meta: string[]}} Index
+ * @typedef {{name: string, align: string, supervised: boolean, defaults: Object<string, *>}} MethodChoice
+ * @typedef {{methods: MethodChoice[], meta: Object<string, string[]>}} Choices  what the server offers, default
+ *   first: embedding methods, and the options of a meta-SNE map (transform, metric, embedding)
+ * @typedef {{runs: Run[], methods: string[], meta: string[], choices: Choices}} Index
  * @typedef {{id: string, run: string, layer: string, method: string, state: string,
  *            progress: ?{stage: string, done: number, total: number, fraction: ?number, message: string},
  *            error: ?string, key: ?string}} Job
@@ -248,9 +251,12 @@ export class Model {
     return this._json("meta_result", { name });
   }
 
-  /** Start (or join) the background computation of a meta-SNE map. @returns {Promise<Job>} */
-  async computeMeta(transform, metric, embedding) {
-    return (await (await this._post("compute_meta", { transform, metric, embedding })).json()).job;
+  /**
+   * Start (or join) the background computation of a meta-SNE map with `options` (a value per field of the index's
+   * `choices.meta`). @returns {Promise<Job>}
+   */
+  async computeMeta(options) {
+    return (await (await this._post("compute_meta", options)).json()).job;
   }
 
   /** Recent background jobs. @returns {Promise<Job[]>} */

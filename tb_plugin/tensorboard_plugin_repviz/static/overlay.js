@@ -1,6 +1,6 @@
 // 2-D canvas drawing of the Repviz tab: what regl-scatterplot does not draw (trails, density contours, rings
 // around neighbours, the meta-SNE map, small previews). Never regl-scatterplot's point connections: they need a
-// blob: worker that TensorBoard's CSP blocks. Everything here is drawing; index.js decides what to draw.
+// blob: worker that TensorBoard's CSP blocks. Everything here is drawing; the views decide what to draw.
 
 const MAX_LABELS = 16; // trajectories named on the meta map; more would cover it
 

@@ -1,5 +1,5 @@
 // Pure DOM builders of the Repviz tab: each takes data and callbacks and returns elements. No fetching,
-// no state: index.js decides what to show and rebuilds a part when its data changes.
+// no state: index.js and the views decide what to show and rebuild a part when its data changes.
 
 /**
  * Create an element. `attrs` keys starting with "on" add listeners; `class`, `text` and other keys set
@@ -271,18 +271,20 @@ export function runChecks(runs, checked, max, onChange) {
 
 /**
  * The meta-SNE picker: stored results with their figures, or the form that computes one.
- * @param {string[]} names @param {?object} result the chosen one (for its figures)
+ * @param {string[]} names @param {?string} chosen @param {?object} result the chosen one (for its figures)
+ * @param {Object<string, string[]>} options the server's choices per field of the form, default first
+ * @param {function(string): void} onPick @param {function(Object<string, string>): void} onCompute the value per field
  */
-export function metaPanel(names, chosen, result, onPick, onCompute) {
+export function metaPanel(names, chosen, result, options, onPick, onCompute) {
   if (!names.length) {
+    const fields = Object.keys(options);
     const form = h("form", { class: "meta-form" },
-      picker("Transform", "transform", ["dist", "sqrt", "rank", "cka", "rbf_cka"].map((v) => ({ value: v, label: v })), "dist", () => {}),
-      picker("Metric", "metric", ["chord", "angle"].map((v) => ({ value: v, label: v })), "chord", () => {}),
-      picker("Embedding", "embedding", ["mds", "smacof", "tsne"].map((v) => ({ value: v, label: v })), "mds", () => {}),
+      fields.map((field) => picker(field[0].toUpperCase() + field.slice(1), field,
+        options[field].map((v) => ({ value: v, label: v })), options[field][0], () => {})),
       h("button", { type: "submit", "data-testid": "compute-meta", text: "Compute the meta-SNE map" }));
     form.addEventListener("submit", (e) => {
       e.preventDefault();
-      onCompute(form.elements.transform.value, form.elements.metric.value, form.elements.embedding.value);
+      onCompute(Object.fromEntries(fields.map((field) => [field, form.elements[field].value])));
     });
     return h("div", { class: "meta-bar" }, h("span", { class: "hint", text: "No meta-SNE map is stored yet." }), form);
   }

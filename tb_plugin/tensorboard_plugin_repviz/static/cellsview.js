@@ -1,0 +1,177 @@
+// What the Grid and Runs views share: a bar of their own choices over a grid of small multiples (compare.js draws
+// the cells through one WebGL context), each cell's data (points, colours, probe ids), and the links to the shared
+// state: a hover shows that probe point's card, a lasso selects the same probe ids everywhere, a click on a cell
+// opens it in the main view. A subclass says which cells to show (`specs`) and builds the bar (`bar`).
+import { choiceFor, runNamed, sameChoice, stepAtOrBefore } from "./choice.js";
+import { colorEncoding } from "./colors.js";
+import { Multiples } from "./compare.js";
+import { normalise } from "./scatter.js";
+import * as V from "./views.js";
+
+const { h } = V;
+
+/**
+ * @typedef {import("./compare.js").CellSpec} CellSpec
+ * @typedef {{rows: number, cols: number, specs: CellSpec[]}} Cells
+ */
+
+const ID_INDEXES = new WeakMap(); // probe ids array -> Map(id -> index)
+
+/** Map from probe id to index in `ids`, built once per array. @returns {Map<number, number>} */
+function idIndexOf(ids) {
+  if (!ID_INDEXES.has(ids)) ID_INDEXES.set(ids, new Map(Array.from(ids, (id, i) => [id, i])));
+  return ID_INDEXES.get(ids);
+}
+
+/**
+ * Points, colours and probe ids of representation `choice` of `run`, coloured by `colorBy` (the label for
+ * "change", which needs a pair of representations).
+ * @param {import("./model.js").Model} model @param {import("./model.js").Run} run
+ * @param {import("./choice.js").Choice} choice @param {string} colorBy
+ * @returns {Promise<import("./compare.js").CellData>}
+ */
+export async function cellData(model, run, choice, colorBy) {
+  const predSteps = run.prediction_steps;
+  const predStep = predSteps.length ? stepAtOrBefore(predSteps, choice.step) : null;
+  const [coords, labels, ids, preds] = await Promise.all([
+    model.coords(choice.run, choice.layer, choice.step, choice.key),
+    model.labels(choice.run),
+    model.ids(choice.run),
+    predStep === null ? null : model.predictions(choice.run, predStep),
+  ]);
+  const { x, y } = normalise(coords);
+  const colors = colorEncoding({ run, labels, preds, n: x.length }, colorBy === "change" ? "label" : colorBy);
+  return { x, y, z: colors.z, w: colors.w, by: colors.by, palette: colors.palette, ids, idIndex: idIndexOf(ids), run, labels, preds };
+}
+
+/** The base of a view of small multiples; subclasses define `specs(page)` and `bar(page, mode)`. */
+export class CellsView {
+  /**
+   * @param {import("./model.js").Model} model
+   * @param {import("./view.js").ViewEvents} events
+   */
+  constructor(model, events) {
+    this.model = model;
+    this.events = events;
+    /** @type {?import("./view.js").Page} */
+    this.page = null;
+    this.generation = 0;
+  }
+
+  /** @param {HTMLElement} el */
+  mount(el) {
+    el.classList.add("compare");
+    this.barEl = h("div", { class: "view-bar" });
+    const grid = h("div", { class: "grid", "data-testid": "grid" });
+    el.append(this.barEl, grid);
+    this.multiples = new Multiples(grid, {
+      onHover: (id, choice) => this.onHover(id, choice),
+      onSelect: (ids) => (ids ? this.events.select(ids) : this.multiples.select(this.page.state.selectedIds)),
+      onOpen: (choice) => {
+        if (choice) this.events.open(choice);
+      },
+    });
+  }
+
+  /**
+   * Nothing while hidden (the cells out of the page); every cell drawn again when the view is shown or the colours
+   * change; new cells only when the choice or the index changed; the mouse mode and the selection applied in place.
+   * @param {import("./view.js").Page} page
+   */
+  render(page) {
+    const last = this.page;
+    this.page = page;
+    if (page.view !== this.name) {
+      if (last && last.view === this.name) this.multiples.detach(); // only the shown view's cells are in the page
+      return;
+    }
+    const s = page.state;
+    const was = last && last.view === this.name ? last.state : null; // null: just shown
+    if (!was || s.mode !== was.mode) this.multiples.setMode(s.mode);
+    if (!was || s.colorBy !== was.colorBy) {
+      this.draw({ force: true });
+      return;
+    }
+    if (s.selectedIds !== was.selectedIds) this.multiples.select(s.selectedIds);
+    const same = page.index === last.index && sameChoice({ ...s, key: s.method }, { ...was, key: was.method });
+    if (!same) this.draw({ quiet: true });
+    else if (s.mode !== was.mode) this.renderBar();
+  }
+
+  resize() {
+    this.multiples.resize();
+  }
+
+  canvases() {
+    return [this.multiples.snapshot()];
+  }
+
+  /** The stored representation closest to `partial` in the page's index (see choice.js). */
+  choiceFor(partial) {
+    return choiceFor(this.page.index, this.page.state, partial);
+  }
+
+  /** A cell showing the representation closest to `partial`, titled by `title(choice)`. @returns {CellSpec} */
+  spec(partial, title) {
+    const choice = this.choiceFor(partial);
+    return choice
+      ? { id: `${choice.run}|${choice.layer}|${choice.key}|${choice.step}`, choice, title: title(choice) }
+      : { id: `missing|${JSON.stringify(partial)}`, choice: null, title: "nothing stored" };
+  }
+
+  renderBar() {
+    const mode = V.segmented("gridmode", V.MOUSE_MODES, this.page.state.mode, (v) => this.events.change({ mode: v }));
+    this.barEl.replaceChildren(...this.bar(this.page), h("span", { class: "spacer" }), mode);
+  }
+
+  /** Lay out and draw the cells; cells already drawn are kept unless `force`, nothing changes if `quiet` and the
+   * cells are the same. */
+  async draw({ force = false, quiet = false } = {}) {
+    const page = this.page;
+    if (!runNamed(page.index, page.state.run)) return;
+    const generation = ++this.generation;
+    const started = performance.now();
+    this.renderBar();
+    const { rows, cols, specs } = this.specs(page);
+    const cells = this.multiples.cells;
+    if (quiet && cells.length === specs.length && cells.every((c, i) => c.spec.id === specs[i].id)) return;
+    this.multiples.layout(specs, Math.max(rows, 1), Math.max(cols, 1));
+    const stats = window.__repvizStats;
+    stats.gridLayoutMs = performance.now() - started;
+    stats.gridCells = specs.length;
+    const draws = this.multiples.cells.map(async (cell, i) => {
+      const { choice, title } = cell.spec;
+      if (!choice) {
+        this.multiples.label(i, title, "no embedding stored");
+        return;
+      }
+      this.multiples.label(i, title);
+      if (cell.drawn && !force) return;
+      const data = await cellData(this.model, runNamed(page.index, choice.run), choice, page.state.colorBy);
+      if (generation !== this.generation) return;
+      const selected = [];
+      for (const id of this.page.state.selectedIds) {
+        const j = data.idIndex.get(id);
+        if (j !== undefined) selected.push(j);
+      }
+      await this.multiples.draw(i, data, selected);
+    });
+    try {
+      await Promise.all(draws);
+    } catch (e) {
+      this.events.error(e);
+      return;
+    }
+    if (generation !== this.generation) return;
+    stats.gridDraws += 1;
+    stats.gridDrawnMs = performance.now() - started;
+  }
+
+  onHover(id, choice) {
+    if (id === null || !choice) return;
+    this.model.ids(choice.run).then((ids) => {
+      const index = idIndexOf(ids).get(id);
+      if (index !== undefined) this.events.hover({ run: choice.run, index, step: choice.step });
+    });
+  }
+}

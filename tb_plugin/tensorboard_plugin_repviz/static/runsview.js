@@ -1,0 +1,56 @@
+// The Runs view: two or three runs side by side at the same layer depth and snapshot, linked by probe id
+// (cellsview.js).
+import { runNamed } from "./choice.js";
+import { CellsView } from "./cellsview.js";
+import * as V from "./views.js";
+
+const { h } = V;
+
+const SIDE_RUNS = 3;
+
+/** @implements {import("./view.js").View} */
+export class RunsView extends CellsView {
+  /**
+   * @param {import("./model.js").Model} model
+   * @param {import("./view.js").ViewEvents} events
+   */
+  constructor(model, events) {
+    super(model, events);
+    this.name = "runs";
+    this.label = "Runs";
+    this.title = "two or three runs side by side at the same layer depth and snapshot";
+    this.chrome = { snapshots: true, info: true, legend: true, selection: true };
+    this.runs = []; // the runs shown, at most SIDE_RUNS
+  }
+
+  /** The runs shown: the user's that still exist, else the current run and the next ones. @returns {string[]} */
+  shownRuns(page) {
+    const names = page.index.runs.map((r) => r.name);
+    this.runs = this.runs.filter((name) => names.includes(name));
+    if (!this.runs.length) this.runs = [page.state.run, ...names.filter((n) => n !== page.state.run)].slice(0, SIDE_RUNS);
+    return this.runs;
+  }
+
+  /** @param {import("./view.js").Page} page @returns {import("./cellsview.js").Cells} */
+  specs(page) {
+    const run = runNamed(page.index, page.state.run);
+    const unit = run.step_unit || "step";
+    const runs = this.shownRuns(page);
+    return { rows: 1, cols: runs.length,
+      specs: runs.map((name) => this.spec({ run: name }, (ch) => `${ch.run} · ${ch.layer} · ${unit} ${ch.step}`)) };
+  }
+
+  /** The run check boxes and what is shown. @returns {HTMLElement[]} */
+  bar(page) {
+    const { index, state } = page;
+    const run = runNamed(index, state.run);
+    return [
+      h("span", { class: "label", text: "Runs" }),
+      V.runChecks(index.runs.map((r) => r.name), this.shownRuns(page), SIDE_RUNS, (names) => {
+        if (names.length) this.runs = names;
+        this.draw();
+      }),
+      h("span", { class: "hint", text: `layer depth of ${state.layer}, ${(run && run.step_unit) || "step"} ${state.step}` }),
+    ];
+  }
+}
