@@ -1,10 +1,9 @@
-"""The seeded random reductions that :class:`repviz.ActivationLogger` applies to wide layers, as plain arrays.
+"""The seeded random reduction that :class:`repviz.ActivationLogger` applies to wide layers, as plain arrays.
 
-Both keep pairwise distances in expectation (``E ||R x||^2 = ||x||^2``), which is what every embedding and
-meta-SNE use. The numpy forms here define them, and serve tests and ``benchmarks/bench_reduction.py``; the
-logger applies the count sketch with :func:`apply_count_sketch` (one pass over each row, on a few threads: about
-4x less time than the same sketch as TensorFlow ops, which transpose, gather, scale and sum the whole block in
-turn) and the Gaussian projection on the backend.
+It keeps pairwise distances in expectation (``E ||R x||^2 = ||x||^2``), which is what every embedding and
+meta-SNE use. The numpy forms here define it and serve tests and ``benchmarks/bench_reduction.py``; the logger
+applies the count sketch with :func:`apply_count_sketch` (one pass over each row, on a few threads: about 4x less
+time than the same sketch as TensorFlow ops, which transpose, gather, scale and sum the whole block in turn).
 
 - **Count sketch** (the default; Charikar, Chen & Farach-Colton 2002; as a Johnson-Lindenstrauss transform,
   Clarkson & Woodruff 2013): every input column is added, with a random sign, to one of ``dim`` output columns.
@@ -14,8 +13,8 @@ turn) and the Gaussian projection on the backend.
   ``in_width x dim`` matrix. Columns go to shuffled slots of a ``(dim, ceil(in_width / dim))`` grid, so every
   output column sums nearly the same number of inputs and the backend computes it with a gather, a product and
   a sum over the last axis.
-- **Gaussian projection**: what runs recorded before the count sketch used (``"random_projection"`` in their
-  manifest); kept so that such runs continue with the same reduction when training resumes.
+- **Gaussian projection** (:func:`gaussian_matrix`): the dense transform the sketch is measured against in
+  ``benchmarks/bench_reduction.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from numba import njit
 from ._rows import run_rows
 
 COUNT_SKETCH = "count_sketch"
-GAUSSIAN = "random_projection"
 
 
 def count_sketch_plan(in_width: int, dim: int, seed) -> tuple[np.ndarray, np.ndarray]:

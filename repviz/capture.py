@@ -88,7 +88,6 @@ class _Capture:
     pooling: str | None
     flat_width: int  # columns after pooling, before the random reduction
     sketch: Any  # count sketch, applied to the flat output in numpy: (bucket, sign) per column, or None
-    projection: Any  # Gaussian projection of runs recorded before the count sketch: (flat_width, dim), or None
     reduction: dict
     width: int  # stored columns
 
@@ -150,9 +149,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         (each column added with a random sign to one of ``projection_dim`` columns: a sparse Johnson-Lindenstrauss
         transform that keeps pairwise distances, which is what every embedding here uses, at the cost of one
         pass over the row). It is seeded per layer and fixed for the run, so snapshots stay comparable, and
-        recorded in the manifest; a resumed run keeps the reduction each layer was recorded with (also the
-        Gaussian projection of runs recorded before). None means ``2 * projection_dim``, so stored widths stay
-        near ``projection_dim``.
+        recorded in the manifest; a resumed run keeps the reduction each layer was recorded with. None means
+        ``2 * projection_dim``, so stored widths stay near ``projection_dim``.
     projection_dim : int, default=256
         Width after the sketch; at most ``max_width``. Distances change by at most about
         ``1 / sqrt(2 * projection_dim)`` (4.4% at 256, 3.1% at 512; a median relative error of 2.4-3.9% at 256
@@ -374,16 +372,15 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         pooling = reduction.get("before", kind)
         pooling = pooling[len("global_"):-len("_pooling")] if pooling.startswith("global_") else None
         width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
-        sketch = projection = None
+        sketch = None
         if kind == _reduction.COUNT_SKETCH:
             plan = _reduction.count_sketch_plan(width, reduction["dim"], reduction["seed"])
             sketch = _reduction.count_sketch_columns(*plan, width, reduction["dim"])
-        elif kind == _reduction.GAUSSIAN:
-            projection = keras.ops.convert_to_tensor(
-                _reduction.gaussian_matrix(width, reduction["dim"], reduction["seed"]))
-        stored = reduction["dim"] if sketch is not None or projection is not None else width
-        return _Capture(name, path, layer, call, output, shape, pooling, width, sketch, projection, reduction,
-                        stored)
+        elif kind != "none" and pooling is None:
+            raise ValueError(f"layer {name!r} of this run was recorded with the reduction {kind!r}, which this "
+                             f"version of repviz cannot continue; record into a new run directory")
+        stored = reduction["dim"] if sketch is not None else width
+        return _Capture(name, path, layer, call, output, shape, pooling, width, sketch, reduction, stored)
 
     def _new_reduction(self, name: str, shape: tuple[int, ...]) -> dict:
         """The reduction of a layer recorded for the first time, as the manifest stores it."""
@@ -664,16 +661,13 @@ def _recording(layer, sink: list):
 
 def _reduce(tensor, c: _Capture):
     """Flatten one batch of a captured output to (batch, flat width) float32 on the backend side, pooled on
-    request (or projected, for runs recorded with the Gaussian projection); the count sketch follows in numpy."""
+    request; the count sketch follows in numpy."""
     ops = keras.ops
     x = ops.cast(tensor, "float32")
     if c.pooling:
         axes = tuple(range(1, len(x.shape) - 1))
         x = ops.mean(x, axis=axes) if c.pooling == "avg" else ops.max(x, axis=axes)
-    x = ops.reshape(x, (-1, c.flat_width))
-    if c.projection is not None:
-        x = ops.matmul(x, c.projection)
-    return x
+    return ops.reshape(x, (-1, c.flat_width))
 
 
 _BATCH_BYTES = 96 << 20  # batch_size=None: the full-width outputs of one probe batch fit in this
