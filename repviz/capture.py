@@ -515,7 +515,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
 
             nudge(self._follower)
         if not self._marker_written:
-            self._writer.write_tensorboard_marker(_write_summary_event)
+            self._writer.write_tensorboard_marker()
             self._marker_written = True
         return records
 
@@ -921,24 +921,3 @@ def _shapes(x) -> Any:
 
 def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _write_summary_event(directory: str, tag: str, content: bytes) -> None:
-    """Write one event file in ``directory`` holding a string summary ``tag`` owned by the repviz plugin.
-
-    The store says where and what (:meth:`repviz.store.RunWriter.write_tensorboard_marker`); this encodes it.
-    """
-    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=store.PLUGIN_NAME, content=content))
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content],
-                                    tensor_shape=tensor_shape_pb2.TensorShapeProto())
-    event = event_pb2.Event(wall_time=time.time(), step=0, summary=summary_pb2.Summary(
-        value=[summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)]))
-    writer = EventFileWriter(directory)
-    try:
-        writer.add_event(event)
-    finally:
-        writer.close()

@@ -23,7 +23,7 @@ caches behind them are named here too (:meth:`LogDir.vector_cache`). Scratch res
 Code outside this module reaches files only through these objects: a :class:`Run` pickles as a reference (its
 location and name) so worker processes reopen it, :meth:`Run.read_array` reads what a record describes,
 :meth:`Artifacts.read_into` reads part of a stored array into a caller's buffer, and
-:meth:`RunWriter.write_tensorboard_marker` says where and what TensorBoard's marker event is. A worker on another
+:meth:`RunWriter.write_tensorboard_marker` writes TensorBoard's marker event. A worker on another
 machine, or another storage backend, changes this module only.
 
 Every file is written to a temporary name and renamed into place, and a record is appended only after its
@@ -38,11 +38,12 @@ import json
 import os
 import re
 import secrets
+import socket
 import tempfile
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -335,16 +336,33 @@ class RunWriter:
             (self.root / _MANIFEST).unlink(missing_ok=True)
             self.created = False
 
-    def write_tensorboard_marker(self, write_event: Callable[[str, str, bytes], None]) -> None:
+    def write_tensorboard_marker(self) -> None:
         """Write the one tiny summary that makes TensorBoard list this run and enable the repviz tab.
 
-        The store decides where it goes (the run directory, where TensorBoard looks for event files), its tag
-        and its content (format version and layers, as JSON); ``write_event(directory, tag, content)`` encodes
-        it as a TensorBoard event, so that this module imports neither TensorFlow nor TensorBoard.
+        An event file in the run directory (where TensorBoard looks for them), written atomically, holding one
+        string summary tagged ``repviz/run`` and owned by the plugin, whose content is the format version and the
+        layers as JSON. Encoded with TensorBoard's protocol buffers and record framing, not its event writer,
+        which would load TensorFlow for its file system layer.
         """
+        from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
         content = json.dumps({"format_version": self.manifest["format_version"],
-                              "layers": list(self.manifest["layers"])})
-        write_event(str(self.run_dir), f"{PLUGIN_NAME}/run", content.encode())
+                              "layers": list(self.manifest["layers"])}).encode()
+        metadata = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=PLUGIN_NAME, content=content))
+        tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[content],
+                                        tensor_shape=tensor_shape_pb2.TensorShapeProto())
+        now = time.time()
+        events = [event_pb2.Event(wall_time=now, file_version="brain.Event:2"),
+                  event_pb2.Event(wall_time=now, step=0, summary=summary_pb2.Summary(
+                      value=[summary_pb2.Summary.Value(tag=f"{PLUGIN_NAME}/run", metadata=metadata,
+                                                       tensor=tensor)]))]
+        name = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}.repviz"
+        with atomic_path(self.run_dir / name) as tmp, open(tmp, "wb") as f:
+            records = RecordWriter(f)
+            for event in events:
+                records.write(event.SerializeToString())
 
     def reader_location(self) -> tuple[str, str]:
         """A log directory that lists this run and the run's name in it (its parent directory and its own name),

@@ -5,8 +5,11 @@ import multiprocessing
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -417,13 +420,28 @@ def test_a_run_pickles_as_a_reference_and_reads_what_a_record_names(tmp_path):
     assert not isinstance(run.read_array(record, mmap=False), np.memmap)
 
 
-def test_tensorboard_marker_place_and_content_come_from_the_store(tmp_path):
-    w = _writer(tmp_path)
-    events = []
-    w.write_tensorboard_marker(lambda *event: events.append(event))
-    [(directory, tag, content)] = events
-    assert directory == str(tmp_path / "run") and tag == f"{store.PLUGIN_NAME}/run"
-    assert json.loads(content) == {"format_version": store.FORMAT_VERSION, "layers": ["dense", "block/conv"]}
+def test_the_tensorboard_marker_is_an_event_file_tensorboard_reads(tmp_path):
+    """TensorBoard's own event reader finds the run's one summary, tagged and owned by the plugin, holding the
+    format version and the layers."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _writer(tmp_path).write_tensorboard_marker()
+    events = EventAccumulator(str(tmp_path / "run")).Reload()
+    assert events.Tags()["tensors"] == [f"{store.PLUGIN_NAME}/run"]
+    assert events.PluginTagToContent(store.PLUGIN_NAME) == {f"{store.PLUGIN_NAME}/run": ANY}
+    [event] = events.Tensors(f"{store.PLUGIN_NAME}/run")
+    content = json.loads(event.tensor_proto.string_val[0])
+    assert content == {"format_version": store.FORMAT_VERSION, "layers": ["dense", "block/conv"]}
+
+
+def test_writing_the_tensorboard_marker_loads_no_tensorflow(tmp_path):
+    """TensorBoard's event writer loads TensorFlow for its file system layer; the store's marker must not."""
+    code = ("import sys, numpy as np; from repviz.store import RunWriter; w = RunWriter(sys.argv[1]); "
+            "w.begin({'fingerprint': {}, 'layers': {'a': {'stored_shape': [3, 2]}}}); w.write_probe(np.arange(3)); "
+            "w.write_tensorboard_marker(); print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_cross_run_results_and_scratch_directories_are_named_by_the_store(tmp_path):
