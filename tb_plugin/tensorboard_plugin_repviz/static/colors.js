@@ -4,6 +4,7 @@
 // Tableau 10, then grey for "no class".
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
   "#9c755f", "#bab0ac"];
+/** Colour of points with no class (no label, no prediction). @type {string} */
 export const NO_CLASS = "#c7c7c7";
 const CORRECT = ["#9aa5b1", "#d62728", NO_CLASS];
 const CONFIDENCE_STOPS = [[215, 48, 39], [252, 174, 97], [44, 123, 182]]; // unsure red ... sure blue

@@ -18,6 +18,7 @@ const CLICK_PX = 4; // a press that moves less than this is a click, not a pan o
  *            idIndex: Map<number, number>, palette: string[], by: string}} CellData
  */
 
+/** The grid of small multiples: lays out cells, draws them, links hover and selection by probe id. */
 export class Multiples {
   /**
    * @param {HTMLElement} root where the grid goes

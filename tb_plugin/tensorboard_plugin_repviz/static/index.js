@@ -1,7 +1,7 @@
 // The Repviz tab. TensorBoard loads this module in an iframe whose page has <base href="plugin/repviz/"> and
 // calls render(). The App holds the state the views share (run, layer, method, snapshot, colour mode, mouse mode,
 // selection by probe id, hovered point), the header, the snapshot bar, the hover card, the selection box and the
-// background jobs; every view is a component behind one interface (view.js) in the VIEWS registry below, handed
+// status bar (errors, background jobs: jobs.js); every view is a component behind one interface (view.js) in the VIEWS registry below, handed
 // the Model and callbacks, never the App. model.js fetches, views.js builds DOM, colors.js encodes.
 //
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
@@ -19,6 +19,7 @@
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
 import { resolveCurrent, runNamed, stepAtOrBefore, stepsOf } from "./choice.js";
 import { GridView } from "./gridview.js";
+import { Jobs } from "./jobs.js";
 import { MainView } from "./mainview.js";
 import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
@@ -31,7 +32,6 @@ const { h } = V;
 const VIEWS = [MainView, GridView, RunsView, MetaView];
 
 const PLAY_MS = 1300;
-const JOB_POLL_MS = 1000;
 const COLOR_MODES = [
   { value: "label", label: "label", title: "colour by true class" },
   { value: "prediction", label: "prediction", title: "colour by predicted class" },
@@ -60,9 +60,14 @@ class App {
       hidden: new Set(), selectedIds: new Set(), hover: null,
     };
     this.error = null;
-    this.notes = []; // one-line remarks of finished jobs (e.g. snapshots skipped)
-    this.jobs = new Map(); // jobs this page started, by id: {job, onDone}
-    this.jobList = []; // their current states, one array per change (views compare it by identity)
+    this.jobs = new Jobs(this.model, {
+      onChange: () => {
+        this.renderStatus();
+        this.renderViews();
+      },
+      onFinished: () => this.onJobFinished(),
+      onError: (e) => this.showError(e),
+    });
     this.since = performance.now();
     this.playing = false;
     /** @type {import("./view.js").View[]} */
@@ -105,7 +110,7 @@ class App {
       select: (ids) => this.change({ selectedIds: ids }),
       hover: (point) => this.showPoint(point),
       card: (node) => this.el.hover.replaceChildren(node),
-      job: (start, describe, onDone) => this.startJob(start, describe, onDone),
+      job: (start, describe, onDone) => this.jobs.start(start, describe, onDone),
       error: (e) => this.showError(e),
     };
   }
@@ -131,7 +136,7 @@ class App {
 
   /** What every view is shown. @returns {import("./view.js").Page} */
   page() {
-    return { view: this.shown.name, state: this.state, index: this.index, jobs: this.jobList, since: this.since };
+    return { view: this.shown.name, state: this.state, index: this.index, jobs: this.jobs.list, since: this.since };
   }
 
   /** Give every view the new page. */
@@ -321,72 +326,26 @@ class App {
     out.toBlob((blob) => download(blob, `repviz-${this.shown.name}-${run}-${layer}.png`), "image/png");
   }
 
-  // --- background jobs -----------------------------------------------------------------------------------------
+  // --- background jobs ---------------------------------------------------------------------------------------
 
   /** Compute `method` for the layer of `current` in the background (the method picker's "compute …" entries). */
   startCompute(current, method) {
     const { run, layer } = current;
-    for (const [id, { job }] of this.jobs) {
-      if (job.state === "failed" && job.run === run && job.layer === layer && job.method === method) this.jobs.delete(id);
-    }
-    this.startJob(() => this.model.compute(run, layer, method), { kind: "embed", run, layer, method }, (job) => {
+    this.jobs.forget((job) => job.state === "failed" && job.run === run && job.layer === layer && job.method === method);
+    this.jobs.start(() => this.model.compute(run, layer, method), { kind: "embed", run, layer, method }, (job) => {
       if (this.state.run === job.run && this.state.layer === job.layer && this.state.method === `compute:${job.method}`) {
         this.state = { ...this.state, method: job.key || this.state.method };
       }
     });
   }
 
-  /**
-   * Track the job that `start()` asks the server for (described by `describe` until it answers, or as failed);
-   * `onDone(job)` runs once it has finished, before the index is read again.
-   */
-  async startJob(start, describe, onDone = () => {}) {
+  async onJobFinished() {
     try {
-      const job = await start();
-      this.jobs.set(job.id, { job: { ...describe, ...job }, onDone });
-    } catch (e) {
-      this.jobs.set(`local-${JSON.stringify(describe)}`, { job: { id: "", ...describe, state: "failed", error: e.message }, onDone });
-    }
-    this.jobsChanged();
-    this.pollJobs();
-  }
-
-  jobsChanged() {
-    this.jobList = [...this.jobs.values()].map(({ job }) => job);
-    this.renderStatus();
-    this.renderViews();
-  }
-
-  async pollJobs() {
-    clearTimeout(this.jobTimer);
-    const active = () => this.jobList.some((j) => j.state === "queued" || j.state === "running");
-    if (!active()) return;
-    try {
-      let finished = false;
-      for (const job of await this.model.jobs()) {
-        const mine = this.jobs.get(job.id);
-        if (!mine) continue;
-        const before = mine.job;
-        mine.job = { ...before, ...job };
-        if (job.state === "done" && before.state !== "done") {
-          finished = true;
-          mine.onDone(mine.job);
-          this.jobs.delete(job.id);
-          if (job.error) this.notes.push(`${job.kind === "meta" ? "meta-SNE map" : `${job.method} of ${job.layer}`}: ${job.error}`);
-        }
-      }
-      this.jobList = [...this.jobs.values()].map(({ job }) => job);
-      if (finished) {
-        await this.model.loadRuns();
-        this.onIndex();
-      } else {
-        this.renderViews();
-      }
+      await this.model.loadRuns();
+      this.onIndex();
     } catch (e) {
       this.showError(e);
     }
-    this.renderStatus();
-    if (active()) this.jobTimer = setTimeout(() => this.pollJobs(), JOB_POLL_MS);
   }
 
   // --- the page's own parts ------------------------------------------------------------------------------------
@@ -438,16 +397,8 @@ class App {
   renderStatus() {
     const parts = [];
     if (this.error) parts.push(V.errorBanner(this.error, () => this.showError(null)));
-    this.notes.forEach((note, i) => parts.push(V.note(note, () => {
-      this.notes.splice(i, 1);
-      this.renderStatus();
-    })));
-    for (const [id, { job }] of this.jobs) {
-      parts.push(V.jobView(job, () => {
-        this.jobs.delete(id);
-        this.jobsChanged();
-      }));
-    }
+    this.jobs.notes.forEach((note, i) => parts.push(V.note(note, () => this.jobs.dismissNote(i))));
+    for (const [id, job] of this.jobs.entries()) parts.push(V.jobView(job, () => this.jobs.dismiss(id)));
     this.el.status.replaceChildren(...parts);
   }
 }

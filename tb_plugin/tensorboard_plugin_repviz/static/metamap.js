@@ -26,6 +26,7 @@ export function metaRows(result, runs) {
   });
 }
 
+/** The meta-SNE map on a 2-D canvas, with hover and click by row. */
 export class MetaMap {
   /**
    * @param {HTMLCanvasElement} canvas

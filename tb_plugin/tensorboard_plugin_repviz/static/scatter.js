@@ -68,6 +68,7 @@ function pointSizeFor(n) {
   return Math.max(2, Math.min(7, Math.round(180 / Math.sqrt(Math.max(n, 1)))));
 }
 
+/** One scatter plot over regl-scatterplot: serialised draws, colours, selection, mouse modes. */
 export class Scatter {
   /**
    * @param {HTMLCanvasElement} canvas
