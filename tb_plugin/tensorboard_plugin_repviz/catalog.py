@@ -17,7 +17,8 @@ from typing import Any
 from repviz.store import LogDir, NotFoundError, Run
 
 
-def _inside(path: str, root: str) -> bool:
+def inside(path: str, root: str) -> bool:
+    """Whether ``path``, symbolic links resolved, lies under ``root`` (itself resolved)."""
     real = os.path.realpath(path)
     return os.path.commonpath([real, root]) == root
 
@@ -119,7 +120,7 @@ class Catalog:
         old = self._logdir.runs if self._logdir is not None else {}
         runs = {}
         for name, run in log.runs.items():
-            if not _inside(run.root, root):  # a symlink leading out of the log directory is not served
+            if not inside(run.root, root):  # a symlink leading out of the log directory is not served
                 continue
             previous = old.get(name)
             # the same manifest: keep the old object and the records it has parsed

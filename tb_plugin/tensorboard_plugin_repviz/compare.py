@@ -21,7 +21,7 @@ from repviz.neighbourhood import graph_method, nearest_to, neighborhood_change, 
 from repviz.store import NotFoundError, Run
 
 from .catalog import Catalog
-from .data import BadRequest, _key, _layer, _one_of, coords_impl, label_codes
+from .data import BadRequest, coords_impl, known_key, known_layer, known_step, label_codes
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ MAX_LEVELS = 10
 def _representation(catalog: Catalog, run_name: str, layer: str, step: int) -> tuple[Run, np.ndarray]:
     """The run and its stored activations of ``layer`` at ``step`` as (n, features), memory-mapped."""
     run = catalog.run(run_name)
-    _one_of(step, run.steps(_layer(run, layer)), f"layer {layer!r} of run {run_name!r}")
+    known_step(step, run.steps(known_layer(run, layer)), f"layer {layer!r} of run {run_name!r}")
     X = run.activations(layer, step)
     return run, X.reshape(X.shape[0], -1)
 
@@ -132,7 +132,7 @@ def trails_impl(catalog: Catalog, run_name: str, layer: str, key: str, indices) 
     """The 2-D coordinates (n_steps, m, 2) float32 of points ``indices`` in embedding ``key`` of ``layer`` at every
     stored step, in step order, and the steps."""
     run = catalog.run(run_name)
-    steps = run.embedding_steps(_key(run, key), _layer(run, layer))
+    steps = run.embedding_steps(known_key(run, key), known_layer(run, layer))
     if not steps:
         raise NotFoundError(f"embedding {key!r} of run {run_name!r} has no snapshots of layer {layer!r}")
     rows = check_indices(indices, len(run.read_embedding(key, layer, steps[0])))

@@ -17,7 +17,7 @@ from repviz.meta.result import MetaResult
 from repviz.meta.sources import INPUT_KEY
 from repviz.store import NotFoundError, Run, checksum
 
-from .catalog import Catalog, _inside
+from .catalog import Catalog, inside
 
 logger = logging.getLogger(__name__)
 
@@ -34,19 +34,22 @@ class BadRequest(ValueError):
 # Names
 # --------------------------------------------------------------------------------------------------------------
 
-def _layer(run: Run, layer: str) -> str:
+def known_layer(run: Run, layer: str) -> str:
+    """``layer`` if ``run`` lists it, else ``NotFoundError``."""
     if layer not in run.layers:
         raise NotFoundError(f"layer {layer!r} is not in run {run.name!r}")
     return layer
 
 
-def _key(run: Run, key: str) -> str:
+def known_key(run: Run, key: str) -> str:
+    """``key`` if ``run`` stores an embedding of that key, else ``NotFoundError``."""
     if key not in run.embedding_keys():
         raise NotFoundError(f"run {run.name!r} has no embedding {key!r}")
     return key
 
 
-def _one_of(value: int, have: list[int], what: str) -> int:
+def known_step(value: int, have: list[int], what: str) -> int:
+    """``value`` if it is one of the steps ``have`` of ``what``, else ``NotFoundError`` listing them."""
     if value not in have:
         raise NotFoundError(f"{what} has no step {value}; it has: {have[:50]}")
     return value
@@ -146,19 +149,19 @@ def _meta_names(log) -> list[str]:
     roots = [os.path.realpath(base) for base in (log.path, log.out) if base is not None]
     return [name for name in log.artifact_names()
             if log.artifacts(name).exists("result.json")
-            and any(_inside(log.artifacts(name).path("result.json"), root) for root in roots)]
+            and any(inside(log.artifacts(name).path("result.json"), root) for root in roots)]
 
 
 def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str | None) -> dict:
     """The manifest entry of a layer, the record of one snapshot and, with ``key``, the embedding's sidecar."""
     run = catalog.run(run_name)
-    info = run.layer_info(_layer(run, layer))
+    info = run.layer_info(known_layer(run, layer))
     record = run.record(layer, step)
     out = {"layer": {"name": layer, **info},
            "record": {k: record.get(k) for k in ("shape", "dtype", "nonfinite", "epoch", "batch", "step")},
            "embedding": None}
     if key is not None:
-        _one_of(step, run.embedding_steps(_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+        known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
         side = run.embedding_info(key, layer, step)
         out["embedding"] = {k: side.get(k) for k in ("method", "scores", "params", "align", "seconds", "n_iter",
                                                      "kl_divergence")}
@@ -196,8 +199,8 @@ def meta_rows(keys: list[tuple[str, str, int]], runs: dict[str, Run]) -> list[di
 def coords_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str) -> np.ndarray:
     """The stored 2-D embedding (n, 2) float32 (a 1-D embedding gets y = 0; more components are cut to 2)."""
     run = catalog.run(run_name)
-    _layer(run, layer)
-    _one_of(step, run.embedding_steps(_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+    known_layer(run, layer)
+    known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
     Y = np.asarray(run.read_embedding(key, layer, step))
     out = np.zeros((Y.shape[0], 2), dtype="<f4")
     out[:, :min(2, Y.shape[1])] = Y[:, :2]
@@ -213,7 +216,7 @@ def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
 def predictions_impl(catalog: Catalog, run_name: str, step: int) -> np.ndarray:
     """Predicted class then confidence of every probe point at ``step``: float32 of length 2n."""
     run = catalog.run(run_name)
-    _one_of(step, run.prediction_steps(), f"the predictions of run {run_name!r}")
+    known_step(step, run.prediction_steps(), f"the predictions of run {run_name!r}")
     probe = run.probe
     codes, names = label_codes(probe.labels, len(probe))
     n_classes = len(names) if names is not None else int(codes.max()) + 1 if len(codes) else 0
