@@ -22,7 +22,7 @@ MARGIN = 0.25
 
 
 def mass_levels(levels: int) -> list[float]:
-    """The enclosed probability masses of ``levels`` contours spread evenly in (0, 1), e.g. 4 -> [0.2, 0.4, 0.6, 0.8]."""
+    """The enclosed probability masses of ``levels`` contours spread evenly in (0, 1): 4 -> [0.2, 0.4, 0.6, 0.8]."""
     return [round((i + 1) / (levels + 1), 6) for i in range(levels)]
 
 
