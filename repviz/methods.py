@@ -57,6 +57,10 @@ class Method:
         ``"module:function"`` that continues from an earlier embedding ("init" only), called as
         ``function(X, previous, params, continuation) -> (Y, diagnostics)``; None: the estimator itself, with the
         continuation parameters and ``init=previous``.
+    fixed : dict
+        Values hashed (and described) with the parameters although the estimator no longer takes them: a
+        parameter that moved out of the estimator without changing any result keeps the keys, and so the cached
+        results, it had.
     """
 
     name: str
@@ -66,6 +70,7 @@ class Method:
     continuation: dict = field(default_factory=dict)
     supervised: bool = False
     continue_with: str | None = None
+    fixed: dict = field(default_factory=dict)
 
     def estimator_class(self) -> type:
         """The estimator class (imported now)."""
@@ -90,7 +95,7 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
                     continuation: dict | None = None, supervised: bool = False,
-                    continue_with: str | None = None) -> Method:
+                    continue_with: str | None = None, fixed: dict | None = None) -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
@@ -99,7 +104,8 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     check_option(align, ("init", "procrustes"), "align", "register_method")
     if (continuation or continue_with) and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
-    method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with)
+    method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with,
+                    dict(fixed or {}))
     METHODS[name] = method
     return method
 
@@ -110,7 +116,10 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 5e-3,
                               "neighbour_start": 120},
-                continue_with="repviz.continuation:continue_tsne")
+                continue_with="repviz.continuation:continue_tsne",
+                # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
+                # the race moved into repviz.continuation: same results, same keys
+                fixed={"neighbour_start": None, "rescale_init": "auto"})
 # Iterative stress minimisers continue from the previous layout as it is.
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
@@ -170,7 +179,7 @@ class Resolved:
         return None if self.align == "none" else self.method.align
 
     def describe(self) -> dict:
-        hashed = {k: v for k, v in self.params.items() if k not in _NOT_HASHED}
+        hashed = {**self.method.fixed, **{k: v for k, v in self.params.items() if k not in _NOT_HASHED}}
         return {"method": self.method.name, "params": hashed, "align": self.align, "default": self.default,
                 "continuation": self.method.continuation if self.chain_align == "init" else {},
                 "pipeline_version": PIPELINE_VERSION}
