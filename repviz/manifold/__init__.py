@@ -17,5 +17,5 @@ from .whitening import Whitening
 
 __all__ = ["classical_mds", "PCA", "ProbabilisticPCA", "ClassicalMDS", "MDS", "Sammon", "Isomap",
            "LocallyLinearEmbedding", "SpectralEmbedding", "DiffusionMap", "KernelPCA", "ForceDirectedLayout",
-           "LinearDiscriminantAnalysis", "TSNE", "SNE", "TSNEEmbedding", "Affinities", "Whitening", "FastICA", "SlowFeatureAnalysis",
-           "AutoencoderEmbedding", "ElasticEmbedding"]
+           "LinearDiscriminantAnalysis", "TSNE", "SNE", "TSNEEmbedding", "Affinities", "Whitening", "FastICA",
+           "SlowFeatureAnalysis", "AutoencoderEmbedding", "ElasticEmbedding"]
