@@ -102,8 +102,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
-    """Write ``array`` as ``.npy`` atomically (never as a pickle)."""
-    array = np.asarray(array)
+    """Write ``array`` as ``.npy`` atomically (never as a pickle), C-ordered: the readers refuse Fortran order
+    (an eigensolver's output often is)."""
+    array = np.ascontiguousarray(array)
     if array.dtype.hasobject:
         raise TypeError(f"refusing to store an object array at {path}: only numeric arrays are stored")
     with atomic_path(path) as tmp, open(tmp, "wb") as f:

@@ -531,3 +531,17 @@ def test_derived_caches_are_named_by_their_source_and_written_to_the_results(tmp
     assert run.density("pca-1", "dense", 0, "all-l4") == {"levels": [0.5]}
     run.write_embedding("pca-1", "dense", 0, np.ones((5, 2)), {"scores": {}})  # computed again
     assert run.density("pca-1", "dense", 0, "all-l4") is None
+
+
+def test_a_fortran_ordered_embedding_is_stored_as_a_cached_result(tmp_path):
+    """Non-regression: an eigensolver's Fortran-ordered output (Isomap, LLE, spectral, diffusion maps, kernel PCA)
+    was stored in Fortran order, which the header check refuses, so those embeddings were computed again on every
+    `repviz embed`."""
+    w = _writer(tmp_path / "logs")
+    w.write_probe(np.arange(5))
+    w.write_activation("dense", 0, np.zeros((5, 3), np.float32))
+    run = open_logdir(tmp_path / "logs").run("run")
+    Y = np.asfortranarray(np.arange(10, dtype=np.float32).reshape(5, 2))
+    run.write_embedding("isomap-1", "dense", 0, Y, {"scores": {}})
+    assert run.embedding_intact("isomap-1", "dense", 0, 5)
+    np.testing.assert_array_equal(run.read_embedding("isomap-1", "dense", 0), Y)
