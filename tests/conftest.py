@@ -114,3 +114,30 @@ def tiny_classifier():
         return model, x, y
 
     return make
+
+
+@pytest.fixture(scope="session")
+def cluster_run():
+    """``cluster_run(run_dir, layers=("a", "b"), steps=range(4), n=120, width=12, seed=0, dead=(), nan_at=())
+    -> RunWriter``: a run of 4 Gaussian clusters drifting apart over the steps (what the pipeline's chains
+    follow); ``dead`` layers are all zeros and ``nan_at`` (layer, step) pairs get one NaN."""
+
+    def write(path, layers=("a", "b"), steps=range(4), n=120, width=12, seed=0, dead=(), nan_at=()) -> RunWriter:
+        rng = np.random.default_rng(seed)
+        labels = np.arange(n) % 4
+        writer = RunWriter(path)
+        writer.begin({"fingerprint": FINGERPRINT, "layers": {lay: {"stored_shape": [n, width]} for lay in layers}})
+        writer.write_probe(np.arange(n), labels)
+        centers = rng.normal(size=(4, width)) * 3
+        noise = rng.normal(size=(n, width))
+        for s in steps:
+            for lay in layers:
+                X = (centers[labels] * (1 + s / 4) + noise + 0.05 * s * rng.normal(size=(n, width))).astype(np.float32)
+                if lay in dead:
+                    X[:] = 0
+                if (lay, s) in nan_at:
+                    X[0, 0] = np.nan
+                writer.write_activation(lay, s, X, epoch=s)
+        return writer
+
+    return write

@@ -15,7 +15,6 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from test_pipeline import make_run  # noqa: E402
 
 from repviz import open_logdir  # noqa: E402
 from repviz.cli import main  # noqa: E402
@@ -24,15 +23,13 @@ from repviz.methods import register_method  # noqa: E402
 from repviz.pipeline import embed_logdir  # noqa: E402
 from repviz.store import RunWriter  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def client():
+def client(repo):
     """One LocalCluster of two single-threaded worker processes for the module; the workers import this checkout
     (PYTHONPATH), as they would import an installed repviz."""
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(REPO / "tb_plugin"), old) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), str(repo / "tb_plugin"), old) if p)
     try:
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                       dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as c:
@@ -65,10 +62,10 @@ def _mtimes(logdir) -> dict[str, int]:
 # repviz embed
 # ---------------------------------------------------------------------------------------------------------------
 
-def test_embed_on_the_cluster_stores_what_a_local_run_stores(tmp_path, client):
+def test_embed_on_the_cluster_stores_what_a_local_run_stores(tmp_path, client, cluster_run):
     for where in ("local", "cluster"):
-        make_run(tmp_path / where / "r1", nan_at=(("b", 2),))
-        make_run(tmp_path / where / "r2", seed=1)
+        cluster_run(tmp_path / where / "r1", nan_at=(("b", 2),))
+        cluster_run(tmp_path / where / "r2", seed=1)
     local = embed_logdir(tmp_path / "local", ["tsne", "pca"])
     events = []
     remote = embed_logdir(tmp_path / "cluster", ["tsne", "pca"], executor=DaskExecutor(client),
@@ -101,14 +98,14 @@ class SlowPCA(PCA):
 '''
 
 
-def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkeypatch):
+def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkeypatch, cluster_run):
     module = tmp_path / "repviz_slow_pca.py"
     module.write_text(_SLOW)
     monkeypatch.syspath_prepend(str(tmp_path))
     client.upload_file(str(module))
     register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
-    make_run(tmp_path / "logs" / "r1", steps=range(10))
-    make_run(tmp_path / "fresh" / "r1", steps=range(10))
+    cluster_run(tmp_path / "logs" / "r1", steps=range(10))
+    cluster_run(tmp_path / "fresh" / "r1", steps=range(10))
 
     outcome = {}
     job = threading.Thread(target=lambda: outcome.update(result=embed_logdir(tmp_path / "logs", ["slowpca"],
@@ -136,8 +133,8 @@ def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkey
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
 
 
-def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, client):
-    make_run(tmp_path / "logs" / "r1")
+def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, client, cluster_run):
+    cluster_run(tmp_path / "logs" / "r1")
     worker = sorted(client.scheduler_info()["workers"])[0]
 
     def hide():  # this worker mounts nothing at that path
@@ -166,8 +163,8 @@ def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, cli
     assert not list((tmp_path / "logs").rglob("embeddings"))  # nothing was sent
 
 
-def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch):
-    make_run(tmp_path / "logs" / "r1")
+def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch, cluster_run):
+    cluster_run(tmp_path / "logs" / "r1")
     monkeypatch.chdir(tmp_path)  # a relative log directory reaches the workers as an absolute path
     assert main(["embed", "logs", "--method", "pca", "--scheduler", client.scheduler.address]) == 0
     out, err = capsys.readouterr()
@@ -181,18 +178,12 @@ def test_cli_embed_on_a_scheduler_address(tmp_path, client, capsys, monkeypatch)
 # meta-SNE
 # ---------------------------------------------------------------------------------------------------------------
 
-def _meta_logdir(path, steps=range(3), seed=0):
-    from test_meta import make_run as make_meta_run
-
-    return make_meta_run(path, steps=steps, seed=seed)
-
-
-def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client):
+def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client, cluster_run):
     from repviz.meta import MetaSNE
 
     for where in ("local", "cluster"):
-        writer = _meta_logdir(tmp_path / where / "r1")
-        _meta_logdir(tmp_path / where / "r2", steps=range(2), seed=1)
+        writer = cluster_run(tmp_path / where / "r1", steps=range(3), n=60, width=8)
+        cluster_run(tmp_path / where / "r2", steps=range(2), n=60, width=8, seed=1)
         writer.write_activation("a", 3, np.zeros((60, 8), np.float32))  # all probes coincide: left out
     events = []
     meta = MetaSNE(robustness=True, block_bytes=1 << 14,  # several column blocks per Gram task
@@ -226,8 +217,8 @@ def test_meta_on_the_cluster_equals_local_and_stays_incremental(tmp_path, client
     assert np.abs(remote.distances - local.distances).max() <= 1e-10
 
 
-def test_cli_meta_on_a_scheduler_address(tmp_path, client, capsys):
-    _meta_logdir(tmp_path / "r1")
+def test_cli_meta_on_a_scheduler_address(tmp_path, client, capsys, cluster_run):
+    cluster_run(tmp_path / "r1", steps=range(3), n=60, width=8)
     assert main(["meta", str(tmp_path), "--scheduler", client.scheduler.address]) == 0
     out = capsys.readouterr().out
     assert "6 representations of 60 probes" in out

@@ -22,31 +22,9 @@ from repviz.executors import LocalExecutor
 from repviz.methods import METHODS, params_hash, register_method, resolve
 from repviz.pipeline import embed_logdir, execute
 from repviz.planning import plan_embeddings
-from repviz.store import NotFoundError, RunWriter
+from repviz.store import NotFoundError
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
-REPO = Path(__file__).resolve().parents[1]
-
-
-def make_run(path, layers=("a", "b"), steps=range(4), n=120, width=12, seed=0, dead=(), nan_at=()):
-    """A run of drifting Gaussian clusters; ``dead`` layers are all zeros, ``nan_at`` (layer, step) get a NaN."""
-    rng = np.random.default_rng(seed)
-    labels = np.arange(n) % 4
-    writer = RunWriter(path)
-    writer.begin({"fingerprint": {"model": "m", "probe": "p"},
-                  "layers": {lay: {"stored_shape": [n, width]} for lay in layers}})
-    writer.write_probe(np.arange(n), labels)
-    centers = rng.normal(size=(4, width)) * 3
-    noise = rng.normal(size=(n, width))
-    for s in steps:
-        for lay in layers:
-            X = (centers[labels] * (1 + s / 4) + noise + 0.05 * s * rng.normal(size=(n, width))).astype(np.float32)
-            if lay in dead:
-                X[:] = 0
-            if (lay, s) in nan_at:
-                X[0, 0] = np.nan
-            writer.write_activation(lay, s, X, epoch=s)
-    return writer
 
 
 def _mtimes(logdir) -> dict[str, int]:
@@ -85,11 +63,11 @@ def test_bad_methods_and_parameters(call, match):
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_every_registered_method_runs_through_the_pipeline(tmp_path, name):
+def test_every_registered_method_runs_through_the_pipeline(tmp_path, name, cluster_run):
     attr = METHODS[name].target.partition(":")[2]
     if not hasattr(manifold, attr):
         pytest.skip(f"repviz.manifold.{attr} has not landed")
-    make_run(tmp_path / "r1", layers=("a",), steps=range(2), n=60)
+    cluster_run(tmp_path / "r1", layers=("a",), steps=range(2), n=60)
     # neighbourhoods must span the 4 clusters of 15 points for the graph methods
     params = {"tsne": {"perplexity": 10, "max_iter": 300, "n_jobs": 1}, "lle": {"n_neighbors": 20}}.get(name)
     result = embed_logdir(tmp_path, [name], {name: params} if params else None)
@@ -102,9 +80,9 @@ def test_every_registered_method_runs_through_the_pipeline(tmp_path, name):
 # cache and resume
 # ---------------------------------------------------------------------------------------------------------------
 
-def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path):
-    writer = make_run(tmp_path / "r1")
-    make_run(tmp_path / "r2", seed=1)
+def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path, cluster_run):
+    writer = cluster_run(tmp_path / "r1")
+    cluster_run(tmp_path / "r2", seed=1)
     first = embed_logdir(tmp_path, ["pca"])
     assert (first.computed, first.cached, first.failed) == (16, 0, [])
     before = _mtimes(tmp_path)
@@ -129,10 +107,10 @@ def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path
     assert info["source"]["crc32"] == run.record("a", 2)["crc32"] and info["init_from"] == ["a", 1]
 
 
-def test_the_cache_checks_what_it_finds(tmp_path):
+def test_the_cache_checks_what_it_finds(tmp_path, cluster_run):
     """Non-regression: a truncated embedding counted as cached, and a damaged or hand-replaced snapshot was never
     noticed (the recorded checksum was not compared with the file)."""
-    make_run(tmp_path / "r1")
+    cluster_run(tmp_path / "r1")
     key = embed_logdir(tmp_path, ["pca"]).keys["pca"]
     run = open_logdir(tmp_path).run("r1")
     emb = run.root / "embeddings" / key / "b" / "1.npy"
@@ -156,8 +134,8 @@ def test_the_cache_checks_what_it_finds(tmp_path):
     assert "does not hold the shape and dtype recorded" in replaced.failed[0]["error"]
 
 
-def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
-    make_run(tmp_path / "r1")
+def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path, cluster_run):
+    cluster_run(tmp_path / "r1")
     default = embed_logdir(tmp_path, ["pca"])
     other = embed_logdir(tmp_path, ["pca"], {"pca": {"n_components": 3}}, align="layers")
     run = open_logdir(tmp_path).run("r1")
@@ -176,10 +154,10 @@ def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path):
         run.embedding("b", 3, "tsne")
 
 
-def test_default_values_spelled_out_find_the_default_embedding(tmp_path):
+def test_default_values_spelled_out_find_the_default_embedding(tmp_path, cluster_run):
     """Non-regression: embed pca, then whiten=true, then whiten=false (the default) left two keys neither marked
     default, so run.embedding(..., method="pca") failed with "2 'pca' embeddings matching {}"."""
-    make_run(tmp_path / "r1", steps=range(2))
+    cluster_run(tmp_path / "r1", steps=range(2))
     first = embed_logdir(tmp_path, ["pca"]).keys["pca"]
     whitened = embed_logdir(tmp_path, ["pca"], {"pca": {"whiten": True}}).keys["pca"]
     again = embed_logdir(tmp_path, ["pca"], {"pca": {"whiten": False}})
@@ -189,9 +167,9 @@ def test_default_values_spelled_out_find_the_default_embedding(tmp_path):
     np.testing.assert_array_equal(run.embedding("a", 1, method="pca"), run.read_embedding(first, "a", 1))
 
 
-def test_parallel_jobs_give_the_same_embeddings(tmp_path):
-    make_run(tmp_path / "one" / "r1")
-    make_run(tmp_path / "two" / "r1")
+def test_parallel_jobs_give_the_same_embeddings(tmp_path, cluster_run):
+    cluster_run(tmp_path / "one" / "r1")
+    cluster_run(tmp_path / "two" / "r1")
     a = embed_logdir(tmp_path / "one", ["pca"], jobs=1)
     b = embed_logdir(tmp_path / "two", ["pca"], jobs=2)
     assert a.computed == b.computed == 8
@@ -223,12 +201,12 @@ if __name__ == "__main__":  # spawned workers import this script too
 
 @pytest.mark.parametrize("sig, jobs", [(signal.SIGKILL, 1), (signal.SIGINT, 1), (signal.SIGINT, 2),
                                        (signal.SIGTERM, 2), (signal.SIGKILL, 2)])
-def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
+def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs, cluster_run):
     """Workers die with the command however it is stopped (non-regression: after SIGTERM or SIGKILL of the main
     process, workers went on writing, then hung)."""
     psutil = pytest.importorskip("psutil")
-    make_run(tmp_path / "logs" / "r1", steps=range(8))
-    make_run(tmp_path / "fresh" / "r1", steps=range(8))
+    cluster_run(tmp_path / "logs" / "r1", steps=range(8))
+    cluster_run(tmp_path / "fresh" / "r1", steps=range(8))
     script = tmp_path / "slow.py"
     script.write_text(_SLOW_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs"), str(jobs)], stdout=subprocess.PIPE,
@@ -266,11 +244,11 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, sig, jobs):
                                        atol=1e-5)
 
 
-def test_a_killed_worker_fails_its_chain_and_the_rest_finishes(tmp_path):
+def test_a_killed_worker_fails_its_chain_and_the_rest_finishes(tmp_path, cluster_run):
     """Non-regression: SIGKILL of one worker (the OOM killer) ended the command with a BrokenProcessPool
     traceback."""
     psutil = pytest.importorskip("psutil")
-    make_run(tmp_path / "logs" / "r1", layers=("a", "b", "c"), steps=range(8))
+    cluster_run(tmp_path / "logs" / "r1", layers=("a", "b", "c"), steps=range(8))
     script = tmp_path / "slow.py"
     script.write_text(_SLOW_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "logs"), "2"], stdout=subprocess.PIPE,
@@ -293,9 +271,9 @@ def test_a_killed_worker_fails_its_chain_and_the_rest_finishes(tmp_path):
     assert again.failed == [] and again.computed >= 1 and again.computed + again.cached == 24
 
 
-def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path):
+def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path, cluster_run):
     for where in ("planned", "direct"):
-        make_run(tmp_path / where / "r1", nan_at=(("b", 1),))
+        cluster_run(tmp_path / where / "r1", nan_at=(("b", 1),))
     plan = plan_embeddings(tmp_path / "planned", ["pca", "mds"])
     assert not list((tmp_path / "planned").rglob("embeddings"))  # planning writes nothing
     assert all(isinstance(task, ChainTask) for task in plan.tasks) and plan.total == 16 and plan.cached == 0
@@ -322,8 +300,8 @@ def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path):
 # failures and the command line
 # ---------------------------------------------------------------------------------------------------------------
 
-def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys):
-    make_run(tmp_path / "r1", layers=("a", "dead", "c"), dead=("dead",), nan_at=(("c", 2),))
+def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys, cluster_run):
+    cluster_run(tmp_path / "r1", layers=("a", "dead", "c"), dead=("dead",), nan_at=(("c", 2),))
     result = embed_logdir(tmp_path, ["pca"])
     assert result.computed == 4 + 3
     assert {(f["layer"], f["step"]) for f in result.failed} == {("dead", s) for s in range(4)} | {("c", 2)}
@@ -341,8 +319,8 @@ def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys):
     assert "0 computed, 7 cached, 5 failed" in out
 
 
-def test_cli_prints_the_summary_table(tmp_path, capsys):
-    make_run(tmp_path / "r1")
+def test_cli_prints_the_summary_table(tmp_path, capsys, cluster_run):
+    cluster_run(tmp_path / "r1")
     assert main(["embed", str(tmp_path), "--method", "pca", "--layers", "b", "--steps", "0,2",
                  "--param", "pca.n_components=2", "--jobs", "1"]) == 0
     out, err = capsys.readouterr()
@@ -363,8 +341,8 @@ def test_cli_prints_the_summary_table(tmp_path, capsys):
     (["--method", "pca", "--layers", "nope"], "layer 'nope' is not in run(s) 'r1'; it has: 'a', 'b'"),
     (["--method", "pca", "--steps", "9"], "step 9 of layer 'a' is not in run 'r1'; it has steps: 0, 1, 2, 3"),
 ])
-def test_cli_errors_are_one_line(tmp_path, capsys, args, message):
-    make_run(tmp_path / "r1")
+def test_cli_errors_are_one_line(tmp_path, capsys, args, message, cluster_run):
+    cluster_run(tmp_path / "r1")
     assert main(["embed", str(tmp_path), *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1
@@ -391,16 +369,14 @@ def test_procrustes_recovers_a_rotated_reflected_copy():
     assert mean_displacement(Y, Y) == 0.0 and mean_displacement(moved, Y) > 0.5
 
 
-def _train_and_capture(logdir, epochs_before=30, snapshots=4):
+def _train_and_capture(logdir, digits, epochs_before=30, snapshots=4):
     """A small MLP on scikit-learn's digits, trained to convergence, captured at its last epochs."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     keras = pytest.importorskip("keras")
-    from sklearn.datasets import load_digits
 
     from repviz import ActivationLogger
 
-    digits = load_digits()
-    x, y = (digits.data / 16).astype(np.float32), digits.target
+    x, y = (digits[0] / 16).astype(np.float32), digits[1]
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(32, activation="relu", name="hidden"),
                               keras.layers.Dense(10, activation="softmax", name="out")])
@@ -418,8 +394,8 @@ def _consecutive_displacement(run, key, layer):
 
 @pytest.mark.slow
 @needs_tsne
-def test_aligned_snapshots_of_a_converged_network_move_far_less(tmp_path):
-    _train_and_capture(tmp_path, epochs_before=30, snapshots=5)
+def test_aligned_snapshots_of_a_converged_network_move_far_less(tmp_path, digits):
+    _train_and_capture(tmp_path, digits, epochs_before=30, snapshots=5)
     run = open_logdir(tmp_path).run("mlp")
     converged = run.steps("hidden")[1:]  # the capture also holds epoch 0, before training
     params = {"tsne": {"perplexity": 20, "n_jobs": 1}}
@@ -434,22 +410,22 @@ def test_aligned_snapshots_of_a_converged_network_move_far_less(tmp_path):
     assert run.embedding_scores("hidden", converged[-1], aligned.keys["tsne"])["trustworthiness"] > 0.95
 
 
-def test_import_repviz_stays_light():
+def test_import_repviz_stays_light(repo):
     code = textwrap.dedent("""
         import sys, repviz
         assert callable(repviz.embed_logdir)
         heavy = [m for m in ("keras", "tensorflow", "numba") if m in sys.modules]
         print(heavy)
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert out.stdout.strip() == "[]"
 
 
-def test_tuple_parameters_reach_the_estimator_and_the_cache_key(tmp_path):
+def test_tuple_parameters_reach_the_estimator_and_the_cache_key(tmp_path, cluster_run):
     from repviz.cli import _parse_value
 
     assert _parse_value("128,32") == (128, 32)
-    make_run(tmp_path / "r1", layers=("a",), steps=range(2), n=40)
+    cluster_run(tmp_path / "r1", layers=("a",), steps=range(2), n=40)
     keys = {}
     for hidden in ((8, 4), (8,)):
         result = embed_logdir(tmp_path, ["autoencoder"], {"autoencoder": {"hidden": hidden, "epochs": 2}})
