@@ -1,7 +1,8 @@
 // What the Grid and Runs views share: a bar of their own choices over a grid of small multiples (compare.js draws
-// the cells through one WebGL context), each cell's data (points, colours, probe ids), and the links to the shared
-// state: a hover shows that probe point's card, a lasso selects the same probe ids everywhere, a click on a cell
-// opens it in the main view. A subclass says which cells to show (`specs`) and builds the bar (`bar`).
+// the cells), each cell's data (points, colours, probe ids), and the links to the shared state: a hover shows that
+// probe point's card, a lasso selects the same probe ids everywhere, a click on a cell opens it in the main view.
+// A subclass says which cells to show (`specs`) and builds the bar (`bar`). The grid itself is one board that the
+// shown view of small multiples holds: one WebGL context for them all, and only one set of cells in the page.
 import { choiceFor, runNamed, sameChoice, stepAtOrBefore } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import { Multiples } from "./compare.js";
@@ -44,7 +45,33 @@ export async function cellData(model, run, choice, colorBy) {
   return { x, y, z: colors.z, w: colors.w, by: colors.by, palette: colors.palette, ids, idIndex: idIndexOf(ids), run, labels, preds };
 }
 
-/** The base of a view of small multiples; subclasses define `specs(page)` and `bar(page, mode)`. */
+/**
+ * The grid element and its plots, moved into the view of small multiples that is shown. Hidden views keep their
+ * size (visibility), so a board left in a hidden view is not resized, and its cells are not drawn again on return.
+ */
+class Board {
+  constructor() {
+    this.el = h("div", { class: "grid", "data-testid": "grid" });
+    /** @type {?CellsView} */
+    this.owner = null;
+    this.multiples = new Multiples(this.el, {
+      onHover: (id, choice) => this.owner.onHover(id, choice),
+      onSelect: (ids) => this.owner.onSelect(ids),
+      onOpen: (choice) => this.owner.onOpen(choice),
+    });
+  }
+
+  /** Put the board in `view`'s element, under its bar. */
+  take(view) {
+    if (this.owner === view) return;
+    this.owner = view;
+    view.el.append(this.el);
+  }
+}
+
+let board = null; // created when a view of small multiples is first shown
+
+/** The base of a view of small multiples; subclasses define `specs(page)` and `bar(page)`. */
 export class CellsView {
   /**
    * @param {import("./model.js").Model} model
@@ -61,30 +88,27 @@ export class CellsView {
   /** @param {HTMLElement} el */
   mount(el) {
     el.classList.add("compare");
+    this.el = el;
     this.barEl = h("div", { class: "view-bar" });
-    const grid = h("div", { class: "grid", "data-testid": "grid" });
-    el.append(this.barEl, grid);
-    this.multiples = new Multiples(grid, {
-      onHover: (id, choice) => this.onHover(id, choice),
-      onSelect: (ids) => (ids ? this.events.select(ids) : this.multiples.select(this.page.state.selectedIds)),
-      onOpen: (choice) => {
-        if (choice) this.events.open(choice);
-      },
-    });
+    el.append(this.barEl);
+  }
+
+  /** The plots of the board (valid while this view is shown). @returns {Multiples} */
+  get multiples() {
+    return board.multiples;
   }
 
   /**
-   * Nothing while hidden (the cells out of the page); every cell drawn again when the view is shown or the colours
-   * change; new cells only when the choice or the index changed; the mouse mode and the selection applied in place.
+   * Nothing while hidden; every cell drawn again when the view is shown or the colours change; new cells only when
+   * the choice or the index changed; the mouse mode and the selection applied in place.
    * @param {import("./view.js").Page} page
    */
   render(page) {
     const last = this.page;
     this.page = page;
-    if (page.view !== this.name) {
-      if (last && last.view === this.name) this.multiples.detach(); // only the shown view's cells are in the page
-      return;
-    }
+    if (page.view !== this.name) return;
+    board ??= new Board();
+    board.take(this);
     const s = page.state;
     const was = last && last.view === this.name ? last.state : null; // null: just shown
     if (!was || s.mode !== was.mode) this.multiples.setMode(s.mode);
@@ -99,7 +123,7 @@ export class CellsView {
   }
 
   resize() {
-    this.multiples.resize();
+    if (board && board.owner === this) this.multiples.resize();
   }
 
   canvases() {
@@ -130,6 +154,7 @@ export class CellsView {
     const page = this.page;
     if (!runNamed(page.index, page.state.run)) return;
     const generation = ++this.generation;
+    const current = () => generation === this.generation && board.owner === this; // no newer draw, still shown
     const started = performance.now();
     this.renderBar();
     const { rows, cols, specs } = this.specs(page);
@@ -148,7 +173,7 @@ export class CellsView {
       this.multiples.label(i, title);
       if (cell.drawn && !force) return;
       const data = await cellData(this.model, runNamed(page.index, choice.run), choice, page.state.colorBy);
-      if (generation !== this.generation) return;
+      if (!current()) return;
       const selected = [];
       for (const id of this.page.state.selectedIds) {
         const j = data.idIndex.get(id);
@@ -162,9 +187,18 @@ export class CellsView {
       this.events.error(e);
       return;
     }
-    if (generation !== this.generation) return;
+    if (!current()) return;
     stats.gridDraws += 1;
     stats.gridDrawnMs = performance.now() - started;
+  }
+
+  onSelect(ids) {
+    if (ids) this.events.select(ids);
+    else this.multiples.select(this.page.state.selectedIds); // a click in a cell opens it: keep the selection
+  }
+
+  onOpen(choice) {
+    if (choice) this.events.open(choice);
   }
 
   onHover(id, choice) {

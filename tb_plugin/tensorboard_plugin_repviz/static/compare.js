@@ -198,11 +198,6 @@ export class Multiples {
     this.handlers.onSelect(new Set(indices.map((i) => cell.data.ids[i])));
   }
 
-  /** Take the cells out of the page while another view is shown; the next `layout` puts them back, plots kept. */
-  detach() {
-    this.root.replaceChildren();
-  }
-
   /** Free every plot; the shared context goes with the page. */
   clear() {
     for (const cell of this.cells) cell.scatter.destroy();

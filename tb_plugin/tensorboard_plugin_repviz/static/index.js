@@ -28,7 +28,7 @@ import * as V from "./views.js";
 
 const { h } = V;
 
-/** The views, in the order of the view switch; the first is shown first. */
+/** The views, in the order of the view switch; the first is shown first and shows what another view opens. */
 const VIEWS = [MainView, GridView, RunsView, MetaView];
 
 const PLAY_MS = 1300;
