@@ -12,10 +12,10 @@ from .mds import MDS, ClassicalMDS, Sammon, classical_mds
 from .pca import PCA, ProbabilisticPCA
 from .sfa import SlowFeatureAnalysis
 from .spectral import DiffusionMap, SpectralEmbedding
-from .tsne import SNE, TSNE, Affinities, TSNEEmbedding
+from .tsne import SNE, TSNE
 from .whitening import Whitening
 
 __all__ = ["classical_mds", "PCA", "ProbabilisticPCA", "ClassicalMDS", "MDS", "Sammon", "Isomap",
            "LocallyLinearEmbedding", "SpectralEmbedding", "DiffusionMap", "KernelPCA", "ForceDirectedLayout",
-           "LinearDiscriminantAnalysis", "TSNE", "SNE", "TSNEEmbedding", "Affinities", "Whitening", "FastICA",
-           "SlowFeatureAnalysis", "AutoencoderEmbedding", "ElasticEmbedding"]
+           "LinearDiscriminantAnalysis", "TSNE", "SNE", "Whitening", "FastICA", "SlowFeatureAnalysis",
+           "AutoencoderEmbedding", "ElasticEmbedding"]
