@@ -14,7 +14,8 @@ from repviz.cli import main
 from repviz.meta import INPUT_KEY, MetaResult, MetaSNE, representation_distances
 from repviz.meta import distances as meta_distances
 from repviz.meta.bank import VectorBank
-from repviz.meta.vectors import TRANSFORMS, probe_pairs, representation_vectors
+from repviz.meta.options import TRANSFORMS
+from repviz.meta.vectors import probe_pairs, representation_vectors
 from repviz.store import Artifacts, RunWriter
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")

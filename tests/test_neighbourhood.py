@@ -8,8 +8,14 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from repviz import neighbourhood
-from repviz.neighbourhood import (EXACT_MAX_N, distances_to, graph_method, nearest_to, neighborhood_change,
-                                  neighbour_graph)
+from repviz.neighbourhood import (
+    EXACT_MAX_N,
+    distances_to,
+    graph_method,
+    nearest_to,
+    neighborhood_change,
+    neighbour_graph,
+)
 
 
 def test_neighborhood_change_by_hand_and_against_sets():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..manifold import classical_mds
-from .options import EMBEDDINGS
 
 
 def auto_perplexity(n: int) -> float:

@@ -29,18 +29,18 @@ from ..store import LogDir, checksum, open_logdir, temporary_artifacts
 from .bank import VectorBank
 from .distances import (
     DEFAULT_MAX_PROBES,
-    METRICS,
     add_vectors,
     from_sq_chords,
     pair_sample,
     rank_correlation,
     vector_id,
 )
-from .embedding import EMBEDDINGS, embed
+from .embedding import embed
+from .options import EMBEDDINGS, METRICS, TRANSFORMS
 from .result import MetaResult
 from .sources import from_arrays, from_logdir, input_representation, warn_skipped
 from .tasks import add_vectors_with, gram_with
-from .vectors import TRANSFORMS, vector_length
+from .vectors import vector_length
 
 
 class MetaSNE:
