@@ -7,8 +7,9 @@
 Modules, one job each: ``vectors`` (representation → unit vector), ``bank`` (vectors on disk, blocked float64
 Gram, incremental cache), ``distances`` (chord/angle, ``representation_distances``), ``sources`` (what to
 compare, probe checks), ``embedding`` (MDS/SMACOF/t-SNE of the R×R distances), ``metasne`` (the estimator and
-its fit), ``result`` (the saved map, numpy only), ``checks`` (layer identification and architecture separation
-across seeds).
+its fit), ``tasks`` (vectors and Gram blocks as executor tasks), ``result`` (the saved map, numpy only),
+``checks`` (layer identification and architecture separation across seeds), ``options`` (the transform, metric
+and embedding choices, importing nothing).
 """
 
 from __future__ import annotations
