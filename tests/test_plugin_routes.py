@@ -24,6 +24,7 @@ from tensorboard.backend import application, http_util  # noqa: E402
 from tensorboard.plugins import base_plugin  # noqa: E402
 from tensorboard_plugin_repviz import data, loader  # noqa: E402
 from tensorboard_plugin_repviz import plugin as plugin_module  # noqa: E402
+from tensorboard_plugin_repviz.jobs import JobManager  # noqa: E402
 from werkzeug import test as wtest  # noqa: E402
 from werkzeug import wrappers  # noqa: E402
 
@@ -475,8 +476,8 @@ def test_job_queue_is_bounded(logdir, monkeypatch):
         def submit(self, *args):
             return Future()
 
-    monkeypatch.setattr(plugin.jobs, "_start", IdlePool)
-    monkeypatch.setattr(plugin.jobs, "max_pending", 2)
+    monkeypatch.setattr(plugin, "jobs", JobManager(plugin.jobs.logdir, out=plugin.jobs.out, max_pending=2,
+                                                   pool=IdlePool()))
     for layer in ("hidden", "out"):
         assert client.post(BASE + "compute", json={"run": "bare", "layer": layer, "method": "tsne"}).status_code == 202
     assert client.post(BASE + "compute", json={"run": "bare", "layer": "out", "method": "tsne"}).status_code == 200

@@ -28,13 +28,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from queue import Empty
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from concurrent.futures import ProcessPoolExecutor
 
 _PROGRESS_KEYS = ("stage", "done", "total", "fraction", "message", "eta")
 
@@ -64,6 +60,12 @@ def _init_worker(queue) -> None:
     _QUEUE = queue
 
 
+def _report(job_id: str, snapshot: dict | None) -> None:
+    """Send a job's progress (None: it started) to the server; nothing in an executor the manager did not start."""
+    if _QUEUE is not None:
+        _QUEUE.put((job_id, snapshot))
+
+
 def _init_quick_worker() -> None:
     """One numba thread per quick worker: they run side by side, and numba is loaded before the first call."""
     import numba
@@ -78,9 +80,9 @@ def _run_job(job_id: str, logdir: str, out: str | None, run: str, layer: str, me
     from repviz.store import open_logdir
 
     def sink(snapshot: dict) -> None:
-        _QUEUE.put((job_id, snapshot))
+        _report(job_id, snapshot)
 
-    _QUEUE.put((job_id, None))  # started
+    _report(job_id, None)  # started
     state = ProgressState(sink, min_interval=0.25)
     result = embed_logdir(open_logdir(logdir, out), methods=[method], runs=[run], layers=[layer], progress=False,
                           on_progress=state)
@@ -99,9 +101,9 @@ def _run_meta_job(job_id: str, logdir: str, out: str | None, transform: str, met
     from repviz.store import open_logdir
 
     def sink(snapshot: dict) -> None:
-        _QUEUE.put((job_id, snapshot))
+        _report(job_id, snapshot)
 
-    _QUEUE.put((job_id, None))  # started
+    _report(job_id, None)  # started
     state = ProgressState(sink, min_interval=0.25)
     log = open_logdir(logdir, out)
     first = next(iter(log.runs.values()), None)
@@ -133,17 +135,22 @@ class JobManager:
     quick_workers : int, default=2
         Worker processes for the short computations of :meth:`calls` (started with the first), one numba thread
         each.
+    pool, quick_pool : concurrent.futures.Executor, optional
+        Executors for the jobs and for the short computations instead of the worker processes started on first
+        use (e.g. one that never runs what it is given, to test the bounds of the queue). A job in such a
+        ``pool`` reports its progress only when it has finished.
     """
 
     def __init__(self, logdir: str, *, out: str | None = None, workers: int = 1, max_pending: int = 8,
-                 keep: int = 50, quick_workers: int = 2):
+                 keep: int = 50, quick_workers: int = 2, pool: Executor | None = None,
+                 quick_pool: Executor | None = None):
         self.logdir, self.out, self.workers, self.max_pending, self.keep = logdir, out, workers, max_pending, keep
         self.quick_workers = quick_workers
         self._lock = threading.Lock()
         self._jobs: OrderedDict[str, dict] = OrderedDict()
         self._ids = itertools.count(1)
-        self._pool: ProcessPoolExecutor | None = None
-        self._quick: ProcessPoolExecutor | None = None
+        self._pool: Executor | None = pool
+        self._quick: Executor | None = quick_pool
         self._calls: dict[tuple, Future] = {}
         self._queue = None
         self._drainer: threading.Thread | None = None
@@ -231,7 +238,7 @@ class JobManager:
                 pool.shutdown(wait=False, cancel_futures=True)
 
     # internals ----------------------------------------------------------------------------------------------
-    def _start(self) -> ProcessPoolExecutor:
+    def _start(self) -> Executor:
         if self._closed:
             raise RuntimeError("the job manager is closed")
         if self._pool is None:
@@ -248,7 +255,7 @@ class JobManager:
                                              initializer=_init_worker, initargs=(self._queue,))
         return self._pool
 
-    def _start_quick(self) -> ProcessPoolExecutor:
+    def _start_quick(self) -> Executor:
         if self._closed:
             raise RuntimeError("the job manager is closed")
         if self._quick is None:
