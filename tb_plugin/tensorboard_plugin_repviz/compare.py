@@ -122,10 +122,10 @@ def check_indices(indices, n: int) -> np.ndarray:
         raise BadRequest("indices must be a JSON list of integers (probe order)")
     if not 1 <= len(indices) <= MAX_TRAILS:
         raise BadRequest(f"trails take at most {MAX_TRAILS} points; got {len(indices)}")
-    out = np.asarray(indices, dtype=np.int64)
-    if out.min() < 0 or out.max() >= n:
-        raise BadRequest(f"indices must be in [0, {n}); got {int(out.min() if out.min() < 0 else out.max())}")
-    return out
+    outside = next((i for i in indices if not 0 <= i < n), None)  # before numpy, which overflows past int64
+    if outside is not None:
+        raise BadRequest(f"indices must be in [0, {n}); got {str(outside)[:40]}")
+    return np.asarray(indices, dtype=np.int64)
 
 
 def trails_impl(catalog: Catalog, run_name: str, layer: str, key: str, indices) -> tuple[np.ndarray, list[int]]:
