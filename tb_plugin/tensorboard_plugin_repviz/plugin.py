@@ -3,8 +3,18 @@
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
 JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``POST compute``, ``POST compute_meta``;
 binary ``coords``, ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
-the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 404, 405, 413, 429,
-500 or 503, never a traceback page.
+the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 403, 404, 405, 413, 415,
+429, 500 or 503, never a traceback page.
+
+Each route takes its methods only (GET and HEAD, or POST; 405 with ``Allow`` otherwise). A POST must come from the
+tab's own page, so that no other web page the user visits can queue work: ``Content-Type: application/json`` (415
+otherwise: a cross-site "simple request" cannot send it without a CORS preflight, which gets 405), a
+``Sec-Fetch-Site`` of ``same-origin`` or ``none`` when the browser sends one, else an ``Origin``, when present, equal
+to the request's own scheme://host:port (403 otherwise). Its body must declare a Content-Length within the route's
+bound (413) and arrive with no pause longer than :data:`BODY_TIMEOUT` (400). A stored file that cannot be read (a
+damaged ``.npy``) answers 500 naming the file. One limit is not ours: a request line over 64 KiB (a query string
+of that size) gets Python's ``http.server`` 414 page before TensorBoard or the plugin see the request; a parameter
+over 1,024 characters below that gets our 400.
 
 Importing this module imports no Keras, TensorFlow or numba (``repviz.methods`` names the methods without importing
 their estimators; the numerical code is loaded only inside the worker processes that compute).
@@ -18,12 +28,13 @@ import logging
 import math
 import os
 import posixpath
+import tokenize
 from collections.abc import Callable
 
 import numpy as np
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
-from werkzeug import wrappers
+from werkzeug import exceptions, wrappers
 
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.methods import METHODS
@@ -43,6 +54,9 @@ _CONTENT_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "
                   ".wasm": "application/wasm"}
 MAX_BODY = 4096  # bytes of a POST compute or compute_meta body
 MAX_TRAILS_BODY = 64 << 10  # bytes of a POST trails body (500 indices)
+BODY_TIMEOUT = 5.0  # seconds a POST body may pause between two reads (as nginx's client_body_timeout)
+GET, POST = ("GET", "HEAD"), ("POST",)
+_SAME_ORIGIN_FETCH = ("same-origin", "none")  # Sec-Fetch-Site of the tab's own fetches and of typed URLs
 _ARRAY_CACHE = "private, no-cache"  # revalidated every time (a recomputed embedding keeps its URL), 304 if same
 
 
@@ -62,9 +76,9 @@ def choices() -> dict:
 
 
 class HTTPError(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str, headers: list | None = None):
         super().__init__(message)
-        self.code = code
+        self.code, self.headers = code, headers
 
 
 def _finite(obj):
@@ -86,19 +100,47 @@ def _json(request, obj, code: int = 200, headers=None) -> wrappers.Response:
     return http_util.Respond(request, _dumps(obj), "application/json", code=code, headers=headers)
 
 
-def _error(request, code: int, message: str) -> wrappers.Response:
-    return _json(request, {"error": message}, code=code)
+def _error(request, code: int, message: str, headers=None) -> wrappers.Response:
+    return _json(request, {"error": message}, code=code, headers=headers)
 
 
-def _route(handler: Callable) -> Callable:
-    """Wrap a handler ``(self, request) -> Response`` so that every failure becomes a one-line JSON error."""
+#: What reading a damaged stored file raises: numpy's header parsing (ValueError, EOFError, a TokenError from
+#: its tokenizer), the file system (OSError), the store's own checks (ValueError naming the file).
+_READ_ERRORS = (ValueError, OSError, EOFError, tokenize.TokenError)
+
+
+def _damaged_file(error: BaseException) -> str | None:
+    """The file whose reading raised ``error``, or None if it was not raised reading one: ``OSError.filename``, or
+    the ``file`` being loaded by the innermost ``numpy.load`` on the traceback, or, for an error the store raised
+    about a file, its message (the store names the file)."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return os.fsdecode(error.filename)
+    frames, tb = [], error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        if frame.f_code is np.load.__code__:
+            return os.fsdecode(frame.f_locals["file"])
+    return None
+
+
+def _app(handler: Callable, methods: tuple[str, ...], max_body: int = 0) -> Callable:
+    """The WSGI app of one route: ``handler(request)`` for GET routes, ``handler(request, body)`` with the JSON
+    object of the body for POST routes (``max_body`` bytes at most); methods other than ``methods``, cross-site
+    POSTs, bad bodies and every failure become a one-line JSON error."""
 
     @wrappers.Request.application
-    def wsgi(self, request):
+    def wsgi(request):
         try:
-            return handler(self, request)
+            if request.method not in methods:
+                raise HTTPError(405, f"{request.path.rsplit('/', 1)[-1]} takes {' or '.join(methods)}, not "
+                                     f"{request.method[:20]}", headers=[("Allow", ", ".join(methods))])
+            if methods == POST:
+                return handler(request, _json_body(request, max_body))
+            return handler(request)
         except HTTPError as e:
-            return _error(request, e.code, str(e))
+            return _error(request, e.code, str(e), e.headers)
         except data.BadRequest as e:
             return _error(request, 400, str(e))
         except NotFoundError as e:
@@ -109,6 +151,10 @@ def _route(handler: Callable) -> Callable:
             return _error(request, 503, str(e))
         except Exception as e:  # never a traceback page; the traceback goes to TensorBoard's log
             logger.exception("repviz plugin: %s failed", request.path)
+            damaged = _damaged_file(e) if isinstance(e, _READ_ERRORS) else None
+            if damaged is not None:
+                reason = (str(e).strip().splitlines() or [""])[0][:200]
+                return _error(request, 500, f"damaged file {damaged!r} ({type(e).__name__}: {reason})")
             return _error(request, 500, f"internal error ({type(e).__name__}); see TensorBoard's log")
 
     wsgi.__name__ = handler.__name__
@@ -151,18 +197,53 @@ class _NotModified(wrappers.Response):
         return headers
 
 
-def _json_body(request, what: str, max_bytes: int = MAX_BODY) -> dict:
-    """The JSON object of a POST body (405, 413 or 400 otherwise)."""
-    if request.method != "POST":
-        raise HTTPError(405, f"{what} takes a POST with a JSON body")
+def _same_origin(request) -> None:
+    """Refuse (403) a request a browser sent from another site: its ``Sec-Fetch-Site`` when the browser sends one
+    (the browser vouches for it, also behind a proxy that rewrites Host), else its ``Origin`` when present."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None:
+        if site not in _SAME_ORIGIN_FETCH:
+            raise HTTPError(403, f"cross-site request refused (Sec-Fetch-Site: {site[:40]}); POST from the Repviz "
+                                 f"tab itself")
+        return
+    origin = request.headers.get("Origin")
+    own = f"{request.scheme}://{request.host}"
+    if origin is not None and origin.lower() != own.lower():
+        raise HTTPError(403, f"cross-origin request refused (Origin {origin[:100]!r} is not {own[:100]!r}); POST "
+                             f"from the Repviz tab itself")
+
+
+def _read_body(request, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of the body, which must declare its Content-Length (413), arrive in full and pause
+    no longer than :data:`BODY_TIMEOUT` between reads (400). The timeout is set on the connection's socket, which
+    werkzeug's server (TensorBoard's) closes after each request, so it also bounds the server's draining of
+    unread input."""
     if request.content_length is None or request.content_length > max_bytes:
         raise HTTPError(413, f"the body must be JSON of at most {max_bytes} bytes with a Content-Length")
+    sock = request.environ.get("werkzeug.socket")
+    if sock is not None:
+        sock.settimeout(BODY_TIMEOUT)
     try:
-        body = json.loads(request.get_data(cache=False)[:max_bytes])
+        return request.get_data(cache=False)
+    except exceptions.ClientDisconnected:
+        raise HTTPError(400, f"the body ended before its Content-Length of {request.content_length} bytes or "
+                             f"paused for over {BODY_TIMEOUT:g} s") from None
+
+
+def _json_body(request, max_bytes: int) -> dict:
+    """The JSON object of the body of a POST from the tab's own page (403, 415, 413 or 400 otherwise)."""
+    _same_origin(request)
+    if request.mimetype != "application/json":
+        raise HTTPError(415, f"the body must be sent as Content-Type application/json, not "
+                             f"{request.mimetype[:60] or 'none'!r}")
+    try:
+        body = json.loads(_read_body(request, max_bytes))
     except (ValueError, UnicodeDecodeError):
         raise data.BadRequest("the body is not valid JSON") from None
+    except RecursionError:
+        raise data.BadRequest("the body's JSON is nested too deeply") from None
     if not isinstance(body, dict):
-        raise data.BadRequest(f"the body of {what} must be a JSON object")
+        raise data.BadRequest("the body must be a JSON object")
     return body
 
 
@@ -196,22 +277,22 @@ class RepvizPlugin(base_plugin.TBPlugin):
     def get_plugin_apps(self):
         self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile
         return {
-            "/runs": self._serve_runs,
-            "/info": self._serve_info,
-            "/meta_result": self._serve_meta_result,
-            "/compute": self._serve_compute,
-            "/compute_meta": self._serve_compute_meta,
-            "/knn": self._serve_knn,
-            "/neighborhood_change": self._serve_neighborhood_change,
-            "/trails": self._serve_trails,
-            "/density": self._serve_density,
-            "/jobs": self._serve_jobs,
-            "/coords": self._serve_coords,
-            "/labels": self._serve_labels,
-            "/predictions": self._serve_predictions,
-            "/ids": self._serve_ids,
-            "/thumbnails": self._serve_thumbnails,
-            "/static/*": self._serve_static,
+            "/runs": _app(self._serve_runs, GET),
+            "/info": _app(self._serve_info, GET),
+            "/meta_result": _app(self._serve_meta_result, GET),
+            "/compute": _app(self._serve_compute, POST, MAX_BODY),
+            "/compute_meta": _app(self._serve_compute_meta, POST, MAX_BODY),
+            "/knn": _app(self._serve_knn, GET),
+            "/neighborhood_change": _app(self._serve_neighborhood_change, GET),
+            "/trails": _app(self._serve_trails, POST, MAX_TRAILS_BODY),
+            "/density": _app(self._serve_density, GET),
+            "/jobs": _app(self._serve_jobs, GET),
+            "/coords": _app(self._serve_coords, GET),
+            "/labels": _app(self._serve_labels, GET),
+            "/predictions": _app(self._serve_predictions, GET),
+            "/ids": _app(self._serve_ids, GET),
+            "/thumbnails": _app(self._serve_thumbnails, GET),
+            "/static/*": _app(self._serve_static, GET),
         }
 
     def is_active(self) -> bool:
@@ -221,7 +302,6 @@ class RepvizPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/static/index.js", tab_name="Repviz")
 
     # JSON routes --------------------------------------------------------------------------------------------
-    @_route
     def _serve_runs(self, request):
         index = self.catalog.cached("runs", lambda: _indexed({**data.runs_impl(self.catalog, sorted(METHODS)),
                                                               "choices": choices()}))
@@ -231,23 +311,18 @@ class RepvizPlugin(base_plugin.TBPlugin):
                                 "application/json")
         return http_util.Respond(request, body, "application/json", headers=[("ETag", tag)])
 
-    @_route
     def _serve_info(self, request):
         key = request.args.get("key") or None
         return _json(request, data.info_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
                                              _int_arg(request, "step"), key))
 
-    @_route
     def _serve_meta_result(self, request):
         return _json(request, data.meta_result_impl(self.catalog, _arg(request, "name")))
 
-    @_route
     def _serve_jobs(self, request):
         return _json(request, {"jobs": self.jobs.jobs()})
 
-    @_route
-    def _serve_compute(self, request):
-        body = _json_body(request, "compute")
+    def _serve_compute(self, request, body):
         if not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
             raise data.BadRequest("the body must be a JSON object with string fields run, layer and method")
         run = self.catalog.run(body["run"])
@@ -260,9 +335,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
         job, new = self.jobs.submit(run.name, body["layer"], body["method"])
         return _json(request, {"job": job}, code=202 if new else 200)
 
-    @_route
-    def _serve_compute_meta(self, request):
-        body = _json_body(request, "compute_meta")
+    def _serve_compute_meta(self, request, body):
         chosen = {}
         for field, options in META_OPTIONS.items():
             value = body.get(field, options[0])
@@ -274,20 +347,17 @@ class RepvizPlugin(base_plugin.TBPlugin):
         job, new = self.jobs.submit_meta(chosen["transform"], chosen["metric"], chosen["embedding"])
         return _json(request, {"job": job}, code=202 if new else 200)
 
-    @_route
     def _serve_knn(self, request):
         return _json(request, compare.knn_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
                                                _int_arg(request, "step"), _int_arg(request, "index"),
                                                _int_arg(request, "k", 10)))
 
-    @_route
     def _serve_density(self, request):
         return _json(request, compare.density_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
                                                    _int_arg(request, "step"), _arg(request, "key"),
                                                    request.args.get("by") or "all", _int_arg(request, "levels", 4)))
 
     # binary routes ------------------------------------------------------------------------------------------
-    @_route
     def _serve_neighborhood_change(self, request):
         first = (_arg(request, "run"), _arg(request, "layer"), _int_arg(request, "step"))
         second = (_arg(request, "run2"), _arg(request, "layer2"), _int_arg(request, "step2"))
@@ -302,9 +372,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
         return self.jobs.calls([(("graph", run.name, layer, step, k), compare.compute_graph, (run, layer, step, k))
                                 for run, layer, step in representations])
 
-    @_route
-    def _serve_trails(self, request):
-        body = _json_body(request, "trails", MAX_TRAILS_BODY)
+    def _serve_trails(self, request, body):
         if not all(isinstance(body.get(k), str) for k in ("run", "layer", "key")):
             raise data.BadRequest("the body must be a JSON object with string fields run, layer, key and a list "
                                   "indices")
@@ -312,30 +380,24 @@ class RepvizPlugin(base_plugin.TBPlugin):
                                             body.get("indices"))
         return _binary(request, coords, {"X-Repviz-Steps": ",".join(map(str, steps))})
 
-    @_route
     def _serve_coords(self, request):
         return _binary(request, data.coords_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
                                                  _int_arg(request, "step"), _arg(request, "key")))
 
-    @_route
     def _serve_labels(self, request):
         return _binary(request, data.labels_impl(self.catalog, _arg(request, "run")))
 
-    @_route
     def _serve_predictions(self, request):
         return _binary(request, data.predictions_impl(self.catalog, _arg(request, "run"), _int_arg(request, "step")))
 
-    @_route
     def _serve_ids(self, request):
         return _binary(request, data.ids_impl(self.catalog, _arg(request, "run")))
 
-    @_route
     def _serve_thumbnails(self, request):
         return _binary(request, data.thumbnails_impl(self.catalog, _arg(request, "run"),
                                                      _int_arg(request, "start", 0), _int_arg(request, "count")))
 
     # the page -----------------------------------------------------------------------------------------------
-    @_route
     def _serve_static(self, request):
         path = static_path(STATIC_DIR, request.path)
         ext = os.path.splitext(path)[1].lower()
