@@ -26,6 +26,12 @@ location and name) so worker processes reopen it, :meth:`Run.read_array` reads w
 :meth:`RunWriter.write_tensorboard_marker` writes TensorBoard's marker event. A worker on another
 machine, or another storage backend, changes this module only.
 
+Nothing outside the log directory is read through it: every file a reader opens must resolve, symbolic links
+included, inside its run (or inside the ``out`` directory for results written there, or inside the log directory for
+cross-run results), checked on the file actually opened. A file or directory that leads out (an absolute or ``../``
+record, a planted link) is a damaged entry: a listing leaves it out with a warning naming it, a read raises
+:class:`UnsafeFileError` (a :class:`NotFoundError`) naming it, a write into it is refused.
+
 Every file is written to a temporary name and renamed into place, and a record is appended only after its
 file exists, so a run killed at any moment (even by SIGKILL) opens with every snapshot completed before the kill.
 Arrays are ``.npy`` read with ``allow_pickle=False`` and memory-mapped.
@@ -34,11 +40,13 @@ Arrays are ``.npy`` read with ``allow_pickle=False`` and memory-mapped.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
 import socket
+import stat
 import tempfile
 import time
 import warnings
@@ -58,11 +66,17 @@ _MANIFEST = "manifest.json"
 _RECORDS = "records.jsonl"
 _TMP_SUFFIX = ".tmp"
 _PREDICTION = "prediction"  # record kind of the primary model output (a single-output run's only one)
+_PROBE = ("ids", "labels", "thumbnails")  # the probe's arrays, probe/<name>.npy
 _OUTPUT = "output"  # record kind of every other output of a multi-output model, keyed by its name
 
 
 class NotFoundError(LookupError):
     """A run, layer, step, method or artifact that the log directory does not hold."""
+
+
+class UnsafeFileError(NotFoundError):
+    """A stored entry that resolves outside its run or log directory (an absolute or ``../`` file name, a symbolic
+    link leading out), or that is not a regular file: never read, served or written through."""
 
 
 class IncompatibleRunError(ValueError):
@@ -116,23 +130,173 @@ def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
     return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
 
 
-def _npy_header(f) -> tuple[tuple[int, ...], np.dtype, int]:
-    """Shape, dtype and data offset of the ``.npy`` file open as ``f`` (read from its header only)."""
+# --------------------------------------------------------------------------------------------------------------
+# Containment: every file a reader opens lies inside its run (or its results directory, or the log directory)
+# --------------------------------------------------------------------------------------------------------------
+
+#: Linux names the file an open descriptor holds: the path checked is the one opened, so a directory swapped for
+#: a link between a check and the open cannot lead a read out.
+_FD_NAMES = os.path.isdir("/proc/self/fd")
+
+
+def _real(path: str | os.PathLike) -> str:
+    """``path`` with every symbolic link resolved (a missing tail kept as it is)."""
+    return os.path.realpath(path)
+
+
+def _bounds(*real: str) -> tuple[str, ...]:
+    """Containment bounds: resolved directories, each ending with a separator (for :func:`_within`)."""
+    return tuple(r if r.endswith(os.sep) else r + os.sep for r in real)
+
+
+def _within(real: str, bounds: tuple[str, ...]) -> bool:
+    """Whether the resolved path ``real`` is one of the directories ``bounds`` or lies below one of them."""
+    return (real + os.sep).startswith(bounds)
+
+
+def _real_dir(directory: str, dirs: dict[str, str]) -> str:
+    """``directory`` resolved, from ``dirs`` (resolved directories, filled as it goes): a plain directory below
+    one already resolved costs one ``lstat``, not a walk of its whole path."""
+    found = dirs.get(directory)
+    if found is None:
+        up, name = os.path.split(directory)
+        if up and up != directory and name not in ("", ".", "..") and not os.path.islink(directory):
+            found = os.path.join(_real_dir(up, dirs), name)
+        else:
+            found = _real(directory)
+        dirs[directory] = found
+    return found
+
+
+def _refuse(path: str | os.PathLike, why: str = "resolves outside its run or log directory") -> UnsafeFileError:
+    return UnsafeFileError(f"{path} {why}; it is not read (a link or a file name leading out of the log directory, "
+                           f"or a damaged entry): remove it, or record or compute it again")
+
+
+def _open_inside(path: str | os.PathLike, bounds: tuple[str, ...], directory: bool = False) -> int:
+    """A read-only descriptor of ``path``, which must resolve inside ``bounds`` (symbolic links included) and be a
+    regular file (or a directory with ``directory``); else :class:`UnsafeFileError` naming it.
+
+    The check is made on the file opened (its name from ``/proc/self/fd``), not on a path resolved beforehand; a
+    FIFO is opened without blocking and refused, so a planted pipe cannot hang a reader.
+    """
+    target = str(path)
+    if not _FD_NAMES:
+        target = _real(path)
+        if not _within(target, bounds):
+            raise _refuse(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (os.O_DIRECTORY if directory else 0)
+    try:
+        fd = os.open(target, flags)
+    except NotADirectoryError:
+        raise _refuse(path, "is not a directory") from None
+    try:
+        if _FD_NAMES and not _within(os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)"), bounds):
+            raise _refuse(path)
+        mode = os.fstat(fd).st_mode
+        if not directory and stat.S_ISDIR(mode):  # as open() says it
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not directory and not stat.S_ISREG(mode):
+            raise _refuse(path, "is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> bytes:
+    """The bytes of ``path``, which must resolve inside ``bounds`` (see :func:`_open_inside`)."""
+    with os.fdopen(_open_inside(path, bounds), "rb") as f:
+        return f.read()
+
+
+def _json_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> Any:
+    """:func:`load_json` of a file that must resolve inside ``bounds``."""
+    return _parse_json(_read_inside(path, bounds), path)
+
+
+def _array_inside(path: str | os.PathLike, bounds: tuple[str, ...], mmap: bool = True) -> np.ndarray:
+    """:func:`load_array` of a file that must resolve inside ``bounds``: memory-mapped from the descriptor that was
+    checked (never reopened by name); pickles are refused."""
+    with os.fdopen(_open_inside(path, bounds), "rb") as f:
+        shape, fortran, dtype, offset = _npy_layout(f)
+        if dtype.hasobject:
+            raise ValueError(f"{path} holds Python objects (a pickle); repviz stores numeric arrays only")
+        order = "F" if fortran else "C"
+        if mmap and int(np.prod(shape, dtype=np.int64)):  # (an empty file region cannot be mapped)
+            return np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+        out = np.empty(shape, dtype=dtype, order=order)
+        if f.readinto(memoryview(out.reshape(-1, order="A")).cast("B")) != out.nbytes:
+            raise ValueError(f"{path} is shorter than its header says (truncated)")
+        return out
+
+
+def _intact_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> tuple[tuple[int, ...], np.dtype] | None:
+    """Shape and dtype of the complete ``.npy`` file ``path`` (see :func:`_intact_header`); None when it is missing,
+    incomplete, or does not resolve inside ``bounds``."""
+    try:
+        fd = _open_inside(path, bounds)
+    except (OSError, UnsafeFileError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return _intact_header(f)
+
+
+def _entries_inside(directory: Path, bounds: tuple[str, ...], dirs: bool = False) -> list[str]:
+    """Names in ``directory`` (only its subdirectories with ``dirs``), which must resolve inside ``bounds``: a
+    missing directory lists nothing, and so does one leading out (with a warning naming it), as does a
+    subdirectory that is a link leading out. Files are checked when they are opened."""
+    try:
+        fd = _open_inside(directory, bounds, directory=True)
+    except FileNotFoundError:
+        return []
+    except UnsafeFileError as e:
+        warnings.warn(str(e), RuntimeWarning, stacklevel=3)
+        return []
+    try:
+        with os.scandir(fd) as entries:
+            found = [(e.name, e.is_symlink()) for e in entries if not dirs or e.is_dir()]
+    finally:
+        os.close(fd)
+    names = []
+    for name, link in found:
+        if dirs and link and not _within(_real(directory / name), bounds):
+            warnings.warn(str(_refuse(directory / name)), RuntimeWarning, stacklevel=3)
+        else:
+            names.append(name)
+    return names
+
+
+def _check_writable_inside(path: Path, bounds: tuple[str, ...]) -> Path:
+    """``path``, whose directory (as far as it exists) must resolve inside ``bounds``: a write never follows a link
+    out of the log directory. A file at ``path`` itself that is a link is replaced, not followed."""
+    if not _within(_real(path.parent), bounds):
+        raise _refuse(path.parent)
+    return path
+
+
+def _npy_layout(f) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """Shape, Fortran order, dtype and data offset of the ``.npy`` file open as ``f`` (from its header only)."""
     version = np.lib.format.read_magic(f)
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, fortran, dtype = read(f)
-    if fortran and len(shape) > 1:
+    return tuple(shape), bool(fortran and len(shape) > 1), np.dtype(dtype), f.tell()
+
+
+def _npy_header(f) -> tuple[tuple[int, ...], np.dtype, int]:
+    """Shape, dtype and data offset of the C-ordered ``.npy`` file open as ``f`` (read from its header only)."""
+    shape, fortran, dtype, offset = _npy_layout(f)
+    if fortran:
         raise ValueError(f"{f.name}: a Fortran-ordered array; repviz stores C-ordered arrays only")
-    return tuple(shape), np.dtype(dtype), f.tell()
+    return shape, dtype, offset
 
 
-def _intact(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype] | None:
-    """Shape and dtype of a complete ``.npy`` file; None when it is missing, unreadable, or not as long as its
+def _intact_header(f) -> tuple[tuple[int, ...], np.dtype] | None:
+    """Shape and dtype of the complete ``.npy`` file open as ``f``; None when it is unreadable or not as long as its
     header says (truncated by a full disk, or appended to). Reads the header only."""
     try:
-        with open(path, "rb") as f:
-            shape, dtype, offset = _npy_header(f)
-            size = os.fstat(f.fileno()).st_size
+        shape, dtype, offset = _npy_header(f)
+        size = os.fstat(f.fileno()).st_size
     except (OSError, ValueError):
         return None
     return (shape, dtype) if size == offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize else None
@@ -161,8 +325,12 @@ def _create_exclusive(path: Path, obj: Any) -> bool:
 
 def load_json(path: str | os.PathLike) -> Any:
     """Parse a JSON file; a file that is not valid UTF-8 JSON raises ``ValueError`` naming the file."""
+    return _parse_json(Path(path).read_bytes(), path)
+
+
+def _parse_json(raw: bytes, path: str | os.PathLike) -> Any:
     try:
-        return json.loads(Path(path).read_bytes().decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON ({e})") from None
 
@@ -192,6 +360,10 @@ def read_records(path: str | os.PathLike) -> list[dict]:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
         return []
+    return _parse_records(raw, path)
+
+
+def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
     records, lines = [], raw.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
@@ -204,7 +376,7 @@ def read_records(path: str | os.PathLike) -> list[dict]:
             records.append(record)
         elif i < len(lines) - 1:  # the last line has no newline yet: a torn append, not damage
             warnings.warn(f"{path}: skipped line {i + 1}, which is not a valid record", RuntimeWarning,
-                          stacklevel=2)
+                          stacklevel=3)
     return records
 
 
@@ -477,7 +649,22 @@ class Run:
         self.name = name
         # where embeddings are written; those of the run's own directory are still read (see open_logdir's out)
         self.results = self.root if results is None else Path(results)
-        self.manifest: dict = _check_manifest(self.root / _MANIFEST, load_json(self.root / _MANIFEST))
+        # what the run's files may resolve into (symbolic links included): its own directories, and those of its
+        # results when they are written elsewhere; resolved once, every open is checked against them
+        dirs = {str(self.run_dir): _real(self.run_dir)}
+        real_root = _real_dir(str(self.root), dirs)
+        self._own = _bounds(real_root, dirs[str(self.run_dir)])
+        self._out = self._own if self.results == self.root else _bounds(_real(self.results),
+                                                                        _real(self.results.parent.parent))
+        self.manifest: dict = _check_manifest(self.root / _MANIFEST,
+                                              _json_inside(self.root / _MANIFEST, self._own))
+        # files every reader of the run needs: one leading out makes the run damaged (skipped by LogDir), not each
+        # of its readers
+        dirs[real_root] = real_root
+        for rel in (_RECORDS, *(f"probe/{k}.npy" for k in _PROBE)):
+            real = self._resolve(os.path.join(real_root, rel), dirs)
+            if real is not None and not _within(real, self._own):
+                raise _refuse(self.root / rel)
         self._records: list[dict] = []
         self._index: dict[str, dict[tuple, dict]] = {}
         self._records_size = -1
@@ -507,15 +694,47 @@ class Run:
         except FileNotFoundError:
             size = 0
         if size != self._records_size:
-            root = str(self.root)
-            self._records = [r for r in read_records(path)
-                             if _valid_record(r) and os.path.exists(os.path.join(root, r["file"]))]
+            try:
+                raw = _read_inside(path, self._own)
+            except FileNotFoundError:
+                raw = b""
+            real_root = self._own[0].rstrip(os.sep)
+            dirs = {real_root: real_root}
+            self._records = [r for r in _parse_records(raw, path)
+                             if _valid_record(r) and self._listed(r, real_root, dirs)]
             self._index = {}
             for r in self._records:  # one pass: later records for the same key win (resumed training)
                 name = r.get("output") if r["kind"] == _OUTPUT else r.get("layer")
                 self._index.setdefault(r["kind"], {})[(name, r["step"])] = r
             self._records_size = size
         return self._records
+
+    @staticmethod
+    def _resolve(full: str, dirs: dict[str, str]) -> str | None:
+        """``full`` resolved (None if missing): one ``lstat``, and each directory resolved once per listing
+        (``dirs``), so checking every record of a run costs what checking that its files exist did."""
+        try:
+            link = stat.S_ISLNK(os.lstat(full).st_mode)
+        except OSError:
+            return None
+        if link:
+            real = _real(full)
+            return real if os.path.exists(real) else None
+        parent, name = os.path.split(full)
+        return os.path.join(_real_dir(parent, dirs), name)
+
+    def _listed(self, record: dict, real_root: str, dirs: dict[str, str]) -> bool:
+        """Whether the file of ``record`` exists inside the run. A file resolving outside the run (an absolute or
+        ``../`` name, a link leading out) is left out with a warning naming it; a missing one silently."""
+        real = self._resolve(os.path.join(real_root, record["file"]), dirs)
+        if real is None:
+            return False
+        if _within(real, self._own):
+            return True
+        warnings.warn(f"run {self.name!r}: left out the {record['kind']} record of step {record['step']}, whose file "
+                      f"{record['file']!r} resolves outside the run (a link or a name leading out of the log "
+                      f"directory); remove it or record the snapshot again", RuntimeWarning, stacklevel=4)
+        return False
 
     def _latest(self, kind: str) -> dict[tuple, dict]:
         """(layer, step) -> the latest record of ``kind``; built once per read of the record log."""
@@ -558,12 +777,12 @@ class Run:
         For callers that already hold the record (its checksum, its non-finite count), so that the array is
         found without looking the record up again.
         """
-        return load_array(self.root / record["file"], mmap=mmap)
+        return _array_inside(self.root / record["file"], self._own, mmap=mmap)
 
     def record_intact(self, record: dict) -> bool:
         """The file ``record`` describes is complete and holds the shape and dtype the record says (a check of
         its header and size; the checksum needs the data, see :func:`checksum`)."""
-        found = _intact(self.root / record["file"])
+        found = _intact_inside(self.root / record["file"], self._own)
         return found is not None and list(found[0]) == list(record.get("shape", ())) and \
             found[1].str == record.get("dtype")
 
@@ -618,15 +837,19 @@ class Run:
         d = self.root / "probe"
         if not (d / "ids.npy").exists():
             raise NotFoundError(f"run {self.name!r} has no probe stored (its recording stopped while starting)")
-        opt = {k: load_array(d / f"{k}.npy") if (d / f"{k}.npy").exists() else None
-               for k in ("labels", "thumbnails")}
-        return Probe(ids=load_array(d / "ids.npy"), **opt)
+        opt = {k: _array_inside(d / f"{k}.npy", self._own) if (d / f"{k}.npy").exists() else None
+               for k in _PROBE[1:]}
+        return Probe(ids=_array_inside(d / "ids.npy", self._own), **opt)
 
     # embeddings -----------------------------------------------------------------------------------------------
     def _embedding_dirs(self, method_key: str, *parts: str) -> list[Path]:
         """Where embeddings of ``method_key`` live: the results directory, then the run's own (when apart)."""
         bases = [self.results] if self.results == self.root else [self.results, self.root]
         return [base.joinpath("embeddings", path_key(method_key), *parts) for base in bases]
+
+    def _bounds_of(self, path: Path) -> tuple[str, ...]:
+        """What ``path`` (built from the results directory or the run's own) may resolve into."""
+        return self._out if self.results != self.root and self.results in path.parents else self._own
 
     def _embedding_path(self, method_key: str, layer: str, step: int, *, write: bool = False) -> Path:
         """The file of an embedding: where it is written, or for reading the first place that holds it."""
@@ -636,7 +859,7 @@ class Run:
     def embedding_keys(self) -> list[str]:
         """Method keys (``<method>-<params hash>``) that have at least one stored embedding."""
         dirs = {self.results / "embeddings", self.root / "embeddings"}
-        return sorted({p.name for d in dirs if d.exists() for p in d.iterdir() if p.is_dir()})
+        return sorted({name for d in dirs for name in _entries_inside(d, self._bounds_of(d), dirs=True)})
 
     def has_embedding(self, method_key: str, layer: str, step: int) -> bool:
         return self._embedding_path(method_key, layer, step).exists()
@@ -644,7 +867,8 @@ class Run:
     def embedding_intact(self, method_key: str, layer: str, step: int, n_rows: int) -> bool:
         """The stored embedding exists, is as long as its header says, and has ``n_rows`` rows (a truncated or
         foreign file is not a cached result)."""
-        found = _intact(self._embedding_path(method_key, layer, step))
+        path = self._embedding_path(method_key, layer, step)
+        found = _intact_inside(path, self._bounds_of(path))
         return found is not None and len(found[0]) == 2 and found[0][0] == n_rows
 
     def write_embedding(self, method_key: str, layer: str, step: int, embedding: np.ndarray,
@@ -653,7 +877,7 @@ class Run:
 
         The sidecar is written first: an embedding file that exists always has its scores.
         """
-        path = self._embedding_path(method_key, layer, step, write=True)
+        path = _check_writable_inside(self._embedding_path(method_key, layer, step, write=True), self._out)
         save_json(path.with_suffix(".json"), info)
         save_array(path, np.asarray(embedding, dtype=np.float32))
 
@@ -662,32 +886,30 @@ class Run:
         path = self._embedding_path(method_key, layer, step)
         if not path.exists():
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
-        return load_json(path.with_suffix(".json"))
+        return _json_inside(path.with_suffix(".json"), self._bounds_of(path))
 
     def read_embedding(self, method_key: str, layer: str, step: int) -> np.ndarray:
         """A stored embedding (n_probe, n_components) float32, memory-mapped."""
         path = self._embedding_path(method_key, layer, step)
         if not path.exists():
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
-        return load_array(path)
+        return _array_inside(path, self._bounds_of(path))
 
     def embedding_steps(self, method_key: str, layer: str) -> list[int]:
         steps = set()
         for d in self._embedding_dirs(method_key, path_key(layer)):
-            try:  # scandir, not glob: an index of hundreds of runs calls this thousands of times
-                steps.update(int(e.name[:-4]) for e in os.scandir(d) if e.name.endswith(".npy"))
-            except FileNotFoundError:
-                pass
+            # scandir, not glob: an index of hundreds of runs calls this thousands of times
+            steps.update(int(name[:-4]) for name in _entries_inside(d, self._bounds_of(d)) if name.endswith(".npy"))
         return sorted(steps)
 
     def write_embedding_method(self, method_key: str, info: dict) -> None:
         """Describe a method key (``method``, full ``params``, ``align``, ``default``) so readers find it by name."""
-        save_json(self._embedding_dirs(method_key)[0] / "method.json", info)
+        save_json(_check_writable_inside(self._embedding_dirs(method_key)[0] / "method.json", self._out), info)
 
     def embedding_method(self, method_key: str) -> dict:
         """The description written by :meth:`write_embedding_method` ({} if none)."""
         path = next((p for d in self._embedding_dirs(method_key) if (p := d / "method.json").exists()), None)
-        return {} if path is None else load_json(path)
+        return {} if path is None else _json_inside(path, self._bounds_of(path))
 
     def embedding_key(self, method: str = "tsne", params: dict | None = None) -> str:
         """The stored method key for a method name and (some of) its parameters.
@@ -775,11 +997,13 @@ class Run:
         indices of point i's neighbours, nearest first), as computed by ``variant`` (e.g. ``"k10-exact"``);
         None when it is not cached, or cached for activations since stored again."""
         path = self._graph_path(layer, step, variant)
-        return load_array(path) if _intact(path) is not None else None
+        bounds = self._bounds_of(path)
+        return _array_inside(path, bounds) if _intact_inside(path, bounds) is not None else None
 
     def write_neighbor_graph(self, layer: str, step: int, variant: str, indices: np.ndarray) -> None:
         """Cache a k-nearest-neighbour graph (see :meth:`neighbor_graph`), atomically."""
-        save_array(self._graph_path(layer, step, variant, write=True), np.asarray(indices))
+        save_array(_check_writable_inside(self._graph_path(layer, step, variant, write=True), self._out),
+                   np.asarray(indices))
 
     def _density_path(self, method_key: str, layer: str, step: int, variant: str, *, write: bool = False) -> Path:
         # named by the embedding's checksum: an embedding computed again never reads stale contours
@@ -792,13 +1016,14 @@ class Run:
         were drawn, e.g. ``"class-l4"``); None when not cached or the embedding has changed since."""
         path = self._density_path(method_key, layer, step, variant)
         try:
-            return load_json(path)
-        except (OSError, ValueError):
+            return _json_inside(path, self._bounds_of(path))
+        except (OSError, ValueError, UnsafeFileError):  # not cached: computed again, and the file replaced
             return None
 
     def write_density(self, method_key: str, layer: str, step: int, variant: str, contours: dict) -> None:
         """Cache density contours (see :meth:`density`), atomically."""
-        save_json(self._density_path(method_key, layer, step, variant, write=True), contours)
+        save_json(_check_writable_inside(self._density_path(method_key, layer, step, variant, write=True), self._out),
+                  contours)
 
     # sizes ----------------------------------------------------------------------------------------------------
     def disk_bytes(self) -> int:
@@ -827,6 +1052,8 @@ class Artifacts:
     def __init__(self, root: str | os.PathLike, fallback: str | os.PathLike | None = None):
         self.root = Path(root)
         self.fallback = None if fallback is None else Path(fallback)
+        self._own = _artifacts_bounds(self.root)
+        self._fallback = None if self.fallback is None else _artifacts_bounds(self.fallback)
         self._headers: dict[str, tuple[tuple, tuple[tuple[int, ...], np.dtype, int]]] = {}
 
     @property
@@ -836,10 +1063,15 @@ class Artifacts:
 
     def path(self, name: str) -> Path:
         """The path artifact ``name`` is read from; ``name`` is a plain file name (no directories)."""
+        return self._source(name)[0]
+
+    def _source(self, name: str) -> tuple[Path, tuple[str, ...]]:
+        """The path artifact ``name`` is read from, and what it may resolve into (the log directory, or the
+        ``out`` directory, that holds it)."""
         target = self._target(name)
         if self.fallback is not None and not target.exists() and (self.fallback / name).exists():
-            return self.fallback / name
-        return target
+            return self.fallback / name, self._fallback
+        return target, self._own
 
     def _target(self, name: str) -> Path:
         """The path artifact ``name`` is written to."""
@@ -848,23 +1080,27 @@ class Artifacts:
         return self.root / name
 
     def exists(self, name: str) -> bool:
-        return self.path(name).exists()
+        """Whether artifact ``name`` is stored (a link leading out of the log directory is not)."""
+        path, bounds = self._source(name)
+        return path.exists() and _within(_real(path), bounds)
 
     def names(self) -> list[str]:
-        return sorted({p.name for d in (self.root, self.fallback) if d is not None and d.exists()
-                       for p in d.iterdir() if not p.name.startswith(".")})
+        return sorted({name for d, bounds in ((self.root, self._own), (self.fallback, self._fallback))
+                       if d is not None for name in _entries_inside(d, bounds) if not name.startswith(".")})
 
     def save_array(self, name: str, array: np.ndarray) -> None:
-        save_array(self._target(name), array)
+        save_array(_check_writable_inside(self._target(name), self._own), array)
 
     def load_array(self, name: str, mmap: bool = True) -> np.ndarray:
-        if not self.exists(name):
-            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
-        return load_array(self.path(name), mmap=mmap)
+        path, bounds = self._source(name)
+        try:
+            return _array_inside(path, bounds, mmap=mmap)
+        except FileNotFoundError:
+            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}") from None
 
     def intact(self, name: str) -> bool:
         """The stored array ``name`` exists and is as long as its header says."""
-        return _intact(self.path(name)) is not None
+        return _intact_inside(*self._source(name)) is not None
 
     def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
         """Shape and dtype of the stored array ``name``, read from its header alone."""
@@ -897,7 +1133,7 @@ class Artifacts:
 
     def _open(self, name: str):
         try:
-            return open(self.path(name), "rb")
+            return os.fdopen(_open_inside(*self._source(name)), "rb")
         except FileNotFoundError:
             raise NotFoundError(f"{name!r} is not in {self.location!r}; it has: {_choices(self.names())}") from None
 
@@ -912,19 +1148,28 @@ class Artifacts:
         return cached[1]
 
     def save_json(self, name: str, obj: Any) -> None:
-        save_json(self._target(name), obj)
+        save_json(_check_writable_inside(self._target(name), self._own), obj)
 
     def load_json(self, name: str) -> Any:
-        if not self.exists(name):
-            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}")
-        return load_json(self.path(name))
+        path, bounds = self._source(name)
+        try:
+            return _json_inside(path, bounds)
+        except FileNotFoundError:
+            raise NotFoundError(f"{name!r} is not in {str(self.root)!r}; it has: {_choices(self.names())}") from None
 
     @contextlib.contextmanager
     def writing(self, name: str) -> Iterator[Path]:
         """Yield a temporary path to fill (e.g. with ``np.lib.format.open_memmap``); renamed onto ``name`` on
         success, deleted on failure."""
-        with atomic_path(self._target(name)) as tmp:
+        with atomic_path(_check_writable_inside(self._target(name), self._own)) as tmp:
             yield tmp
+
+
+def _artifacts_bounds(root: Path) -> tuple[str, ...]:
+    """What the files of the artifacts directory ``root`` may resolve into: the log directory (or ``out``
+    directory) of ``<base>/plugins/repviz-meta/<name>``, else (a scratch directory) ``root`` itself."""
+    meta = root.parent
+    return _bounds(_real(meta.parent.parent if (meta.parent.name, meta.name) == _META_SUBDIR else root))
 
 
 def _find_manifests(root: Path) -> list[Path]:
@@ -963,7 +1208,7 @@ class LogDir:
             results = None if self.out is None else self.out.joinpath(*Path(name).parts, *_RUN_SUBDIR)
             try:
                 self.runs[name] = Run(root, name, results)
-            except (OSError, ValueError) as e:  # one broken run must not hide the others
+            except (OSError, ValueError, UnsafeFileError) as e:  # one broken run must not hide the others
                 self.skipped[name] = str(e)
                 warnings.warn(f"skipped run {name!r}: {e}", RuntimeWarning, stacklevel=2)
 
@@ -991,8 +1236,9 @@ class LogDir:
         return self.artifacts(f"vectors-{transform}-{probe_id}{sample}")
 
     def artifact_names(self) -> list[str]:
-        dirs = [base.joinpath(*_META_SUBDIR) for base in (self.path, self.out) if base is not None]
-        return sorted({p.name for d in dirs if d.exists() for p in d.iterdir() if p.is_dir()})
+        bases = [base for base in (self.path, self.out) if base is not None]
+        return sorted({name for base in bases
+                       for name in _entries_inside(base.joinpath(*_META_SUBDIR), _bounds(_real(base)), dirs=True)})
 
 
 @contextlib.contextmanager
