@@ -344,13 +344,15 @@ GARBAGE = ["", "a", "b", "dense", "m", "-1", "0", "1", "2", "3", "29", "30", "1e
            "+1", "-0", "all", "class", "pca", "tsne"]
 PARAMETERS = ["run", "layer", "step", "key", "index", "k", "name", "by", "levels", "start", "count", "run2",
               "layer2", "step2", "x"]
-BODY_VALUES = [None, True, 0, -1, 2**63, 1.5, float("inf"), "", "a", "dense", [], [0], [2**70], [-1], [[0]],
-               {"a": 1}, "x" * 5000, list(range(600))]
+BODY_VALUES = [None, True, 0, -1, 2**63, 1.5, float("inf"), "", "a", "dense", [], [0], [2**63], [-2**63 - 1],
+               [2**70], [-1], [[0]], [0, 1.5], [True], {"a": 1}, "x" * 5000, list(range(600)), "dist", "mds",
+               json.loads("[" * 500 + "]" * 500)]
 
 
 def _fuzz_request(rng: random.Random, root, valid_queries: dict, valid_bodies: dict) -> dict:
-    route = rng.choice(GET_ROUTES + POST_ROUTES + ["static/nope.js", "static/a/../index.js"])
-    method = rng.choice(["GET"] * 4 + ["POST"] * 3 + ["HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"])
+    route = rng.choice(GET_ROUTES + POST_ROUTES * 3 + ["static/nope.js", "static/a/../index.js"])
+    own = "POST" if route in POST_ROUTES else rng.choice(["GET", "GET", "HEAD"])
+    method = own if rng.random() < 0.85 else rng.choice(["GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"])
     query = valid_queries.get(route, "")
     params = dict(p.split("=", 1) for p in query.split("&") if p)
     for _ in range(rng.randrange(4)):
@@ -359,12 +361,13 @@ def _fuzz_request(rng: random.Random, root, valid_queries: dict, valid_bodies: d
         params.pop(rng.choice(list(params) or ["x"]), None)
     body = dict(valid_bodies.get(route, {}))
     for _ in range(rng.randrange(3)):
-        body[rng.choice(["run", "layer", "key", "method", "indices", "transform", "metric", "embedding"])] = \
+        body[rng.choice(["run", "layer", "key", "method", "indices", "indices", "transform", "metric"])] = \
             rng.choice(BODY_VALUES)
     data = json.dumps(body).encode()
     if rng.random() < 0.15:
-        data = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
-    content_type = rng.choice(["application/json"] * 4 + ["text/plain", ""])
+        data = rng.choice([bytes(rng.randrange(256) for _ in range(rng.randrange(64))), b"[" * rng.randrange(60000),
+                           data[:rng.randrange(len(data) + 1)], b'{"indices": ' + b"[" * 3000 + b"]" * 3000 + b"}"])
+    content_type = rng.choice(["application/json"] * 8 + ["text/plain", ""])
     return dict(path=BASE + route, method=method, query_string=params, data=data if method == "POST" else None,
                 content_type=content_type or None)
 
@@ -375,7 +378,7 @@ def test_fuzz_every_route_gives_no_5xx_and_json_errors(served, logdir):
     valid_queries, valid_bodies = _valid_queries(logdir), _valid_bodies(logdir)
     counts = {"requests": 0, "5xx": 0, "2xx": 0}
     failures = []
-    for _ in range(400):
+    for _ in range(1500):
         request = _fuzz_request(rng, logdir, valid_queries, valid_bodies)
         started = time.monotonic()
         r = client.open(**request)

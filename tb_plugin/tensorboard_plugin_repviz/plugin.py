@@ -36,6 +36,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import exceptions, wrappers
 
+from repviz import store
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.methods import METHODS
 from repviz.store import PLUGIN_NAME, NotFoundError
@@ -105,24 +106,24 @@ def _error(request, code: int, message: str, headers=None) -> wrappers.Response:
 
 
 #: What reading a damaged stored file raises: numpy's header parsing (ValueError, EOFError, a TokenError from
-#: its tokenizer), the file system (OSError), the store's own checks (ValueError naming the file).
+#: its tokenizer), the file system (OSError), the store's own checks (ValueError).
 _READ_ERRORS = (ValueError, OSError, EOFError, tokenize.TokenError)
 
 
 def _damaged_file(error: BaseException) -> str | None:
     """The file whose reading raised ``error``, or None if it was not raised reading one: ``OSError.filename``, or
-    the ``file`` being loaded by the innermost ``numpy.load`` on the traceback, or, for an error the store raised
-    about a file, its message (the store names the file)."""
+    the ``path`` of the innermost function of the store (the one module that opens files, and names the file it
+    opens ``path``) on the traceback."""
     if isinstance(error, OSError) and error.filename is not None:
         return os.fsdecode(error.filename)
-    frames, tb = [], error.__traceback__
+    path, tb = None, error.__traceback__
     while tb is not None:
-        frames.append(tb.tb_frame)
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") == store.__name__ and \
+                isinstance(frame.f_locals.get("path"), (str, os.PathLike)):
+            path = frame.f_locals["path"]
         tb = tb.tb_next
-    for frame in reversed(frames):
-        if frame.f_code is np.load.__code__:
-            return os.fsdecode(frame.f_locals["file"])
-    return None
+    return None if path is None else os.fsdecode(path)
 
 
 def _app(handler: Callable, methods: tuple[str, ...], max_body: int = 0) -> Callable:
