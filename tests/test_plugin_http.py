@@ -141,6 +141,8 @@ SAME_ORIGIN = {
     "same Origin": dict(content_type="application/json", headers={"Origin": HOST}),
     "same-origin fetch": dict(content_type="application/json",
                               headers={"Origin": HOST, "Sec-Fetch-Site": "same-origin"}),
+    "same-origin fetch behind a proxy": dict(content_type="application/json",  # the proxy rewrote Host
+                                             headers={"Origin": "https://proxy.example", "Sec-Fetch-Site": "same-origin"}),
     "no Origin (curl)": dict(content_type="application/json"),
     "charset": dict(content_type="application/json; charset=utf-8"),
 }

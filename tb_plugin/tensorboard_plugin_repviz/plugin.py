@@ -155,7 +155,8 @@ def _app(handler: Callable, methods: tuple[str, ...], max_body: int = 0) -> Call
             damaged = _damaged_file(e) if isinstance(e, _READ_ERRORS) else None
             if damaged is not None:
                 reason = (str(e).strip().splitlines() or [""])[0][:200]
-                return _error(request, 500, f"damaged file {damaged!r} ({type(e).__name__}: {reason})")
+                return _error(request, 500, f"stored file {damaged!r} is damaged or unreadable "
+                                            f"({type(e).__name__}: {reason})")
             return _error(request, 500, f"internal error ({type(e).__name__}); see TensorBoard's log")
 
     wsgi.__name__ = handler.__name__
