@@ -180,19 +180,12 @@ def _open_inside(path: str | os.PathLike, bounds: tuple[str, ...], directory: bo
     The check is made on the file opened (its name from ``/proc/self/fd``), not on a path resolved beforehand; a
     FIFO is opened without blocking and refused, so a planted pipe cannot hang a reader.
     """
-    target = str(path)
-    if not _FD_NAMES:
-        target = _real(path)
-        if not _within(target, bounds):
-            raise _refuse(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (os.O_DIRECTORY if directory else 0)
     try:
-        fd = os.open(target, flags)
+        fd = _open_checked(path, bounds, flags)
     except NotADirectoryError:
         raise _refuse(path, "is not a directory") from None
     try:
-        if _FD_NAMES and not _within(os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)"), bounds):
-            raise _refuse(path)
         mode = os.fstat(fd).st_mode
         if not directory and stat.S_ISDIR(mode):  # as open() says it
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -204,6 +197,21 @@ def _open_inside(path: str | os.PathLike, bounds: tuple[str, ...], directory: bo
     return fd
 
 
+def _open_checked(path: str | os.PathLike, bounds: tuple[str, ...], flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags, mode)``, refused with :class:`UnsafeFileError` unless the file opened resolves inside
+    ``bounds`` (checked on the descriptor where the system names it; else on the path resolved, which is opened)."""
+    target = str(path)
+    if not _FD_NAMES:
+        target = _real(path)
+        if not _within(target, bounds):
+            raise _refuse(path)
+    fd = os.open(target, flags, mode)
+    if _FD_NAMES and not _within(os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)"), bounds):
+        os.close(fd)
+        raise _refuse(path)
+    return fd
+
+
 def _read_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> bytes:
     """The bytes of ``path``, which must resolve inside ``bounds`` (see :func:`_open_inside`)."""
     with os.fdopen(_open_inside(path, bounds), "rb") as f:
@@ -211,7 +219,7 @@ def _read_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> bytes:
 
 
 def _json_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> Any:
-    """:func:`load_json` of a file that must resolve inside ``bounds``."""
+    """The parsed JSON file ``path``, which must resolve inside ``bounds``; invalid JSON raises ``ValueError``."""
     return _parse_json(_read_inside(path, bounds), path)
 
 
@@ -323,12 +331,8 @@ def _create_exclusive(path: Path, obj: Any) -> bool:
         tmp.unlink()
 
 
-def load_json(path: str | os.PathLike) -> Any:
-    """Parse a JSON file; a file that is not valid UTF-8 JSON raises ``ValueError`` naming the file."""
-    return _parse_json(Path(path).read_bytes(), path)
-
-
 def _parse_json(raw: bytes, path: str | os.PathLike) -> Any:
+    """Parse the bytes ``raw`` of the JSON file ``path``; not valid UTF-8 JSON raises ``ValueError`` naming it."""
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -350,20 +354,12 @@ def checksum(array: np.ndarray) -> str:
     return f"{zlib.crc32(np.ascontiguousarray(array).data) & 0xFFFFFFFF:08x}"
 
 
-def read_records(path: str | os.PathLike) -> list[dict]:
-    """Parse a JSON-lines record log.
+def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
+    """Parse the bytes ``raw`` of the JSON-lines record log ``path``.
 
     A torn last line (a kill mid-append) is dropped silently; a damaged line elsewhere (an old short write, a
     disk error) is skipped with a warning naming the file and line, so one bad record never hides the others.
     """
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
-    return _parse_records(raw, path)
-
-
-def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
     records, lines = [], raw.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
@@ -380,14 +376,16 @@ def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
     return records
 
 
-def append_record(path: str | os.PathLike, record: dict) -> None:
+def append_record(path: str | os.PathLike, record: dict, bounds: tuple[str, ...] | None = None) -> None:
     """Append one JSON line with a single ``write`` on an ``O_APPEND`` descriptor.
 
     A short write (full disk, file-size limit) is rolled back by truncating to the old length and raises
-    ``OSError``, so the next append never glues onto half a line.
+    ``OSError``, so the next append never glues onto half a line. With ``bounds``, a record log that resolves
+    outside them (a planted link) is refused with :class:`UnsafeFileError` before anything is written.
     """
     data = (json.dumps(record, sort_keys=True, default=_json_default) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    fd = os.open(path, flags, 0o666) if bounds is None else _open_checked(path, bounds, flags)
     try:
         start = os.fstat(fd).st_size
         written = os.write(fd, data)
@@ -448,6 +446,8 @@ class RunWriter:
         self.run_dir = Path(run_dir)
         self.root = self.run_dir.joinpath(*_RUN_SUBDIR)
         self.created = False  # set by begin(): this writer created the run
+        # what the run's files may resolve into: nothing is read or written through a link leading out of the run
+        self._own = _bounds(_real(self.root), _real(self.run_dir))
 
     def check_writable(self) -> None:
         """Raise a clear ``PermissionError``/``NotADirectoryError`` now rather than after the first epoch."""
@@ -472,7 +472,7 @@ class RunWriter:
         if self.created:
             self.manifest = fresh
             return
-        old = load_json(path)
+        old = _json_inside(path, self._own)
         if old.get("fingerprint") != manifest.get("fingerprint"):
             what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
                     != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
@@ -493,17 +493,24 @@ class RunWriter:
         """The manifest of the run already in this directory (None when there is none), read before
         :meth:`begin` so that a continued run is recorded as it was (each layer's reduction)."""
         path = self.root / _MANIFEST
-        return load_json(path) if path.exists() else None
+        return _json_inside(path, self._own) if path.exists() else None
 
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
-        steps = [r["step"] for r in read_records(self.root / _RECORDS) if _valid_record(r)]
+        steps = [r["step"] for r in self._records() if _valid_record(r)]
         return max(steps) if steps else None
+
+    def _records(self) -> list[dict]:
+        path = self.root / _RECORDS
+        try:
+            return _parse_records(_read_inside(path, self._own), path)
+        except FileNotFoundError:
+            return []
 
     def abandon(self) -> None:
         """Undo :meth:`begin` of a run this writer created and stored nothing in (a fit that failed while
         starting), so that a retry with other data is not refused as a different run."""
-        if self.created and not read_records(self.root / _RECORDS):
+        if self.created and not self._records():
             for name in ("ids.npy", "labels.npy", "thumbnails.npy"):
                 (self.root / "probe" / name).unlink(missing_ok=True)
             (self.root / _MANIFEST).unlink(missing_ok=True)
@@ -551,7 +558,7 @@ class RunWriter:
     def write_probe(self, ids: np.ndarray, labels: np.ndarray | None = None,
                     thumbnails: np.ndarray | None = None) -> None:
         """Store the probe set once: stable ids (int64), optional labels, optional uint8 thumbnails."""
-        probe = self.root / "probe"
+        probe = _check_writable_inside(self.root / "probe" / "ids.npy", self._own).parent
         save_array(probe / "ids.npy", np.asarray(ids, dtype=np.int64))
         if labels is not None:
             save_array(probe / "labels.npy", np.asarray(labels))
@@ -583,11 +590,11 @@ class RunWriter:
 
     def _write(self, kind: str, rel: str, array: np.ndarray, **fields: Any) -> dict:
         array = np.asarray(array)
-        save_array(self.root / rel, array)
+        save_array(_check_writable_inside(self.root / rel, self._own), array)
         nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
                   "crc32": checksum(array), "nonfinite": nonfinite, "time": time.time(), **fields}
-        append_record(self.root / _RECORDS, record)
+        append_record(self.root / _RECORDS, record, self._own)
         return record
 
 

@@ -309,3 +309,18 @@ def test_a_planted_fifo_is_refused_without_blocking(tmp_path, small_logdir):
     os.mkfifo(path)
     with pytest.raises(NotFoundError, match="1.npy is not a regular file"):
         open_logdir(log).run("a").activations("dense", 1)
+
+
+@pytest.mark.parametrize("planted", ["activations/dense", "records.jsonl", "probe"])
+def test_a_continued_run_never_writes_through_a_link_leading_out(planted, tmp_path, new_run):
+    """Writing into a shared run directory: a planted link would make training append or write arrays outside."""
+    secrets = _secrets(tmp_path / "secret")
+    new_run(tmp_path / "logs" / "a").write_activation("dense", 0, np.zeros((N, 4), np.float32))
+    root = tmp_path / "logs" / "a" / "plugins" / "repviz"
+    _link(root / planted, secrets["json"] if planted == "records.jsonl" else secrets["dir"])
+    before = _snapshot(secrets)
+    with pytest.raises(NotFoundError, match=planted.split("/")[0]):
+        writer = new_run(tmp_path / "logs" / "a")
+        writer.write_probe(np.arange(N))
+        writer.write_activation("dense", 5, np.zeros((N, 4), np.float32))
+    assert _snapshot(secrets) == before
