@@ -169,8 +169,7 @@ def _real_dir(directory: str, dirs: dict[str, str]) -> str:
 
 
 def _refuse(path: str | os.PathLike, why: str = "resolves outside its run or log directory") -> UnsafeFileError:
-    return UnsafeFileError(f"{path} {why}; it is not read (a link or a file name leading out of the log directory, "
-                           f"or a damaged entry): remove it, or record or compute it again")
+    return UnsafeFileError(f"{path} {why}; it is not read: remove it, or record or compute it again")
 
 
 def _open_inside(path: str | os.PathLike, bounds: tuple[str, ...], directory: bool = False) -> int:
@@ -739,8 +738,8 @@ class Run:
         if _within(real, self._own):
             return True
         warnings.warn(f"run {self.name!r}: left out the {record['kind']} record of step {record['step']}, whose file "
-                      f"{record['file']!r} resolves outside the run (a link or a name leading out of the log "
-                      f"directory); remove it or record the snapshot again", RuntimeWarning, stacklevel=4)
+                      f"{record['file']!r} resolves outside the run; remove it or record the snapshot again",
+                      RuntimeWarning, stacklevel=4)
         return False
 
     def _latest(self, kind: str) -> dict[tuple, dict]:
