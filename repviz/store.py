@@ -79,6 +79,15 @@ class UnsafeFileError(NotFoundError):
     link leading out), or that is not a regular file: never read, served or written through."""
 
 
+class DamagedFileError(ValueError):
+    """A stored file that cannot be read as what it should hold (truncated, garbage, not the format it should
+    be); ``filename`` names it, as :class:`OSError` does."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        super().__init__(f"{os.fspath(path)} {reason}")
+        self.filename = os.fspath(path)
+
+
 class IncompatibleRunError(ValueError):
     """Writing into a run directory that already holds a run of another model or probe set."""
 
@@ -123,11 +132,6 @@ def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
         raise TypeError(f"refusing to store an object array at {path}: only numeric arrays are stored")
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.lib.format.write_array(f, array, allow_pickle=False)
-
-
-def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
-    """Read an ``.npy`` file, memory-mapped read-only by default; pickles are refused."""
-    return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -223,18 +227,25 @@ def _json_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> Any:
 
 
 def _array_inside(path: str | os.PathLike, bounds: tuple[str, ...], mmap: bool = True) -> np.ndarray:
-    """:func:`load_array` of a file that must resolve inside ``bounds``: memory-mapped from the descriptor that was
-    checked (never reopened by name); pickles are refused."""
+    """The ``.npy`` file ``path``, which must resolve inside ``bounds``: memory-mapped read-only from the descriptor
+    that was checked (never reopened by name) or read whole; pickles are refused, and a file that is not the array
+    its header describes raises :class:`DamagedFileError`."""
     with os.fdopen(_open_inside(path, bounds), "rb") as f:
-        shape, fortran, dtype, offset = _npy_layout(f)
+        try:
+            shape, fortran, dtype, offset = _npy_layout(f)
+        except (ValueError, EOFError) as e:
+            raise DamagedFileError(path, f"is not a readable .npy file ({e})") from None
         if dtype.hasobject:
-            raise ValueError(f"{path} holds Python objects (a pickle); repviz stores numeric arrays only")
+            raise DamagedFileError(path, "holds Python objects (a pickle); repviz stores numeric arrays only")
         order = "F" if fortran else "C"
         if mmap and int(np.prod(shape, dtype=np.int64)):  # (an empty file region cannot be mapped)
-            return np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+            try:
+                return np.memmap(f, dtype=dtype, mode="r", offset=offset, shape=shape, order=order)
+            except ValueError as e:  # shorter than its header says
+                raise DamagedFileError(path, f"cannot be mapped as its header says ({e})") from None
         out = np.empty(shape, dtype=dtype, order=order)
         if f.readinto(memoryview(out.reshape(-1, order="A")).cast("B")) != out.nbytes:
-            raise ValueError(f"{path} is shorter than its header says (truncated)")
+            raise DamagedFileError(path, "is shorter than its header says (truncated)")
         return out
 
 
@@ -335,7 +346,7 @@ def _parse_json(raw: bytes, path: str | os.PathLike) -> Any:
     try:
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON ({e})") from None
+        raise DamagedFileError(path, f"is not valid JSON ({e})") from None
 
 
 def _json_default(obj: Any) -> Any:

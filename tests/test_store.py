@@ -59,16 +59,31 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path):
         with store.atomic_path(path) as tmp:
             tmp.write_bytes(b"partial")
             raise RuntimeError("interrupted")
-    np.testing.assert_array_equal(store.load_array(path), np.arange(3))
+    np.testing.assert_array_equal(np.load(path), np.arange(3))
     assert [p.name for p in tmp_path.iterdir()] == ["a.npy"]
 
 
 def test_no_pickles(tmp_path):
     with pytest.raises(TypeError, match="refusing to store an object array"):
         store.save_array(tmp_path / "o.npy", np.array([{"a": 1}], dtype=object))
-    np.save(tmp_path / "p.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    with pytest.raises(ValueError, match="allow_pickle"):
-        store.load_array(tmp_path / "p.npy", mmap=False)
+    with store.temporary_artifacts() as art:
+        np.save(art.root / "p.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        for mmap in (True, False):
+            with pytest.raises(store.DamagedFileError, match=r"p\.npy holds Python objects \(a pickle\)"):
+                art.load_array("p.npy", mmap=mmap)
+
+
+def test_a_damaged_array_is_named_by_the_error(tmp_path):
+    """Garbage, a truncated header and a body shorter than its header say which file, as ``filename`` too."""
+    with store.temporary_artifacts() as art:
+        store.save_array(art.root / "ok.npy", np.arange(100, dtype=np.float32))
+        whole = (art.root / "ok.npy").read_bytes()
+        for name, raw in {"garbage.npy": b"not an array", "header.npy": whole[:20], "body.npy": whole[:-8]}.items():
+            (art.root / name).write_bytes(raw)
+            for mmap in (True, False):
+                with pytest.raises(store.DamagedFileError) as caught:
+                    art.load_array(name, mmap=mmap)
+                assert caught.value.filename.endswith(name) and name in str(caught.value)
 
 
 def test_torn_last_record_is_ignored(tmp_path):

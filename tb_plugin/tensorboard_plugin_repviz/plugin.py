@@ -36,7 +36,6 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import exceptions, wrappers
 
-from repviz import store
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.methods import METHODS
 from repviz.store import PLUGIN_NAME, NotFoundError
@@ -111,19 +110,10 @@ _READ_ERRORS = (ValueError, OSError, EOFError, tokenize.TokenError)
 
 
 def _damaged_file(error: BaseException) -> str | None:
-    """The file whose reading raised ``error``, or None if it was not raised reading one: ``OSError.filename``, or
-    the ``path`` of the innermost function of the store (the one module that opens files, and names the file it
-    opens ``path``) on the traceback."""
-    if isinstance(error, OSError) and error.filename is not None:
-        return os.fsdecode(error.filename)
-    path, tb = None, error.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_globals.get("__name__") == store.__name__ and \
-                isinstance(frame.f_locals.get("path"), (str, os.PathLike)):
-            path = frame.f_locals["path"]
-        tb = tb.tb_next
-    return None if path is None else os.fsdecode(path)
+    """The file whose reading raised ``error`` (the store's :class:`~repviz.store.DamagedFileError` and
+    :class:`OSError` name it), or None."""
+    filename = getattr(error, "filename", None)
+    return None if filename is None else os.fsdecode(filename)
 
 
 def _app(handler: Callable, methods: tuple[str, ...], max_body: int = 0) -> Callable:
