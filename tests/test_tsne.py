@@ -226,6 +226,27 @@ def test_deterministic_across_runs_and_threads(method):
     np.testing.assert_array_equal(a, c)
 
 
+def test_the_same_layout_whatever_blas_threads_the_process_has():
+    # a threaded BLAS sums a matrix product in an order set by its thread count (a Dask worker has one, a
+    # process of its own every core): the exact kNN's distances and PCA's start of 300 features come out
+    # bit-identical, and so does the chaotic descent after them, fresh and continued
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((600, 300)) + np.repeat(3 * rng.standard_normal((6, 300)), 100, axis=0))
+    X = X.astype(np.float32)
+    params = dict(random_state=0, max_iter=250, n_jobs=1)
+    layouts = []
+    for threads in (1, 4):
+        with threadpool_limits(threads, user_api="blas"):
+            Y = TSNE(**params).fit_transform(X)
+            continued, _ = continue_tsne(X[::-1].copy(), Y[::-1].copy(), {**TSNE().get_params(), **params},
+                                         {"early_exaggeration_iter": 0, "max_iter": 100, "neighbour_start": 60})
+        layouts.append((Y, continued))
+    np.testing.assert_array_equal(layouts[0][0], layouts[1][0])
+    np.testing.assert_array_equal(layouts[0][1], layouts[1][1])
+
+
 def test_precomputed_equals_euclidean():
     X, _ = _blobs(50, 3)
     D = np.sqrt(((X[:, None].astype(np.float64) - X[None]) ** 2).sum(-1))

@@ -9,6 +9,7 @@ import time
 import warnings
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..._validation import (
     ARRAY_LIKE,
@@ -30,6 +31,13 @@ from .affinity import Affinities, joint_affinities, n_neighbors_for
 from .embedding import TSNEEmbedding, auto_learning_rate, resolve_method
 
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
+
+
+def _one_blas_thread() -> threadpool_limits:
+    """BLAS on one thread for a block: a threaded BLAS splits the sums of a matrix product (the exact kNN's
+    distances, PCA's covariance and eigensolver) by its thread count, so their last bits, and so every layout
+    after them (t-SNE is chaotic), would depend on the cores of the machine and its ``OMP_NUM_THREADS``."""
+    return threadpool_limits(1, user_api="blas")
 
 
 class _Log:
@@ -103,7 +111,7 @@ class _BaseSNE(Estimator):
         n = X.shape[0]
         method = self._resolve_method(n)
         perplexity = self._effective_perplexity(n)
-        with NumbaThreads(self.n_jobs):
+        with NumbaThreads(self.n_jobs), _one_blas_thread():
             t = time.perf_counter()
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
             knn_method = "exact" if method == "exact" else self.neighbors
@@ -175,7 +183,8 @@ class _BaseSNE(Estimator):
             affinities = self._affinities(data, knn_seed, log)
         n = affinities.n_samples
         t = time.perf_counter()
-        Y = self._initial_layout(data, n, identical, rng)
+        with _one_blas_thread():
+            Y = self._initial_layout(data, n, identical, rng)
         log.phase("initialisation", time.perf_counter() - t)
         return TSNEEmbedding(Y, affinities, method=self._resolve_method(n), dof=self._kernel_dof(),
                              angle=float(getattr(self, "angle", 0.5)), n_jobs=self.n_jobs)
