@@ -48,6 +48,7 @@ import secrets
 import socket
 import stat
 import tempfile
+import threading
 import time
 import warnings
 import zlib
@@ -650,6 +651,14 @@ def _check_manifest(path: Path, manifest: Any) -> dict:
     return manifest
 
 
+def _file_size(path: str) -> int:
+    """The size of ``path`` in bytes, 0 when it does not exist."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _valid_record(record: dict) -> bool:
     return (isinstance(record.get("kind"), str) and isinstance(record.get("file"), str)
             and isinstance(record.get("step"), int) and not isinstance(record.get("step"), bool))
@@ -682,9 +691,10 @@ class Run:
             real = self._resolve(os.path.join(real_root, rel), dirs)
             if real is not None and not _within(real, self._own):
                 raise _refuse(self.root / rel)
-        self._records: list[dict] = []
-        self._index: dict[str, dict[tuple, dict]] = {}
-        self._records_size = -1
+        # the parsed record log: (size read, records, kind -> (name, step) -> record), replaced whole, never
+        # changed in place, so a request thread reading it while another re-reads the log sees one state
+        self._state: tuple[int, list[dict], dict[str, dict[tuple, dict]]] = (-1, [], {})
+        self._rereading = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, layers={len(self.layers)}, snapshots={len(self.steps())})"
@@ -705,26 +715,32 @@ class Run:
 
         A record whose file is gone, or that is malformed, is left out.
         """
+        return self._records_state()[1]
+
+    def _records_state(self) -> tuple[int, list[dict], dict[str, dict[tuple, dict]]]:
+        """The parsed record log, re-read when it has grown (one cheap ``stat`` per lookup). Re-reads are made one
+        at a time, each of the log as it is then, so the state only moves forward: a step once listed stays."""
         path = os.path.join(self.root, _RECORDS)
-        try:
-            size = os.stat(path).st_size  # one cheap call per lookup: new snapshots appear while training runs
-        except FileNotFoundError:
-            size = 0
-        if size != self._records_size:
+        state = self._state
+        if _file_size(path) == state[0]:
+            return state
+        with self._rereading:
+            size = _file_size(path)
+            if size == self._state[0]:
+                return self._state
             try:
                 raw = _read_inside(path, self._own)
             except FileNotFoundError:
                 raw = b""
             real_root = self._own[0].rstrip(os.sep)
             dirs = {real_root: real_root}
-            self._records = [r for r in _parse_records(raw, path)
-                             if _valid_record(r) and self._listed(r, real_root, dirs)]
-            self._index = {}
-            for r in self._records:  # one pass: later records for the same key win (resumed training)
+            records = [r for r in _parse_records(raw, path) if _valid_record(r) and self._listed(r, real_root, dirs)]
+            index: dict[str, dict[tuple, dict]] = {}
+            for r in records:  # one pass: later records for the same key win (resumed training)
                 name = r.get("output") if r["kind"] == _OUTPUT else r.get("layer")
-                self._index.setdefault(r["kind"], {})[(name, r["step"])] = r
-            self._records_size = size
-        return self._records
+                index.setdefault(r["kind"], {})[(name, r["step"])] = r
+            self._state = (size, records, index)
+            return self._state
 
     @staticmethod
     def _resolve(full: str, dirs: dict[str, str]) -> str | None:
@@ -755,8 +771,7 @@ class Run:
 
     def _latest(self, kind: str) -> dict[tuple, dict]:
         """(layer, step) -> the latest record of ``kind``; built once per read of the record log."""
-        self.records()
-        return self._index.get(kind, {})
+        return self._records_state()[2].get(kind, {})
 
     # layers and steps -----------------------------------------------------------------------------------------
     @property
