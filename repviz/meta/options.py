@@ -5,7 +5,7 @@ loading numba or the manifold code that computing a map needs. Each tuple starts
 """
 
 #: How a representation becomes a vector (see :mod:`repviz.meta.vectors`).
-TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka")
+TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka", "ucka")
 #: The distance between two representation vectors (see :mod:`repviz.meta.distances`).
 METRICS = ("chord", "angle")
 #: How the R×R distances become a 2-D map (see :mod:`repviz.meta.embedding`).

@@ -14,10 +14,14 @@ Transforms (``TRANSFORMS``):
   by sqrt(2)·(upper triangle), so that the plain dot product of two vectors is ⟨K_X, K_Y⟩_F and the cosine is
   linear CKA (Kornblith et al. 2019).
 - ``"rbf_cka"``: the same for the Gaussian kernel exp(-d²/(2σ²)), σ the median pair distance (kernel CKA).
+- ``"ucka"``: the U-centred Gram matrix Ũ(X Xᵀ) (Székely & Rizzo 2014; zero diagonal), stored as sqrt(2)·(upper
+  triangle), so that the dot product of two vectors is ⟨Ũ(K_X), Ũ(K_Y)⟩_F, n(n-3) times the unbiased HSIC
+  estimator of Song et al. 2007, and the cosine is debiased linear CKA (near 0 for unrelated representations
+  at any width, where "cka" grows with width / n_probe).
 
 Above ``max_probes`` probes the vector holds a fixed, seeded random subset of pairs (:func:`probe_pairs`), the
-same for every representation; for ``"cka"`` the sampled off-diagonal part is reweighted so that the dot product
-still estimates ⟨K_X, K_Y⟩_F.
+same for every representation; for ``"cka"`` and ``"ucka"`` the sampled off-diagonal part is reweighted so that
+the dot product still estimates ⟨K_X, K_Y⟩_F (⟨Ũ(K_X), Ũ(K_Y)⟩_F; the U-centring terms come from all probes).
 """
 
 from __future__ import annotations
@@ -120,6 +124,8 @@ def representation_vectors(X, transforms, pairs: PairSample | None = None,
     for t in transforms:
         if t == "cka":
             v = _kernel_vector(X, G, diag, np.zeros(n), 0.0, pairs)
+        elif t == "ucka":
+            v = _ucentred_vector(X, G, diag, pairs, name)
         elif t == "rbf_cka":
             v = _rbf_vector(X, G, diag, _dists(X, G, pairs, 0.5), name, pairs)
         else:
@@ -166,6 +172,31 @@ def _kernel_vector(X, K, diag_k, row_means, grand, pairs) -> np.ndarray:
             body -= (row_means[pairs.I] + row_means[pairs.J] - grand).astype(np.float32)
         body *= np.float32(np.sqrt(2.0 * pairs.n_total / len(pairs)))
     return np.concatenate([head, body])
+
+
+def _ucentred_vector(X, G, diag, pairs, name) -> np.ndarray:
+    """s·upper(Ũ(K)) of the linear kernel K = X Xᵀ, s = sqrt(2) (all pairs) or sqrt(2·total/sampled).
+
+    Ũ(K)_ij = K_ij - m_i - m_j (i ≠ j) with m = c/(n-2) - Σc/(2(n-1)(n-2)), c the column sums of K without its
+    diagonal; c = X(Xᵀ1) - diag(K) needs no Gram matrix, so a pair sample is U-centred over all probes.
+    """
+    n = X.shape[0]
+    if n < 4:
+        raise ValueError(f"{name} has {n} probes; the 'ucka' transform (the unbiased HSIC) needs at least 4")
+    if G is None:
+        col = (X @ X.sum(axis=0, dtype=np.float64).astype(np.float32)).astype(np.float64)
+    else:
+        col = G.sum(axis=0, dtype=np.float64)
+    means = (col - diag) / (n - 2)
+    means -= means.sum() / (2 * (n - 1))
+    body = np.empty(vector_length(n, "ucka", pairs), dtype=np.float32)
+    if pairs is None:
+        _kernels.condensed_centred(G, means.astype(np.float32), np.float32(0.0), np.float32(np.sqrt(2.0)), body)
+    else:
+        _kernels.pair_dots(X, pairs.I, pairs.J, body)
+        body -= (means[pairs.I] + means[pairs.J]).astype(np.float32)
+        body *= np.float32(np.sqrt(2.0 * pairs.n_total / len(pairs)))
+    return body
 
 
 def _rbf_vector(X, G, diag, d, name, pairs) -> np.ndarray:
