@@ -45,6 +45,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import tempfile
@@ -89,6 +90,26 @@ class DamagedFileError(ValueError):
         self.filename = os.fspath(path)
 
 
+class DiskFullError(OSError):
+    """A write that found no space left on its filesystem; the message names the file and the bytes free."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
+def _disk_full(path: str | os.PathLike, error: OSError) -> DiskFullError | None:
+    """``error`` as a :class:`DiskFullError` naming ``path`` if it says the disk is full (ENOSPC, a quota, or
+    numpy's short write "N requested and M written", which carries no errno), else None."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT) and not (
+            error.errno is None and re.fullmatch(r"\d+ requested and \d+ written", str(error))):
+        return None
+    try:
+        free = f"{shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free} bytes free"
+    except OSError:
+        free = "free space unknown"
+    return DiskFullError(errno.ENOSPC, f"disk full ({free}); free some space and run it again", os.fspath(path))
+
+
 class IncompatibleRunError(ValueError):
     """Writing into a run directory that already holds a run of another model or probe set."""
 
@@ -120,6 +141,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, path)
+    except OSError as e:
+        if (full := _disk_full(path, e)) is not None:
+            raise full from e
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
