@@ -1,7 +1,8 @@
 """repviz: look inside neural networks.
 
 Capture layer activations during Keras training (``ActivationLogger``), read them back without TensorFlow
-(``open_logdir``), embed them (``repviz.manifold``) and compare representations (``repviz.meta``).
+(``open_logdir``), embed them (``repviz.manifold``), compare representations (``repviz.meta``) and layers
+(``repviz.similarity``: a callable package, ``repviz.similarity(logdir, runs)``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from . import datasets  # light: numpy only (Keras is imported inside load_mnist
 from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
-__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "__version__", "datasets", "embed_logdir",
-           "open_logdir"]
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "SimilarityMatrix", "__version__", "datasets",
+           "embed_logdir", "open_logdir", "similarity", "similarity_over_training"]
 
 
 def __getattr__(name: str):
@@ -25,4 +26,9 @@ def __getattr__(name: str):
         from .pipeline import embed_logdir
 
         return embed_logdir
+    if name in ("similarity", "similarity_over_training", "SimilarityMatrix"):  # the package is callable
+        import importlib
+
+        package = importlib.import_module(".similarity", __name__)
+        return package if name == "similarity" else getattr(package, name)
     raise AttributeError(f"module 'repviz' has no attribute {name!r}")

@@ -1,0 +1,148 @@
+"""Layer-by-layer similarity from a log directory: the layers of two runs at one snapshot, or one layer's
+snapshots, as a labelled :class:`SimilarityMatrix`; values cached in the log directory and computed only when new.
+
+>>> from repviz.similarity import similarity, similarity_over_training   # doctest: +SKIP
+>>> m = similarity("logs", runs=("relu/seed0", "relu/seed1"), measure="cka", debiased=True)   # doctest: +SKIP
+>>> print(m.table()); m.layer_identification()   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..progress import ProgressCallback
+from ..store import LogDir, open_logdir
+from .cache import SimilarityCache, cache_artifacts, measure_params
+from .options import KERNELS, MEASURES, RBF_SIGMA
+from .result import SimilarityMatrix
+from .sources import Selection, between_runs, over_training
+
+# CKA's defaults, shared by the three entry points (see :func:`similarity` for what they mean).
+_DEFAULTS = {"measure": MEASURES[0], "kernel": KERNELS[0], "debiased": True, "sigma": RBF_SIGMA, "batch_size": None,
+             "random_state": 0}
+
+
+def _open(logdir: LogDir | str | os.PathLike) -> LogDir:
+    return logdir if isinstance(logdir, LogDir) else open_logdir(logdir)
+
+
+def _probe_note(selection: Selection) -> str:
+    runs = list(dict.fromkeys(r.key.run for r in selection.rows + selection.cols))
+    who = f"both runs {runs[0]!r} and {runs[1]!r} hold" if len(runs) > 1 else f"of run {runs[0]!r}"
+    return f"compared on the {len(selection.ids):,} probes {who}"
+
+
+def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
+            progress: ProgressCallback | None) -> SimilarityMatrix | None:
+    options = {**_DEFAULTS, **options}
+    measure = options["measure"]
+    unknown = sorted(set(options) - set(_DEFAULTS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown}; the options are {sorted(_DEFAULTS)}")
+    params = measure_params(measure, options["kernel"], options["debiased"], options["sigma"],
+                            options["batch_size"], options["random_state"], len(selection.ids))
+    cache = SimilarityCache(cache_artifacts(logdir, measure, params), {"measure": measure, **params})
+    values = cache.get(selection.rows, selection.cols)
+    missing = np.isnan(values)
+    notes = [_probe_note(selection)]
+    if "batch_size" in params:
+        n, b = len(selection.ids), params["batch_size"]
+        notes.append(f"minibatch CKA, {-(-n // b)} batches of about {n / -(-n // b):,.0f} probes "
+                     f"(seed {params['random_state']})")
+    if missing.any():
+        if not compute:
+            return None
+        from . import compute as work
+
+        transform = work.bank_transform(measure, params, len(selection.ids))
+        if transform is not None:
+            built = work.from_bank(logdir, selection, missing, cache, transform, progress)
+            notes.append(f"from the meta bank's {transform!r} vectors (CKA = 1 - chord²/2; {built} built now)")
+        else:
+            count = work.from_measures(selection, missing, cache, measure, params, progress)
+            notes.append(f"{count} value(s) computed now" + ("" if missing.all() else ", the rest from the cache"))
+        cache.save()
+        values = cache.get(selection.rows, selection.cols)
+    else:
+        notes.append("every value from the cache")
+    values[np.isinf(values)] = np.nan  # computed, but undefined (see compute._undefined_as_inf)
+    return SimilarityMatrix(values, [r.key for r in selection.rows], [c.key for c in selection.cols], measure,
+                            params, notes)
+
+
+def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,
+               layers: Sequence[str] | None = None, measure: str = "cka", kernel: str = "linear",
+               debiased: bool = True, sigma: float = RBF_SIGMA, batch_size: int | None = None,
+               random_state: int = 0, progress: ProgressCallback | None = None) -> SimilarityMatrix:
+    """The layers of run A (rows) against the layers of run B (columns) at one snapshot.
+
+    Parameters
+    ----------
+    logdir : path or LogDir
+    runs : str or (str, str)
+        Two runs, or one (compared with itself: the diagonal is 1 for CKA, 0 for Procrustes). Both must hold
+        the same probe ids (else :class:`~repviz.similarity.sources.ProbeMismatchError`, one line naming both).
+    step : int or None, default=None
+        The snapshot; None: the latest one that every chosen layer of both runs has.
+    layers : list of str or None, default=None
+        Which layers (each run's in model order); None: all.
+    measure : {"cka", "procrustes"}, default="cka"
+        Centred kernel alignment (Kornblith et al. 2019; a similarity in [0, 1], debiased values may dip below
+        0) or the orthogonal Procrustes shape distance (Williams et al. 2021; 0 = the same up to rotation,
+        translation and scale).
+    kernel : {"linear", "rbf"}, default="linear"
+        CKA only: dot products, or a Gaussian exp(-d²/(2 (sigma · median d)²)).
+    debiased : bool, default=True
+        CKA only: the unbiased HSIC estimator (Song et al. 2007), whose value for independent representations
+        is near 0 at any probe count; the biased one rises with width / probes.
+    sigma : float, default=0.8
+        RBF CKA only: the bandwidth as a fraction of the median probe distance.
+    batch_size : int or None, default=None
+        CKA only: minibatch CKA over batches of this many probes (Nguyen et al. 2021: unbiased HSIC summed over
+        the batches), for probe sets too large for one n × n Gram matrix; None: all probes at once up to 2,048,
+        batches of 1,024 above (``repviz.similarity.measures.AUTO_*``).
+    random_state : int, default=0
+        Seeds the minibatches.
+    progress : callable or None
+        ``(stage, done, total, message)`` events (:mod:`repviz.progress`) while values are computed.
+
+    Returns
+    -------
+    SimilarityMatrix
+        Values are cached under ``<logdir>/plugins/repviz-meta/similarity-*``: a second call computes nothing;
+        a new snapshot or run adds only its pairs. Linear CKA up to 3,000 probes comes from the meta bank's
+        vectors (shared with ``MetaSNE(transform="cka")``).
+    """
+    logdir = _open(logdir)
+    options = dict(measure=measure, kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size,
+                   random_state=random_state)
+    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, True, progress)
+
+
+def similarity_over_training(logdir: LogDir | str | os.PathLike, run: str, layer: str,
+                             steps: Sequence[int] | None = None, *, measure: str = "cka", kernel: str = "linear",
+                             debiased: bool = True, sigma: float = RBF_SIGMA, batch_size: int | None = None,
+                             random_state: int = 0, progress: ProgressCallback | None = None) -> SimilarityMatrix:
+    """The snapshots ``steps`` (None: all) of one layer against each other: how training moved it. The options
+    are those of :func:`similarity`."""
+    logdir = _open(logdir)
+    options = dict(measure=measure, kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size,
+                   random_state=random_state)
+    return _matrix(logdir, over_training(logdir, run, layer, steps), options, True, progress)
+
+
+def cached_similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,
+                      layer: str | None = None, layers: Sequence[str] | None = None,
+                      steps: Sequence[int] | None = None, **options) -> SimilarityMatrix | None:
+    """The matrix of :func:`similarity` (or, with ``layer``, of :func:`similarity_over_training` for ``runs``'
+    first run) if every value is cached already, else None; never computes (what a server answers at once
+    while a background job computes the rest). ``options``: ``measure``, ``kernel``, ``debiased``, ``sigma``,
+    ``batch_size``, ``random_state``."""
+    logdir = _open(logdir)
+    if layer is not None:
+        run = runs if isinstance(runs, str) else runs[0]
+        return _matrix(logdir, over_training(logdir, run, layer, steps), options, False, None)
+    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, False, None)

@@ -1,0 +1,151 @@
+"""What a similarity matrix compares: stored representations chosen from a log directory, checked to share probes.
+
+Two selections: the layers of run A against the layers of run B at one snapshot (A = B allowed), and the
+snapshots of one layer against each other. Representations are comparable only over the same probes in the same
+order, so both runs must hold the same probe ids; a mismatch is a :class:`ProbeMismatchError` naming both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..store import LogDir, NotFoundError, Run, checksum
+from .result import RepKey
+
+
+class ProbeMismatchError(ValueError):
+    """Two runs hold different probe sets, so their representations cannot be compared."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One stored representation: its key, the checksum and shape of its data (its identity in caches)."""
+
+    key: RepKey
+    checksum: str
+    shape: tuple[int, ...]
+    run: Run
+
+    @property
+    def identity(self) -> str:
+        """File-system-safe cache id: key, data checksum and shape (a re-recorded snapshot gets a new one)."""
+        blob = json.dumps([list(self.key), self.checksum, list(self.shape)]).encode()
+        return hashlib.sha1(blob).hexdigest()[:24]
+
+    @property
+    def label(self) -> str:
+        return f"run {self.key.run!r} layer {self.key.layer!r} step {self.key.step}"
+
+    def load(self) -> np.ndarray:
+        """The activations (n_probe, ...), memory-mapped read-only."""
+        return self.run.activations(self.key.layer, self.key.step)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Rows and columns of one matrix, and the probe ids they share (``probe_id``: their checksum)."""
+
+    rows: list[Stored]
+    cols: list[Stored]
+    ids: np.ndarray
+
+    @property
+    def probe_id(self) -> str:
+        return checksum(np.asarray(self.ids))
+
+    @property
+    def symmetric(self) -> bool:
+        """Rows and columns are the same representations (a run against itself, a layer over training)."""
+        return [r.key for r in self.rows] == [c.key for c in self.cols]
+
+
+def _stored(run: Run, layer: str, step: int) -> Stored:
+    rec = run.record(layer, step)
+    return Stored(RepKey(run.name, layer, int(step)), str(rec.get("crc32", "")), tuple(rec.get("shape", ())), run)
+
+
+def _steps_text(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]} " \
+                                                               f"({len(steps)} in all)"
+
+
+def shared_probe_ids(a: Run, b: Run) -> np.ndarray:
+    """The probe ids of runs ``a`` and ``b``, refused with :class:`ProbeMismatchError` if they differ."""
+    ids = np.asarray(a.probe.ids)
+    if a is b:
+        return ids
+    other = np.asarray(b.probe.ids)
+    if other.shape != ids.shape or not np.array_equal(other, ids):
+        where = (f"{len(ids)} vs {len(other)} probes" if other.shape != ids.shape else
+                 f"ids differ first at position {int(np.argmax(other != ids))} of {len(ids)}")
+        raise ProbeMismatchError(f"runs {a.name!r} and {b.name!r} hold different probe sets ({where}); "
+                                 f"representations are comparable only over the same probes in the same order: "
+                                 f"record both runs with the same probe")
+    return ids
+
+
+def _layers_of(run: Run, layers: Sequence[str] | None) -> list[str]:
+    chosen = [lay for lay in run.layers if layers is None or lay in layers]
+    if not chosen:
+        raise NotFoundError(f"run {run.name!r} has none of the layers {list(layers or [])}; it has: {run.layers}")
+    return chosen
+
+
+def _common_steps(run: Run, layers: list[str]) -> set[int]:
+    return set.intersection(*(set(run.steps(lay)) for lay in layers))
+
+
+def between_runs(logdir: LogDir, runs: str | Sequence[str], step: int | None = None,
+                 layers: Sequence[str] | None = None) -> Selection:
+    """The layers of ``runs[0]`` (rows) against those of ``runs[-1]`` (columns), in model order, at ``step``
+    (None: the latest snapshot every chosen layer of both runs has)."""
+    names = [runs] if isinstance(runs, str) else list(runs)
+    if not 1 <= len(names) <= 2:
+        raise ValueError(f"runs must name one run (against itself) or two; got {names}")
+    a, b = logdir.run(names[0]), logdir.run(names[-1])
+    if layers is not None:
+        known = set(a.layers) | set(b.layers)
+        unknown = [lay for lay in layers if lay not in known]
+        if unknown:
+            raise NotFoundError(f"layer(s) {unknown} are in neither run {a.name!r} nor {b.name!r}; they have: "
+                                f"{list(dict.fromkeys(a.layers + b.layers))}")
+    la, lb = _layers_of(a, layers), _layers_of(b, layers)
+    ids = shared_probe_ids(a, b)
+    sa, sb = _common_steps(a, la), _common_steps(b, lb)
+    both = sorted(sa & sb)
+    pair = f"run {a.name!r}" if a is b else f"both runs {a.name!r} and {b.name!r}"
+    if step is None:
+        if not both:
+            raise NotFoundError(f"runs {a.name!r} and {b.name!r} share no snapshot: {a.name!r} has steps "
+                                f"{_steps_text(sorted(sa))}; {b.name!r} has {_steps_text(sorted(sb))}")
+        step = both[-1]
+    elif int(step) not in both:
+        have = (f"it has steps {_steps_text(sorted(sa))}" if a is b else
+                f"{a.name!r} has steps {_steps_text(sorted(sa))}; {b.name!r} has {_steps_text(sorted(sb))}")
+        raise NotFoundError(f"step {step} is not a snapshot of {pair}; {have}")
+    rows = [_stored(a, lay, step) for lay in la]
+    cols = rows if a is b and la == lb else [_stored(b, lay, step) for lay in lb]
+    return Selection(rows, cols, ids)
+
+
+def over_training(logdir: LogDir, run: str, layer: str, steps: Sequence[int] | None = None) -> Selection:
+    """The snapshots ``steps`` (None: all) of ``layer`` in ``run`` against each other, in step order."""
+    r = logdir.run(run)
+    have = r.steps(layer)  # NotFoundError naming the layers when ``layer`` is not one
+    if steps is None:
+        steps = have
+    missing = [s for s in steps if int(s) not in have]
+    if missing:
+        raise NotFoundError(f"step(s) {missing} of layer {layer!r} are not in run {r.name!r}; it has steps "
+                            f"{_steps_text(have)}")
+    if not steps:
+        raise NotFoundError(f"layer {layer!r} of run {r.name!r} has no snapshot stored")
+    reps = [_stored(r, layer, s) for s in sorted({int(s) for s in steps})]
+    return Selection(reps, reps, np.asarray(r.probe.ids))
