@@ -3,10 +3,12 @@
 An embedding job (kind ``"embed"``) embeds one layer of one run with one method at every snapshot, through the
 same pipeline as ``repviz embed`` (aligned chain, results cached in the store), so a job asked for twice computes
 once and the next index lists the new key. A meta job (kind ``"meta"``) computes and saves one meta-SNE map of
-every run, as ``repviz meta --include-input`` does. Bounds: ``workers`` processes (spawned, not forked:
+every run, as ``repviz meta --include-input`` does. A similarity job (kind ``"similarity"``) computes the heatmaps
+of the Similarity view into the similarity cache: the layers of one or two runs at each snapshot asked for, or one
+layer's snapshots against each other. Bounds: ``workers`` processes (spawned, not forked:
 TensorBoard's threads and any BLAS pool are not copied), at most ``max_pending`` jobs queued or running
 (``TooManyJobs`` beyond), at most ``keep`` finished jobs remembered. Jobs are deduplicated per (run, layer,
-method), or per meta-SNE parameters, while queued or running.
+method), or per meta-SNE or similarity parameters, while queued or running.
 
 Short computations that a request waits for (k-NN graphs, :meth:`JobManager.calls`) run in worker processes of
 their own (``quick_workers``, each on one numba thread, so two graphs are computed side by side without
@@ -113,6 +115,30 @@ def _run_meta_job(job_id: str, logdir: str, out: str | None, transform: str, met
     return {"key": result.save(log), "stored": 1, "failures": [], "progress": state.snapshot()}
 
 
+def _run_similarity_job(job_id: str, logdir: str, out: str | None, chosen: dict, steps: list[int] | None) -> dict:
+    """Compute the similarity heatmaps ``chosen`` names (the plugin's ``Selection.public()``): of its runs' layers at
+    each of ``steps``, or (``steps`` None) of its layer over training; they land in the similarity cache."""
+    from repviz.progress import ProgressState
+    from repviz.similarity import similarity, similarity_over_training
+    from repviz.store import open_logdir
+
+    def sink(snapshot: dict) -> None:
+        _report(job_id, snapshot)
+
+    _report(job_id, None)  # started
+    state = ProgressState(sink, min_interval=0.25)
+    log = open_logdir(logdir, out)
+    options = {k: chosen[k] for k in ("measure", "kernel", "debiased")}
+    if steps is None:
+        similarity_over_training(log, chosen["runs"][0], chosen["layer"], progress=state, **options)
+    else:
+        for i, step in enumerate(steps):  # one matrix per snapshot: the progress counts snapshots
+            state("heatmaps", i, len(steps), f"step {step}")
+            similarity(log, chosen["runs"], step, **options)
+        state("heatmaps", len(steps), len(steps), "done")
+    return {"key": None, "stored": 1 if steps is None else len(steps), "failures": [], "progress": state.snapshot()}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Server side
 # --------------------------------------------------------------------------------------------------------------
@@ -168,6 +194,13 @@ class JobManager:
         params = {"transform": transform, "metric": metric, "embedding": embedding}
         return self._submit({"kind": "meta", "run": None, "layer": None, "method": embedding, "params": params},
                             _run_meta_job, transform, metric, embedding)
+
+    def submit_similarity(self, chosen: dict, steps: list[int] | None) -> tuple[dict, bool]:
+        """Start (or join) the job computing the similarity heatmaps ``chosen`` names (a JSON-able selection with
+        ``runs``, ``layer``, ``measure``, ...) at ``steps`` (None: one layer over training); returns its status and
+        whether it is new."""
+        return self._submit({"kind": "similarity", "run": chosen["runs"][0], "layer": chosen.get("layer"),
+                             "method": chosen["measure"], "params": chosen}, _run_similarity_job, chosen, steps)
 
     def calls(self, calls: list[tuple[tuple, Callable, tuple]], timeout: float = 120.0) -> list:
         """The results of ``fn(*args)`` for each ``(key, fn, args)`` of ``calls``, run side by side in the

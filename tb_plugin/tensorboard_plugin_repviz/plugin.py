@@ -1,7 +1,8 @@
 """The Repviz TensorBoard plugin: a route table of thin WSGI wrappers over ``data.py`` and ``jobs.py``.
 
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
-JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``POST compute``, ``POST compute_meta``;
+JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``similarity`` (404 while not computed),
+``POST compute``, ``POST compute_meta``, ``POST compute_similarity``;
 binary ``coords``, ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
 the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 403, 404, 405, 413, 415,
 429, 500 or 503, never a traceback page.
@@ -40,7 +41,7 @@ from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.methods import METHODS
 from repviz.store import PLUGIN_NAME, NotFoundError
 
-from . import compare, data
+from . import compare, data, similarity
 from .catalog import Catalog
 from .jobs import JobManager, StillComputing, TooManyJobs
 
@@ -72,7 +73,8 @@ def choices() -> dict:
     methods = [{"name": m.name, "align": m.align, "supervised": m.supervised,
                 "defaults": {k: v for k, v in m.defaults.items() if isinstance(v, _JSON_SCALARS)}}
                for _, m in sorted(METHODS.items())]
-    return {"methods": methods, "meta": {field: list(options) for field, options in META_OPTIONS.items()}}
+    return {"methods": methods, "meta": {field: list(options) for field, options in META_OPTIONS.items()},
+            "similarity": similarity.choices()}
 
 
 class HTTPError(Exception):
@@ -274,6 +276,8 @@ class RepvizPlugin(base_plugin.TBPlugin):
             "/meta_result": _app(self._serve_meta_result, GET),
             "/compute": _app(self._serve_compute, POST, MAX_BODY),
             "/compute_meta": _app(self._serve_compute_meta, POST, MAX_BODY),
+            "/similarity": _app(self._serve_similarity, GET),
+            "/compute_similarity": _app(self._serve_compute_similarity, POST, MAX_BODY),
             "/knn": _app(self._serve_knn, GET),
             "/neighborhood_change": _app(self._serve_neighborhood_change, GET),
             "/trails": _app(self._serve_trails, POST, MAX_TRAILS_BODY),
@@ -337,6 +341,18 @@ class RepvizPlugin(base_plugin.TBPlugin):
         if not self.catalog.runs():
             raise NotFoundError("the log directory holds no runs to compare")
         job, new = self.jobs.submit_meta(chosen["transform"], chosen["metric"], chosen["embedding"])
+        return _json(request, {"job": job}, code=202 if new else 200)
+
+    def _serve_similarity(self, request):
+        chosen = similarity.selection(self.catalog, request.args, step_required=True)
+        matrix = similarity.stored_matrix(self.catalog, chosen)
+        if matrix is None:
+            return _json(request, {"error": similarity.not_computed(chosen), "computed": False}, code=404)
+        return _json(request, matrix)
+
+    def _serve_compute_similarity(self, request, body):
+        chosen = similarity.selection(self.catalog, body, step_required=False)
+        job, new = self.jobs.submit_similarity(chosen.public(), similarity.job_steps(self.catalog, chosen))
         return _json(request, {"job": job}, code=202 if new else 200)
 
     def _serve_knn(self, request):

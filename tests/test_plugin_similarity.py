@@ -1,0 +1,173 @@
+"""The Similarity view's routes, through werkzeug's test client: the stored matrix (labels in model or step order,
+values against linear CKA written here from Kornblith et al. 2019's formula), the "not computed" answer, every name
+checked against the log directory (400, one line), and the background job that computes what is missing."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorboard")
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from tensorboard_plugin_repviz import loader
+from werkzeug import test as wtest
+from werkzeug import wrappers
+
+import repviz
+from repviz.similarity import KERNELS, MEASURES, similarity
+
+BASE = "/data/plugin/repviz/"
+STEPS = range(3)
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory, cluster_run):
+    """Runs "x" and "y" (same 120 probes, layers in the order "logits", "conv", "dense", steps 0-2) and "z" (60
+    other probes)."""
+    root = tmp_path_factory.mktemp("similarity_logs")
+    cluster_run(root / "x", layers=("logits", "conv", "dense"), steps=STEPS, seed=0)
+    cluster_run(root / "y", layers=("logits", "conv", "dense"), steps=STEPS, seed=1)
+    cluster_run(root / "z", layers=("logits",), steps=STEPS, n=60, seed=2)
+    return root
+
+
+@pytest.fixture(scope="module")
+def served(logdir):
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    yield client, plugin
+    plugin.jobs.close()
+
+
+def _get(client, route):
+    return client.get(BASE + route)
+
+
+def _linear_cka(X: np.ndarray, Y: np.ndarray) -> float:
+    """Biased linear CKA (Kornblith et al. 2019, eq. 5): ||Yc' Xc||_F² / (||Xc' Xc||_F ||Yc' Yc||_F)."""
+    X = X.reshape(len(X), -1).astype(np.float64)
+    Y = Y.reshape(len(Y), -1).astype(np.float64)
+    X, Y = X - X.mean(axis=0), Y - Y.mean(axis=0)
+    return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
+
+
+def _wait_job(client, job_id, timeout=180):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = next(j for j in _get(client, "jobs").json["jobs"] if j["id"] == job_id)
+        if job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.3)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job}")
+
+
+def test_the_run_index_lists_the_measures_and_what_each_takes(served):
+    choices = _get(served[0], "runs").json["choices"]["similarity"]
+    assert choices["measure"] == list(MEASURES) and choices["kernel"] == list(KERNELS)
+    assert choices["options"] == {"cka": ["debiased", "kernel"], "procrustes": []}
+    assert choices["similarities"] == ["cka"]
+
+
+def test_a_stored_matrix_is_served_with_its_labels_in_model_order(served, logdir):
+    client, _ = served
+    route = "similarity?mode=layers&run=x&run2=y&step=1&measure=cka&kernel=linear&debiased=0"
+    missing = _get(client, route)
+    assert missing.status_code == 404 and missing.json["computed"] is False
+    assert "not computed yet" in missing.json["error"] and "\n" not in missing.json["error"]
+    similarity(logdir, ("x", "y"), 1, debiased=False)
+    r = _get(client, route)
+    assert r.status_code == 200, r.json
+    m = r.json
+    assert m["rows"] == [["x", layer, 1] for layer in ("logits", "conv", "dense")]
+    assert m["cols"] == [["y", layer, 1] for layer in ("logits", "conv", "dense")]
+    log = repviz.open_logdir(logdir)
+    for i, (_, a, _) in enumerate(m["rows"]):
+        for j, (_, b, _) in enumerate(m["cols"]):
+            want = _linear_cka(log.run("x").activations(a, 1), log.run("y").activations(b, 1))
+            assert m["values"][i][j] == pytest.approx(want, abs=1e-6)
+    assert m["measure"] == "cka" and m["params"] == {"kernel": "linear", "debiased": False}
+    assert m["scale_title"] == "biased linear CKA" and m["higher_is_similar"] is True
+    assert m["selection"] == {"mode": "layers", "runs": ["x", "y"], "layer": None, "step": 1, "measure": "cka",
+                              "kernel": "linear", "debiased": False}
+    # the debiased estimator is another matrix, not computed yet
+    assert _get(client, route.replace("debiased=0", "debiased=1")).status_code == 404
+
+
+@pytest.mark.parametrize("query, words", [
+    ("run=ghost&step=0", "run 'ghost' is not in the log directory"),
+    ("run=x&run2=ghost&step=0", "run 'ghost' is not in"),
+    ("run=x&run2=y&step=7", "step 7 is not a snapshot"),
+    ("run=x&run2=y&step=one", "step must be an integer"),
+    ("run=x&run2=y", "missing parameter 'step'"),
+    ("run=x&run2=z&step=0", "runs 'x' and 'z' hold different probe sets"),
+    ("mode=steps&run=x&layer=../x", "layer '../x' is not in run 'x'"),
+    ("mode=steps&run=x", "missing parameter 'layer'"),
+    ("mode=diagonal&run=x&step=0", "mode must be one of"),
+    ("run=x&step=0&measure=cca", "measure must be one of ['cka', 'procrustes']"),
+    ("run=x&step=0&kernel=poly", "kernel must be one of"),
+    ("run=x&step=0&debiased=maybe", "debiased must be true or false"),
+])
+def test_bad_names_are_refused_with_one_line(served, query, words):
+    r = _get(served[0], f"similarity?{query}")
+    assert r.status_code == 400, r.json
+    assert words in r.json["error"] and "\n" not in r.json["error"]
+
+
+def test_a_measure_without_options_has_one_selection(served):
+    client, _ = served
+    a = _get(client, "similarity?run=x&step=0&measure=procrustes&kernel=rbf&debiased=0").json
+    b = _get(client, "similarity?run=x&step=0&measure=procrustes").json
+    assert a["error"] == b["error"] and "procrustes heatmap of run 'x' at step 0" in a["error"]
+
+
+def test_compute_queues_a_job_then_every_snapshot_is_served(served, logdir):
+    client, _ = served
+    body = {"mode": "layers", "run": "y", "run2": "x", "measure": "procrustes"}
+    r = client.post(BASE + "compute_similarity", json=body)
+    assert r.status_code == 202 and r.json["job"]["kind"] == "similarity", r.json
+    job_id = r.json["job"]["id"]
+    joined = client.post(BASE + "compute_similarity", json=body)  # deduplicated while it runs
+    assert joined.status_code == 200 and joined.json["job"]["id"] == job_id
+    job = _wait_job(client, job_id)
+    assert job["state"] == "done" and job["error"] is None, job
+    assert job["progress"]["done"] == job["progress"]["total"] == len(STEPS)
+    assert job["params"]["runs"] == ["y", "x"] and job["params"]["step"] is None
+    for step in STEPS:
+        m = _get(client, f"similarity?run=y&run2=x&step={step}&measure=procrustes").json
+        assert [k[1] for k in m["rows"]] == ["logits", "conv", "dense"] and m["rows"][0][0] == "y"
+        assert m["higher_is_similar"] is False
+        want = similarity(logdir, ("y", "x"), step, measure="procrustes").values
+        np.testing.assert_allclose(m["values"], want, atol=1e-9)
+
+
+def test_compute_one_layer_over_training(served):
+    client, _ = served
+    r = client.post(BASE + "compute_similarity", json={"mode": "steps", "run": "x", "layer": "dense"})
+    assert r.status_code == 202
+    job = _wait_job(client, r.json["job"]["id"])
+    assert job["state"] == "done", job
+    m = _get(client, "similarity?mode=steps&run=x&layer=dense").json
+    assert m["rows"] == m["cols"] == [["x", "dense", s] for s in STEPS]
+    values = np.array(m["values"])
+    np.testing.assert_allclose(np.diag(values), 1.0, atol=1e-9)  # each snapshot against itself
+    np.testing.assert_allclose(values, values.T, atol=1e-12)
+    assert m["scale_title"] == "debiased linear CKA"
+
+
+@pytest.mark.parametrize("body, code, words", [
+    ({"run": "ghost"}, 400, "run 'ghost' is not in"),
+    ({"run": "x", "run2": "z"}, 400, "different probe sets"),
+    ({"run": "x", "step": 9}, 400, "step 9 is not a snapshot"),
+    ({"run": "x", "debiased": "yes"}, 400, "debiased must be"),
+    ({"run": ["x"]}, 400, "is not in the log directory"),
+])
+def test_compute_refuses_bad_bodies(served, body, code, words):
+    client, _ = served
+    r = client.post(BASE + "compute_similarity", json=body)
+    assert r.status_code == code and words in r.json["error"], r.json
+    assert client.get(BASE + "compute_similarity").status_code == 405
+    cross = client.post(BASE + "compute_similarity", json={"run": "x"}, headers={"Sec-Fetch-Site": "cross-site"})
+    assert cross.status_code == 403
