@@ -1017,12 +1017,14 @@ class Run:
                 f"steps: {_choices(self.embedding_steps(method_key, layer))}")
 
     def stamp(self) -> tuple:
-        """A cheap value that changes whenever a listing of this run would: a record appended, an embedding
-        (method, layer or step) written. A few ``stat`` calls, no file read; for readers that cache what they
-        derive from a run (the TensorBoard plugin's index)."""
+        """A cheap value that changes whenever a listing of this run would: a record appended, the probe or an
+        embedding (method, layer or step) written. A few ``stat`` calls, no file read; for readers that cache what
+        they derive from a run (the TensorBoard plugin's index)."""
         stamps = [os.stat(self.root / _MANIFEST).st_mtime_ns]
         with contextlib.suppress(FileNotFoundError):
             stamps.append(os.stat(self.root / _RECORDS).st_size)
+        with contextlib.suppress(FileNotFoundError):  # the probe written: a run that was starting can be listed
+            stamps.append(os.stat(self.root / "probe").st_mtime_ns)
         # adding a file or directory changes its directory's mtime: embeddings/<key>/<layer>/<step>.npy, so the
         # mtimes of embeddings/, of each key and of each key's layers (whose files are not listed)
         level = [str(base / "embeddings") for base in dict.fromkeys((self.results, self.root))]
@@ -1330,3 +1332,19 @@ def open_logdir(path: str | os.PathLike, out: str | os.PathLike | None = None) -
         raise NotFoundError(f"{str(path)!r} holds no repviz runs (no */plugins/repviz/manifest.json); "
                             f"record some with repviz.ActivationLogger")
     return logdir
+
+
+def open_run(path: str | os.PathLike, name: str, out: str | os.PathLike | None = None) -> Run:
+    """The run called ``name`` of the log directory ``path``, opened alone: the run ``LogDir(path, out)`` would list
+    under that name, found without walking the whole log directory (a few ``stat`` calls), for a reader holding a
+    listing that is asked for a name not in it. ``NotFoundError`` when the walk would list no run of that name."""
+    parts = Path(name).parts
+    pairs = set(zip(parts, parts[1:]))
+    run_dir = Path(path).joinpath(*parts)
+    root = run_dir.joinpath(*_RUN_SUBDIR)
+    # as the walk: a canonical relative name, not inside a run's data, reached through no link to a directory
+    if (not parts or Path(name).as_posix() != name or Path(name).is_absolute() or {".", ".."} & set(parts)
+            or _RUN_SUBDIR in pairs or _META_SUBDIR in pairs or _real(run_dir) != os.path.join(_real(path), *parts)
+            or not (root / _MANIFEST).is_file()):
+        raise NotFoundError(f"run {name!r} is not in {str(path)!r}")
+    return Run(root, name, None if out is None else Path(out).joinpath(*parts, *_RUN_SUBDIR))
