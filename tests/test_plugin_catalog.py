@@ -7,11 +7,12 @@ import argparse
 import time
 
 import numpy as np
+import pytest
 from tensorboard_plugin_repviz import catalog as catalog_module
 from tensorboard_plugin_repviz.catalog import Catalog
 from tensorboard_plugin_repviz.loader import RepvizLoader
 
-from repviz.store import RunWriter
+from repviz.store import NotFoundError, RunWriter
 
 
 def _run(path, steps=(0,)):
@@ -45,9 +46,8 @@ def test_is_active_reuses_the_listing(tmp_path, monkeypatch):
     assert len(catalog.runs()) == 30
 
 
-def test_new_runs_appear_after_the_ttl_and_unknown_names_rescan_at_most_once_a_second(tmp_path, monkeypatch):
+def test_new_runs_appear_after_the_ttl(tmp_path):
     _run(tmp_path / "a")
-    scans = _counting(monkeypatch)
     catalog = Catalog(str(tmp_path), ttl=0.2)
     assert list(catalog.runs()) == ["a"]
     old = catalog.runs()["a"]
@@ -57,15 +57,50 @@ def test_new_runs_appear_after_the_ttl_and_unknown_names_rescan_at_most_once_a_s
         time.sleep(0.05)
     assert sorted(catalog.runs()) == ["a", "b"]
     assert catalog.runs()["a"] is old  # same manifest: the Run object (and its parsed records) is kept
-    slow = Catalog(str(tmp_path), ttl=60)
-    slow.runs()
-    n = len(scans)
-    for _ in range(50):  # bad names cannot make the server walk the tree on every request
-        try:
-            slow.run("nope")
-        except LookupError:
-            pass
-    assert len(scans) - n <= 1
+
+
+def test_a_name_not_listed_is_looked_up_alone_never_by_a_rescan(tmp_path, monkeypatch):
+    _run(tmp_path / "a")
+    scans = _counting(monkeypatch)
+    catalog = Catalog(str(tmp_path), ttl=60)
+    assert list(catalog.runs()) == ["a"] and len(scans) == 1
+    for _ in range(50):  # bad names cannot make the server walk the tree
+        with pytest.raises(NotFoundError, match="'nope' is not in the log directory"):
+            catalog.run("nope")
+    _run(tmp_path / "group" / "new")  # created after the listing: served at once, and listed from then on
+    assert catalog.run("group/new").name == "group/new"
+    assert sorted(catalog.runs()) == ["a", "group/new"]
+    assert len(scans) == 1
+
+
+def test_a_name_is_found_alone_only_where_the_walk_finds_it(tmp_path):
+    """What the walk of the log directory would not list is not found by name either: a run outside it, one
+    reached through a link to a directory, one inside a run's data, a name spelled another way."""
+    logs = tmp_path / "logs"
+    _run(logs / "a")
+    _run(tmp_path / "outside")
+    _run(logs / "a" / "plugins" / "repviz" / "activations" / "nested")
+    (logs / "link").symlink_to(logs / "a", target_is_directory=True)
+    (logs / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    catalog = Catalog(str(logs), ttl=60)
+    assert list(catalog.runs()) == ["a"]
+    for name in ("../outside", str(tmp_path / "outside"), "link", "out", "a/plugins/repviz/activations/nested",
+                 "a/", "./a", "a//", "", ".", "a/.."):
+        with pytest.raises(NotFoundError):
+            catalog.run(name)
+    assert list(catalog.runs()) == ["a"]
+
+
+def test_background_rescans_are_spaced_by_the_scan_duration(tmp_path, monkeypatch):
+    """A log directory whose scan takes seconds is not walked again every ``ttl``."""
+    _run(tmp_path / "a")
+    scans = _counting(monkeypatch)
+    monkeypatch.setattr(Catalog, "SCAN_SPACING", 1e9)
+    catalog = Catalog(str(tmp_path), ttl=0)
+    for _ in range(20):
+        catalog.runs()
+        time.sleep(0.005)
+    assert len(scans) == 1
 
 
 def test_not_a_directory_lists_nothing(tmp_path):
@@ -138,3 +173,22 @@ def test_run_without_probe_yet_is_left_out_of_the_index(tmp_path):
     RunWriter(tmp_path / "starting").begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}})
     index = data.runs_impl(Catalog(str(tmp_path)), [])
     assert [r["name"] for r in index["runs"]] == ["ok"]
+
+
+def test_a_run_left_out_of_the_index_is_not_summarised_again_until_it_changes(tmp_path, monkeypatch):
+    """A run that cannot be summarised yet (no probe) is cached like a summary, keyed by the same stamp: an index
+    of thousands of runs that recorded nothing does not try each again on every rebuild; its probe lists it."""
+    from tensorboard_plugin_repviz import data
+
+    _run(tmp_path / "ok")
+    writer = RunWriter(tmp_path / "starting")
+    writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"a": {"stored_shape": [5, 2]}}})
+    built = []
+    real = data._run_summary
+    monkeypatch.setattr(data, "_run_summary", lambda run: built.append(run.name) or real(run))
+    catalog = Catalog(str(tmp_path), ttl=60)
+    for _ in range(3):
+        assert [r["name"] for r in data.runs_impl(catalog, [])["runs"]] == ["ok"]
+    assert sorted(built) == ["ok", "starting"]
+    writer.write_probe(np.arange(5))
+    assert [r["name"] for r in data.runs_impl(catalog, [])["runs"]] == ["ok", "starting"]

@@ -2,8 +2,11 @@
 
 Finding runs walks the whole log directory (``repviz.store.LogDir``); with hundreds of runs that is too slow to
 do on every request or on every ``is_active`` call of TensorBoard's plugin listing. The catalog keeps the last
-listing and rescans in a background thread once it is older than ``ttl`` seconds; only the very first listing is
-waited for. Runs whose manifest did not change keep their ``Run`` object, so its parsed records stay cached.
+listing and rescans in a background thread once it is older than ``ttl`` seconds (or than
+:attr:`Catalog.SCAN_SPACING` times the last scan's duration, so a huge log directory is not walked without pause);
+only the very first listing is waited for. Runs whose manifest did not change keep their ``Run`` object, so its
+parsed records stay cached. A name not in the listing is looked up alone (``repviz.store.open_run``), never by
+walking the log directory again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from repviz.store import LogDir, NotFoundError, Run
+from repviz.store import LogDir, NotFoundError, Run, open_run
 
 
 def inside(path: str, root: str) -> bool:
@@ -39,9 +42,9 @@ class Catalog:
         Seconds the first caller waits for the first scan (later callers never wait).
     """
 
-    #: A name that is not in the listing triggers a synchronous rescan at most this often (new runs show up at
-    #: once, and a client sending bad names cannot make the server walk the tree on every request).
-    MIN_RESCAN = 1.0
+    #: A background rescan waits at least this many times the last scan's duration (a scan of 10,000 runs takes
+    #: seconds: rescanning every ``ttl`` would keep a core busy walking the same tree).
+    SCAN_SPACING = 20.0
 
     def __init__(self, path: str, *, out: str | None = None, ttl: float = 5.0, first_wait: float = 10.0):
         self.path, self.out = path, out
@@ -50,10 +53,11 @@ class Catalog:
         self._scan_lock = threading.Lock()
         self._ready = threading.Event()
         self._logdir: LogDir | None = None
-        self._scanned = -float("inf")
+        self._scanned, self._scan_seconds = -float("inf"), 0.0
         self._scanning = False
         self._cache: dict[str, tuple[float, Any]] = {}
         self._per_run: dict[str, tuple[Run, tuple, Any]] = {}
+        self._found: dict[str, Run] = {}  # runs opened by name since the last scan (replaced whole, never changed)
 
     # listing ------------------------------------------------------------------------------------------------
     def logdir(self) -> LogDir | None:
@@ -69,7 +73,7 @@ class Catalog:
 
     def runs(self) -> dict[str, Run]:
         log = self.logdir()
-        return dict(log.runs) if log is not None else {}
+        return {**log.runs, **self._found} if log is not None else {}
 
     def is_active(self) -> bool:
         """True when the log directory holds a repviz run or a meta-SNE result (from the cached listing)."""
@@ -77,21 +81,29 @@ class Catalog:
         return log is not None and bool(log.runs or log.artifact_names())
 
     def run(self, name: str) -> Run:
-        """The run called ``name``; raises ``NotFoundError`` (after one rescan at most) when it is not listed."""
-        runs = self.runs()
-        if name not in runs and time.monotonic() - self._scanned >= self.MIN_RESCAN:
-            self.scan()
-            runs = self.runs()
-        if name not in runs:
+        """The run called ``name``: listed, or else looked up alone, so that a run created since the last scan is
+        served at once and a name that is no run costs a few ``stat`` calls; ``NotFoundError`` otherwise."""
+        run = self.runs().get(name)
+        if run is not None:
+            return run
+        try:
+            run = open_run(self.path, name, self.out) if self.path and os.path.isdir(self.path) else None
+        except (NotFoundError, OSError, ValueError):  # no run, or one that cannot be read (as the scan skips it)
+            run = None
+        if run is None or not inside(run.root, os.path.realpath(self.path)):
             raise NotFoundError(f"run {name!r} is not in the log directory")
-        return runs[name]
+        with self._lock:
+            self._found = {**self._found, name: run}
+        return run
 
     def scan(self) -> None:
         """Rescan now, in the calling thread (one scan at a time)."""
         with self._scan_lock:
+            start = time.monotonic()
             log = self._list()
             with self._lock:
                 self._logdir, self._scanned = log, time.monotonic()
+                self._scan_seconds, self._found = self._scanned - start, {}
                 self._cache.clear()
                 listed = log.runs if log is not None else {}
                 self._per_run = {k: v for k, v in self._per_run.items() if listed.get(k) is v[0]}
@@ -99,7 +111,8 @@ class Catalog:
 
     def _refresh_if_stale(self) -> None:
         with self._lock:
-            if self._scanning or time.monotonic() - self._scanned < self.ttl:
+            if self._scanning or time.monotonic() - self._scanned < max(self.ttl,
+                                                                         self.SCAN_SPACING * self._scan_seconds):
                 return
             self._scanning = True
         threading.Thread(target=self._background_scan, name="repviz-catalog", daemon=True).start()

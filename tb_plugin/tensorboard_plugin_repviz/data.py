@@ -136,13 +136,18 @@ def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
     log = catalog.logdir()
     if log is None:
         return {"runs": [], "methods": methods, "meta": []}
-    runs = []
-    for run in catalog.runs().values():
-        try:
-            runs.append(catalog.per_run(run, _run_summary))
-        except (OSError, ValueError, NotFoundError) as e:  # a run being created (no probe yet): listed later
-            logger.info("repviz: run %r left out of the index: %s", run.name, e)
-    return {"runs": runs, "methods": methods, "meta": _meta_names(log)}
+    summaries = (catalog.per_run(run, _summary_or_none) for run in catalog.runs().values())
+    return {"runs": [s for s in summaries if s is not None], "methods": methods, "meta": _meta_names(log)}
+
+
+def _summary_or_none(run: Run) -> dict | None:
+    """:func:`_run_summary`, or None for a run that cannot be summarised yet (being created: no probe); cached
+    like a summary, so a log directory of thousands of such runs costs a few ``stat`` calls each per index."""
+    try:
+        return _run_summary(run)
+    except (OSError, ValueError, NotFoundError) as e:
+        logger.info("repviz: run %r left out of the index: %s", run.name, e)
+        return None
 
 
 def _meta_names(log) -> list[str]:
