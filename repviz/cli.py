@@ -59,39 +59,76 @@ def _cluster(args) -> Iterator[DaskExecutor | None]:
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="list runs, layers, shapes, snapshots and sizes on disk")
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("--all", action="store_true",
+                   help="list every run, layer, embedding and cross-run result (by default runs that recorded "
+                        "nothing and long lists are summed up in one line each)")
     _add_out(p)
     p.set_defaults(func=_run_info)
 
 
+#: How many runs (with snapshots), layers of a run, embedding keys of a run and cross-run results ``repviz info``
+#: lists before it sums up the rest in one line (``--all`` lists everything).
+_SHOWN = {"runs": 50, "layers": 12, "keys": 6, "results": 20}
+
+
 def _run_info(args) -> int:
     logdir = open_logdir(args.logdir, args.out)
+    shown = {what: None if args.all else n for what, n in _SHOWN.items()}
+    empty, listed = [], []
     for name, run in logdir.runs.items():
-        m = run.manifest
-        probe = m.get("probe", {})
-        steps = run.steps()
-        print(f"run {name!r}: model {m.get('model', {}).get('name', '?')}, probe n={probe.get('n', '?')}, "
-              f"{len(steps)} snapshot(s) ({m.get('step_unit', 'step')}s {_ranges(steps)}), "
-              f"{_human_bytes(run.disk_bytes())} on disk")
-        preds = _predictions_line(run)
-        if preds:
-            print(f"  {preds}")
-        for layer in run.layers:
-            info = run.layer_info(layer)
-            red = info.get("reduction", {}).get("kind", "none")
-            red_txt = "" if red == "none" else f" ({red} from {info.get('output_shape')})"
-            nonfinite = sum(run.record(layer, s).get("nonfinite", 0) for s in run.steps(layer))
-            warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""
-            print(f"  {layer:<32} {str(tuple(info.get('stored_shape', ()))):<14}{red_txt} "
-                  f"{len(run.steps(layer))} snapshot(s){warn}")
-        for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded: a copy of another's
-            print(f"  {layer:<32} not recorded: {why}")
-        for key in run.embedding_keys():
-            print(f"  embeddings: {key}")
-    for name in logdir.artifact_names():
+        (listed if args.all or run.records() else empty).append(name)
+    for name in listed[:shown["runs"]]:
+        _print_run(name, logdir.runs[name], shown)
+    if len(listed) > len(listed[:shown["runs"]]):
+        rest = listed[shown["runs"]:]
+        print(f"{len(rest)} more run(s) with snapshots: {_folded(rest)} (--all lists them)")
+    if empty:
+        print(f"{len(empty)} run(s) with nothing recorded yet: {_folded(empty)} (--all lists them)")
+    names = logdir.artifact_names()
+    for name in names[:shown["results"]]:
         files = logdir.artifacts(name).names()  # a meta-SNE vector cache holds one file per representation
         more = f", ... ({len(files)} files)" if len(files) > 6 else ""
         print(f"cross-run result {name!r}: {', '.join(files[:6])}{more}")
+    if len(names) > len(names[:shown["results"]]):
+        rest = names[shown["results"]:]
+        print(f"{len(rest)} more cross-run result(s): {_folded(rest)} (--all lists them)")
     return 0
+
+
+def _print_run(name: str, run, shown: dict) -> None:
+    """The lines of one run: a summary, then its predictions, layers and embedding keys (up to ``shown``)."""
+    m = run.manifest
+    probe = m.get("probe", {})
+    steps = run.steps()
+    print(f"run {name!r}: model {m.get('model', {}).get('name', '?')}, probe n={probe.get('n', '?')}, "
+          f"{len(steps)} snapshot(s) ({m.get('step_unit', 'step')}s {_ranges(steps)}), "
+          f"{_human_bytes(run.disk_bytes())} on disk")
+    preds = _predictions_line(run)
+    if preds:
+        print(f"  {preds}")
+    for layer in run.layers[:shown["layers"]]:
+        info = run.layer_info(layer)
+        red = info.get("reduction", {}).get("kind", "none")
+        red_txt = "" if red == "none" else f" ({red} from {info.get('output_shape')})"
+        nonfinite = sum(run.record(layer, s).get("nonfinite", 0) for s in run.steps(layer))
+        warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""
+        print(f"  {layer:<32} {str(tuple(info.get('stored_shape', ()))):<14}{red_txt} "
+              f"{len(run.steps(layer))} snapshot(s){warn}")
+    if len(run.layers) > len(run.layers[:shown["layers"]]):
+        rest = run.layers[shown["layers"]:]
+        print(f"  {len(rest)} more layer(s): {_folded(rest)} (--all lists them)")
+    for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded: a copy of another's
+        print(f"  {layer:<32} not recorded: {why}")
+    keys = run.embedding_keys()
+    for key in keys[:shown["keys"]]:
+        print(f"  embeddings: {key}")
+    if len(keys) > len(keys[:shown["keys"]]):
+        print(f"  {len(keys) - shown['keys']} more embedding key(s) (--all lists them)")
+
+
+def _folded(names: list[str], shown: int = 5) -> str:
+    """The first ``shown`` of ``names``, and how many there are in all when that is more."""
+    return ", ".join(map(repr, names[:shown])) + (f", ... ({len(names)} in all)" if len(names) > shown else "")
 
 
 def _predictions_line(run) -> str:

@@ -37,7 +37,8 @@ def test_info_names_the_output_the_predictions_are(tmp_path, capsys, new_run):
     w = new_run(tmp_path / "multi", {"dense": (4, 3)}, model={"name": "two_heads"}, probe={"n": 4},
                 predictions={"shape": [4, 10], "output": "digits", "outputs": {"digits": [4, 10], "aux": [4, 1]}})
     w.write_activation("dense", 0, np.zeros((4, 3), np.float32))
-    new_run(tmp_path / "unnamed", {}, predictions={"shape": [4, 2]})  # a store-written run that names no output
+    unnamed = new_run(tmp_path / "unnamed", {}, predictions={"shape": [4, 2]})  # a store-written run naming no output
+    unnamed.write_prediction(0, np.zeros((4, 2), np.float32))
     assert main(["info", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "  predictions: output 'digits' (4, 10); also stored: 'aux' (4, 1)" in out
@@ -84,9 +85,41 @@ def test_demo_bad_arguments(tmp_path, capsys, args, match):
 def test_info_into_a_closed_pipe_ends_quietly(tmp_path, new_run, repo):
     """Non-regression: `repviz info LOG | head -1` ended in a BrokenPipeError traceback."""
     new_run(tmp_path / "run0", {f"layer_{i}": (30, 4) for i in range(3000)})  # more output than a pipe buffers
-    out = subprocess.run(f"{sys.executable} -m repviz.cli info {tmp_path} | head -1", shell=True,
+    out = subprocess.run(f"{sys.executable} -m repviz.cli info --all {tmp_path} | head -1", shell=True,
                          capture_output=True, text=True, cwd=repo)
     assert out.stdout.startswith("run 'run0'") and out.stderr == ""
+
+
+def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys, new_run):
+    """Issue #32: 10,000 runs that recorded nothing printed 50,000 lines. Each long list is summed up in one line;
+    --all lists everything."""
+    for i in range(53):
+        new_run(tmp_path / f"r{i:02d}").write_activation("dense", 0, np.zeros((30, 4), np.float32))
+    for i in range(30):
+        new_run(tmp_path / f"starting{i:02d}", {f"l{j}": (30, 4) for j in range(4)})
+    wide = new_run(tmp_path / "a_wide", {f"l{j:02d}": (30, 2) for j in range(15)})
+    for j in range(15):
+        wide.write_activation(f"l{j:02d}", 0, np.zeros((30, 2), np.float32))
+    run = open_logdir(tmp_path).run("a_wide")
+    for k in range(8):
+        run.write_embedding(f"pca-{k}", "l00", 0, np.zeros((30, 2), np.float32), {})
+
+    assert main(["info", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    runs = [line for line in out if line.startswith("run ")]
+    assert len(runs) == 50 and runs[0].startswith("run 'a_wide'") and runs[-1].startswith("run 'r48'")
+    assert "4 more run(s) with snapshots: 'r49', 'r50', 'r51', 'r52' (--all lists them)" in out
+    assert ("30 run(s) with nothing recorded yet: 'starting00', 'starting01', 'starting02', 'starting03', "
+            "'starting04', ... (30 in all) (--all lists them)") in out
+    assert "  3 more layer(s): 'l12', 'l13', 'l14' (--all lists them)" in out
+    assert "  2 more embedding key(s) (--all lists them)" in out
+    # a_wide: 1 + 12 layers + 1 + 6 keys + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
+    assert len(out) == 21 + 49 * 2 + 2
+
+    assert main(["info", "--all", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len([line for line in out if line.startswith("run ")]) == 84
+    assert len(out) == (1 + 15 + 8) + 53 * 2 + 30 * 5 and not any("more" in line for line in out)
 
 
 @pytest.mark.parametrize("command, option", [("embed", "--steps"), ("embed", "--layers"), ("embed", "--runs"),
