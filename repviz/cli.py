@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from .distributed import DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from .methods import ALIGN_MODES
+from .similarity.options import KERNELS, MEASURES
 from .store import NotFoundError, open_logdir
 
 
@@ -379,6 +380,73 @@ def _run_meta(args) -> int:
     return 0
 
 
+def _add_similarity(sub) -> None:
+    p = sub.add_parser("similarity", help="layer-by-layer similarity (CKA, Procrustes) of two runs, or of one "
+                                          "layer over training",
+                       description="Compare every layer of run A with every layer of run B at one snapshot (one "
+                                   "run: with itself), or, with --layer, every snapshot of one layer with every "
+                                   "other. Prints the labelled matrix; values are cached in the log directory, so "
+                                   "a second call computes nothing and a new snapshot adds only its pairs.")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("--runs", required=True, help="one run or two, comma-separated: a,b (rows from a, columns "
+                                                 "from b); they must hold the same probe ids")
+    p.add_argument("--step", type=int, help="the snapshot (default: the latest both runs have)")
+    p.add_argument("--layers", help="comma-separated layers to compare (default: all, in model order)")
+    p.add_argument("--layer", help="instead: this layer's snapshots against each other (one run in --runs)")
+    p.add_argument("--steps", help="with --layer: comma-separated snapshots (default: all)")
+    p.add_argument("--measure", default=MEASURES[0], choices=MEASURES,
+                   help="cka (similarity; default) or procrustes (the angular shape distance)")
+    p.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help="CKA's kernel (default: linear)")
+    p.add_argument("--biased", action="store_true", help="CKA with the biased HSIC estimator (default: debiased)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="minibatch CKA over N probes per batch (default: exact up to 2,048 probes)")
+    p.add_argument("--out", metavar="DIR", help="also write the matrix as CSV and JSON and its heatmap (PNG, SVG) "
+                                                "under DIR")
+    p.add_argument("--results", metavar="DIR", help="keep the cache under DIR instead of the log directory (e.g. "
+                                                    "when it is read-only)")
+    p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    p.set_defaults(func=_run_similarity)
+
+
+def _run_similarity(args) -> int:
+    from .progress import TerminalProgress
+    from .similarity import similarity, similarity_over_training
+
+    runs = _split(args.runs, "--runs")
+    if len(runs) > 2 or (args.layer is not None and len(runs) != 1):
+        raise ValueError(f"--runs names {len(runs)} runs; give one or two (a,b), or one with --layer")
+    if args.layer is None and args.steps is not None:
+        raise ValueError("--steps selects snapshots of --layer; for two runs at one snapshot use --step N")
+    try:
+        steps = None if args.steps is None else [int(s) for s in _split(args.steps, "--steps")]
+    except ValueError:
+        raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
+    bar = TerminalProgress("repviz similarity", enabled=False if args.no_progress else None)
+    logdir = open_logdir(args.logdir, args.results)
+    options = dict(measure=args.measure, kernel=args.kernel, debiased=not args.biased, batch_size=args.batch_size,
+                   progress=bar)
+    if args.layer is not None:
+        matrix = similarity_over_training(logdir, runs[0], args.layer, steps, **options)
+    else:
+        matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), **options)
+    bar.close()
+    print(matrix.title)
+    print(matrix.table())
+    for note in matrix.notes:
+        print(f"# {note}")
+    if args.layer is None and len(runs) == 2:
+        rate, n = matrix.layer_identification()
+        if n:
+            print(f"# layer identification: {100 * rate:.0f}% of {n} layers of {runs[0]!r} are most similar to "
+                  f"the same layer of {runs[1]!r}")
+    if args.out:
+        from .similarity.figures import write_matrix
+
+        written = write_matrix(matrix, args.out)
+        print(f"wrote {', '.join(p.name for p in written)} under {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -387,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_embed(sub)
     _add_meta(sub)
     _add_export(sub)
+    _add_similarity(sub)
     return parser
 
 

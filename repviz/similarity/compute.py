@@ -71,9 +71,10 @@ def _activations(rep: Stored) -> np.ndarray:
 def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCache, measure: str, params: dict,
                   progress: ProgressCallback | None = None) -> int:
     """Compute the ``missing`` entries (a boolean mask over the selection) with the measures, into ``cache``;
-    returns how many values were computed."""
+    returns how many pairs of representations were missing."""
     reps = {r.identity: r for r in selection.rows + selection.cols}
-    rows, cols = covering(_missing_pairs(selection, missing), list(reps))
+    pairs = _missing_pairs(selection, missing)
+    rows, cols = covering(pairs, list(reps))
     A = [_activations(reps[i]) for i in rows]
     B = None if rows == cols else [_activations(reps[i]) for i in cols]
     if measure == "procrustes":
@@ -85,7 +86,7 @@ def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCa
                            random_state=params.get("random_state", 0), progress=progress,
                            sigma=params.get("sigma", RBF_SIGMA))
     cache.put([reps[i] for i in rows], [reps[i] for i in cols], _undefined_as_inf(block))
-    return int(np.size(block))
+    return len(pairs)
 
 
 def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: SimilarityCache, transform: str,

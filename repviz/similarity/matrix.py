@@ -63,7 +63,7 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
             notes.append(f"from the meta bank's {transform!r} vectors (CKA = 1 - chord²/2; {built} built now)")
         else:
             count = work.from_measures(selection, missing, cache, measure, params, progress)
-            notes.append(f"{count} value(s) computed now" + ("" if missing.all() else ", the rest from the cache"))
+            notes.append(f"{count} pair(s) computed now" + ("" if missing.all() else ", the rest from the cache"))
         cache.save()
         values = cache.get(selection.rows, selection.cols)
     else:
