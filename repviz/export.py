@@ -7,7 +7,9 @@ Everything is read through the store (:func:`repviz.open_logdir`, :meth:`MetaRes
 - ``meta-<name>.<fmt>``: each meta-SNE map, every (run, layer) drawn as its training path, runs coloured (runs in
   one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a colour, solid then dashed lines), the
   last snapshot circled and labelled with the layer, the input landmark marked;
-- ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot.
+- ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot;
+- ``similarity-*``: layer-by-layer CKA heatmaps (with CSV and JSON) of the seeds of each network, and of a
+  layer's snapshots where computed (:func:`repviz.similarity.figures.export_heatmaps`).
 
 The point clouds are rasterised inside SVG files (text and axes stay vectors), which keeps a figure of tens of
 thousands of points at a few hundred KB. Needs matplotlib (the ``export`` extra).
@@ -34,6 +36,7 @@ except ImportError as e:  # the optional extra: one clear line for the CLI
 
 from .meta.result import MetaResult
 from .meta.sources import INPUT_KEY
+from .similarity.figures import export_heatmaps
 from .store import LogDir, atomic_path, open_logdir
 
 SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
@@ -221,5 +224,6 @@ def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *
     for name in logdir.artifact_names():
         if logdir.artifacts(name).exists("result.json"):
             written += _save(meta_map(MetaResult.load(logdir, name)), out, _file_part(name), formats)
+    written += export_heatmaps(logdir, out, formats)
     written += _write_tables(score_rows(logdir), out)
     return written
