@@ -113,6 +113,8 @@ def between_runs(logdir: LogDir, runs: str | Sequence[str], step: int | None = N
     if layers is not None:
         known = set(a.layers) | set(b.layers)
         unknown = [lay for lay in layers if lay not in known]
+        if unknown and a is b:
+            raise NotFoundError(f"layer(s) {unknown} are not in run {a.name!r}; it has: {a.layers}")
         if unknown:
             raise NotFoundError(f"layer(s) {unknown} are in neither run {a.name!r} nor {b.name!r}; they have: "
                                 f"{list(dict.fromkeys(a.layers + b.layers))}")
