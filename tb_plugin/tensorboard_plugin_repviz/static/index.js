@@ -9,14 +9,16 @@
 // Instrumentation (read by tests/browser and benchmarks/bench_plugin.py, nothing else):
 //   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, gridDraws, gridDrawnMs, gridCells,
 //                           metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories, metaPositions, overlayDraws,
-//                           exported}
+//                           exported, similarityDraws, similarityLayout, similarityShown, similarityPairs}
 //   draws: completed draws of the main view; n: points in the last one; drawnMs: from the user's choice of a
 //   representation to its draw having completed; transitionFrames: frame intervals (ms) during the last animated
 //   transition; gridDrawnMs: from showing the grid to every cell drawn (gridLayoutMs: of which creating the
 //   cells' plots); metaDrawnMs: one draw of the meta map;
 //   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
-//   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export.
+//   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export;
+//   similarityLayout: {x, y, cell, n, m} of the heatmap's grid (CSS pixels); similarityShown: {step, rows, cols}
+//   of the matrix shown (null: none); similarityPairs: draws of the hovered cell's two scatters.
 import { resolveCurrent, runNamed, stepAtOrBefore, stepsOf } from "./choice.js";
 import { GridView } from "./gridview.js";
 import { Jobs } from "./jobs.js";
@@ -24,12 +26,13 @@ import { MainView } from "./mainview.js";
 import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
 import { RunsView } from "./runsview.js";
+import { SimilarityView } from "./similarityview.js";
 import * as V from "./views.js";
 
 const { h } = V;
 
 /** The views, in the order of the view switch; the first is shown first and shows what another view opens. */
-const VIEWS = [MainView, GridView, RunsView, MetaView];
+const VIEWS = [MainView, GridView, RunsView, MetaView, SimilarityView];
 
 const PLAY_MS = 1300;
 const COLOR_MODES = [
@@ -57,7 +60,7 @@ class App {
     /** @type {import("./view.js").State} */
     this.state = {
       run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
-      hidden: new Set(), selectedIds: new Set(), hover: null,
+      hidden: new Set(), selectedIds: new Set(), hover: null, pair: null,
     };
     this.error = null;
     this.jobs = new Jobs(this.model, {
@@ -107,6 +110,10 @@ class App {
     return {
       change: (changes) => this.change(changes),
       open: (choice) => this.open(choice),
+      show: (name, changes) => {
+        this.change(changes);
+        this.setView(name);
+      },
       select: (ids) => this.change({ selectedIds: ids }),
       hover: (point) => this.showPoint(point),
       card: (node) => this.el.hover.replaceChildren(node),
@@ -166,6 +173,7 @@ class App {
       Object.assign(next, resolveCurrent(this.index, next));
     }
     if ("colorBy" in changes) next.hidden = new Set();
+    if (("run" in changes || "layer" in changes) && !("pair" in changes)) next.pair = null; // the pickers leave a pair
     this.state = next;
     if (chooses || "colorBy" in changes || "mode" in changes) this.renderControls();
     if ("selectedIds" in changes || chooses) this.renderSelection();

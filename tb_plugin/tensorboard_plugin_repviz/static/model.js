@@ -259,6 +259,20 @@ export class Model {
     return (await (await this._post("compute_meta", options)).json()).job;
   }
 
+  /**
+   * The stored similarity heatmap that `query` names ({mode, run, run2 | layer, step, measure, kernel, debiased}):
+   * values (rows × cols), rows and cols as [run, layer, step], measure, params, notes, scale_title and
+   * higher_is_similar. One not computed yet fails with status 404.
+   */
+  similarity(query) {
+    return this._json("similarity", query);
+  }
+
+  /** Start (or join) the background computation of the heatmaps `body` names (every snapshot). @returns {Promise<Job>} */
+  async computeSimilarity(body) {
+    return (await (await this._post("compute_similarity", body)).json()).job;
+  }
+
   /** Recent background jobs. @returns {Promise<Job[]>} */
   async jobs() {
     const response = await request("jobs", {}, { cache: "no-cache" });

@@ -35,9 +35,11 @@ export class RunsView extends CellsView {
   specs(page) {
     const run = runNamed(page.index, page.state.run);
     const unit = run.step_unit || "step";
+    const title = (ch) => `${ch.run} · ${ch.layer} · ${unit} ${ch.step}`;
+    const pair = page.state.pair; // representations opened together (the Similarity view's click)
+    if (pair) return { rows: 1, cols: pair.length, specs: pair.map((p) => this.spec(p, title)) };
     const runs = this.shownRuns(page);
-    return { rows: 1, cols: runs.length,
-      specs: runs.map((name) => this.spec({ run: name }, (ch) => `${ch.run} · ${ch.layer} · ${unit} ${ch.step}`)) };
+    return { rows: 1, cols: runs.length, specs: runs.map((name) => this.spec({ run: name }, title)) };
   }
 
   /** The run check boxes and what is shown. @returns {HTMLElement[]} */
@@ -46,11 +48,13 @@ export class RunsView extends CellsView {
     const run = runNamed(index, state.run);
     return [
       h("span", { class: "label", text: "Runs" }),
-      V.runChecks(index.runs.map((r) => r.name), this.shownRuns(page), SIDE_RUNS, (names) => {
+      V.runChecks(index.runs.map((r) => r.name), state.pair ? state.pair.map((p) => p.run) : this.shownRuns(page), SIDE_RUNS, (names) => {
         if (names.length) this.runs = names;
+        if (this.page.state.pair) this.events.change({ pair: null });
         this.draw();
       }),
-      h("span", { class: "hint", text: `layer depth of ${state.layer}, ${(run && run.step_unit) || "step"} ${state.step}` }),
+      h("span", { class: "hint", text: state.pair ? "the pair opened from the Similarity view"
+        : `layer depth of ${state.layer}, ${(run && run.step_unit) || "step"} ${state.step}` }),
     ];
   }
 }

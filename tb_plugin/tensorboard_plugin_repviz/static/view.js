@@ -17,22 +17,24 @@
  * @typedef {{
  *   run: ?string, layer: ?string, method: ?string, step: ?number,
  *   colorBy: string, mode: string, hidden: Set<number>, selectedIds: Set<number>,
- *   hover: ?PointRef,
+ *   hover: ?PointRef, pair: ?Array<{run: string, layer: string, step?: number}>,
  * }} State  the shared state: the chosen representation (the pickers), the colour mode, the mouse mode, the
- *   hidden categories, the selection by probe id and the probe point under the mouse
+ *   hidden categories, the selection by probe id, the probe point under the mouse and the representations the
+ *   Runs view shows side by side when they were opened together (null: the runs it picks)
  *
  * @typedef {{run: string, index: number, step: number}} PointRef  a probe point (index in probe order) of a run
  *
  * @typedef {{
  *   change: function(Partial<State>): void,
  *   open: function(import("./choice.js").Choice): void,
+ *   show: function(string, Partial<State>): void,
  *   select: function(Set<number>): void,
  *   hover: function(?PointRef): void,
  *   card: function(HTMLElement): void,
  *   job: function(function(): Promise<import("./model.js").Job>, object, function(import("./model.js").Job): void=): void,
  *   error: function(?Error): void,
  * }} ViewEvents  what a view reports: `change` shared state; `open` a representation in the main view;
- *   `select` probe ids; `hover` a probe point (null: clear the hover card); `card` a card of its own in the hover
+ *   `show(name, changes)` view `name` after changing the shared state (e.g. a pair in the Runs view); `select` probe ids; `hover` a probe point (null: clear the hover card); `card` a card of its own in the hover
  *   slot (e.g. a preview); `job(start, describe, onDone)` a background job that `start()` asks the server for,
  *   described by `describe` (e.g. {kind: "meta"}) until it answers, `onDone(job)` once it has finished; `error`
  *   a failure to show (null: dismiss)

@@ -199,7 +199,8 @@ export function setSnapshotBar(bar, steps, position, unit, playing) {
 
 /** A background job's state: progress bar while it runs, the one-line reason when it failed. */
 export function jobView(job, onDismiss) {
-  const what = job.kind === "meta" ? "the meta-SNE map" : `${job.method} of ${job.layer}`;
+  const what = job.kind === "meta" ? "the meta-SNE map"
+    : job.kind === "similarity" ? `the ${job.method} heatmaps of ${job.params.runs.join(" × ")}` : `${job.method} of ${job.layer}`;
   if (job.state === "failed") {
     return h("div", { class: "job failed", role: "alert" },
       h("span", { text: `Computing ${what} failed: ${job.error || "unknown reason"}` }),

@@ -1,0 +1,500 @@
+// The Similarity view: how alike two representations are, as a heatmap (heatmap.js) of the layers of one run
+// against the layers of another (or the same) at one snapshot, with a slider that animates it over training, or of
+// one layer's snapshots against each other. Hovering a cell shows the two representations' scatters side by side,
+// linked by probe id to the shared hover and selection; a click opens the pair in the Runs view. A heatmap not
+// computed yet offers a button that computes it (every snapshot) in a background job. The measures and kernels
+// are the server's (the run index's `choices.similarity`).
+import { cellData } from "./cellsview.js";
+import { choiceFor, runNamed, stepAtOrBefore } from "./choice.js";
+import { pointColors } from "./colors.js";
+import { Heatmap } from "./heatmap.js";
+import { fitCanvas } from "./overlay.js";
+import * as V from "./views.js";
+
+const { h } = V;
+
+const MODES = [
+  { value: "layers", label: "layers × layers", title: "the layers of two runs (or one) at one snapshot" },
+  { value: "steps", label: "snapshots × snapshots", title: "one layer at every snapshot against itself: how training moved it" },
+];
+const PLAY_MS = 900;
+const HIT_PX = 6;
+
+/** Sorted snapshots that every run in `runs` stored (of any layer). @returns {number[]} */
+function sharedSteps(runs) {
+  const sets = runs.map((r) => new Set(r.layers.flatMap((l) => l.steps)));
+  return [...sets[0]].filter((s) => sets.every((set) => set.has(s))).sort((a, b) => a - b);
+}
+
+/**
+ * Kornblith et al. (2019)'s test across two runs: in how many rows whose layer the columns also hold is that layer
+ * the most alike column (the highest similarity, the lowest distance). Null for one run, or no shared layer.
+ * @returns {?{hits: number, rows: number}}
+ */
+function identification(matrix) {
+  if (matrix.rows[0][0] === matrix.cols[0][0]) return null;
+  const cols = matrix.cols.map((k) => k[1]);
+  const sign = matrix.higher_is_similar ? 1 : -1;
+  let hits = 0;
+  let rows = 0;
+  matrix.rows.forEach(([, layer], i) => {
+    if (!cols.includes(layer)) return;
+    rows += 1;
+    let best = 0;
+    matrix.values[i].forEach((v, j) => {
+      if (v !== null && (matrix.values[i][best] === null || sign * v > sign * matrix.values[i][best])) best = j;
+    });
+    if (cols[best] === layer) hits += 1;
+  });
+  return rows ? { hits, rows } : null;
+}
+
+/**
+ * A small scatter of `data` (a representation's points from cellData) on a 2-D canvas: unselected points faded
+ * while a selection exists, the hovered probe ringed. Returns the points' canvas positions for hit tests.
+ * @param {Set<number>} selectedIds @param {?number} hoverId probe id
+ */
+function drawPair(canvas, data, selectedIds, hoverId) {
+  const ctx = fitCanvas(canvas);
+  const size = Math.min(canvas.clientWidth, canvas.clientHeight);
+  const half = size / 2 - 4;
+  const cx = canvas.clientWidth / 2;
+  const cy = canvas.clientHeight / 2;
+  const colors = pointColors(data);
+  const n = data.x.length;
+  const px = new Float32Array(n);
+  const py = new Float32Array(n);
+  const selecting = selectedIds.size > 0;
+  const dot = n > 3000 ? 2 : 3;
+  for (const pass of selecting ? [false, true] : [true]) {
+    ctx.globalAlpha = pass ? 0.9 : 0.18;
+    for (let i = 0; i < n; i++) {
+      if (selecting && selectedIds.has(data.ids[i]) !== pass) continue;
+      px[i] = cx + data.x[i] * half;
+      py[i] = cy - data.y[i] * half;
+      ctx.fillStyle = colors[i];
+      ctx.fillRect(px[i] - dot / 2, py[i] - dot / 2, dot, dot);
+    }
+  }
+  ctx.globalAlpha = 1;
+  const i = hoverId === null ? undefined : data.idIndex.get(hoverId);
+  if (i !== undefined) {
+    ctx.strokeStyle = "#212121";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    ctx.arc(px[i], py[i], 6, 0, 2 * Math.PI);
+    ctx.stroke();
+  }
+  return { px, py };
+}
+
+/** @implements {import("./view.js").View} */
+export class SimilarityView {
+  /**
+   * @param {import("./model.js").Model} model
+   * @param {import("./view.js").ViewEvents} events
+   */
+  constructor(model, events) {
+    this.name = "similarity";
+    this.label = "Similarity";
+    this.title = "how alike representations are (CKA, Procrustes): layers × layers of two runs, or one layer over training";
+    this.chrome = { snapshots: false, info: false, legend: false, selection: true };
+    this.model = model;
+    this.events = events;
+    /** @type {?import("./view.js").Page} */
+    this.page = null;
+    // what the heatmap shows (resolved against the index when shown)
+    this.pick = { mode: "layers", run: null, run2: null, layer: null, step: null, measure: null, kernel: null, debiased: true };
+    this.matrix = null; // the matrix drawn, as the server sent it
+    this.missing = false; // the chosen heatmap is not computed
+    this.token = null;
+    this.playing = false;
+    this.pair = null; // {cell, sides: [{key, data, title, points}, ...]} of the hovered cell
+    this.hoverId = null;
+  }
+
+  /** @param {HTMLElement} el */
+  mount(el) {
+    el.classList.add("simview");
+    this.barEl = h("div", { class: "view-bar" });
+    this.canvas = h("canvas", { class: "sim-canvas", "data-testid": "similarity" });
+    this.overlayEl = h("div", { class: "overlay" });
+    this.pairEl = h("section", { class: "sim-pair", "data-testid": "pair" });
+    this.summaryEl = h("section", { class: "sim-summary", "data-testid": "similarity-summary" });
+    this.slider = V.snapshotBar((p) => this.setStep(this.steps()[p]), () => this.togglePlay());
+    for (const [node, id] of [...this.slider.children].map((c, i) => [c, ["similarity-play", "similarity-slider", "similarity-step"][i]])) {
+      if (id) node.dataset.testid = id;
+    }
+    el.append(this.barEl, h("div", { class: "sim-body" }, h("div", { class: "sim-heat" }, this.canvas, this.overlayEl),
+      h("div", { class: "sim-side" }, this.pairEl, this.summaryEl)),
+      this.slider);
+    this.heatmap = new Heatmap(this.canvas, { onHover: (cell) => this.onHover(cell), onOpen: (cell) => this.onOpen(cell) });
+    this.clearPair();
+  }
+
+  /**
+   * Nothing while hidden (a running animation stops); the bar and the heatmap again when shown or when the index
+   * changed; the job's progress as it comes; the pair's scatters again when the colours, the selection or the
+   * hovered point changed.
+   * @param {import("./view.js").Page} page
+   */
+  render(page) {
+    const last = this.page;
+    this.page = page;
+    if (page.view !== this.name) {
+      if (this.playing) this.togglePlay();
+      return;
+    }
+    const shown = last && last.view === this.name;
+    if (!shown || page.index !== last.index) {
+      this.resolve();
+      this.update();
+      return;
+    }
+    if (page.jobs !== last.jobs) this.renderOverlay();
+    if (page.state.colorBy !== last.state.colorBy) this.showPair(this.pair && this.pair.cell);
+    else if (page.state.selectedIds !== last.state.selectedIds) this.drawPair();
+  }
+
+  resize() {
+    if (this.page && this.page.view === this.name) {
+      this.heatmap.draw();
+      this.drawPair();
+    }
+  }
+
+  canvases() {
+    return [this.canvas];
+  }
+
+  // --- what is shown -----------------------------------------------------------------------------------------
+
+  /** The run index's choices of a similarity matrix ({measure, kernel, similarities}), defaults first. */
+  get choices() {
+    return this.page.index.choices.similarity;
+  }
+
+  /** Keep what still exists of the pick; fill the rest from the shared state and the defaults. */
+  resolve() {
+    const { index, state } = this.page;
+    const p = this.pick;
+    const names = index.runs.map((r) => r.name);
+    if (!names.includes(p.run)) p.run = names.includes(state.run) ? state.run : names[0] ?? null;
+    const run = runNamed(index, p.run);
+    if (!run) return;
+    if (!names.includes(p.run2)) {
+      // by default another run of the same probe set (seeds, architectures), else the run against itself
+      const other = index.runs.find((r) => r.name !== run.name && r.probe_group === run.probe_group);
+      p.run2 = other ? other.name : run.name;
+    }
+    const layers = run.layers.map((l) => l.name);
+    if (!layers.includes(p.layer)) p.layer = layers.includes(state.layer) ? state.layer : layers[0] ?? null;
+    if (!this.choices.measure.includes(p.measure)) p.measure = this.choices.measure[0];
+    if (!this.choices.kernel.includes(p.kernel)) p.kernel = this.choices.kernel[0];
+    const steps = this.steps();
+    if (steps.length && !steps.includes(p.step)) {
+      p.step = p.step === null && state.step === null ? steps[steps.length - 1] : stepAtOrBefore(steps, p.step ?? state.step);
+    }
+  }
+
+  /** The runs of the pick (one when run2 is run). */
+  runs() {
+    const { index } = this.page;
+    const p = this.pick;
+    return [runNamed(index, p.run), ...(p.mode === "layers" && p.run2 !== p.run ? [runNamed(index, p.run2)] : [])];
+  }
+
+  /** The snapshots the slider offers: those the runs share (mode "layers"). */
+  steps() {
+    const runs = this.runs();
+    return runs.every(Boolean) ? sharedSteps(runs) : [];
+  }
+
+  /** Query of the heatmap chosen (the route's fields). */
+  query() {
+    const p = this.pick;
+    const q = { mode: p.mode, run: p.run, measure: p.measure, kernel: p.kernel, debiased: p.debiased ? "1" : "0" };
+    if (p.mode === "layers") Object.assign(q, { run2: p.run2, step: p.step });
+    else q.layer = p.layer;
+    return q;
+  }
+
+  /** Whether `job` computes the heatmaps of the pick (any snapshot). */
+  isMine(job) {
+    if (job.kind !== "similarity" || !job.params) return false;
+    const j = job.params;
+    const p = this.pick;
+    const runs = p.mode === "layers" && p.run2 !== p.run ? [p.run, p.run2] : [p.run];
+    return j.mode === p.mode && JSON.stringify(j.runs) === JSON.stringify(runs) && j.measure === p.measure &&
+      j.kernel === p.kernel && j.debiased === p.debiased && (p.mode === "layers" || j.layer === p.layer);
+  }
+
+  /** The bar, the slider and the heatmap of the pick. */
+  update({ animate = false } = {}) {
+    this.renderBar();
+    this.renderSlider();
+    this.fetch(animate);
+  }
+
+  renderBar() {
+    const { index } = this.page;
+    const p = this.pick;
+    const runOptions = index.runs.map((r) => ({ value: r.name, label: r.name }));
+    const set = (changes) => {
+      Object.assign(p, changes);
+      this.resolve();
+      this.clearPair();
+      this.update();
+    };
+    const run = runNamed(index, p.run);
+    const parts = [V.segmented("similarity-mode", MODES, p.mode, (v) => set({ mode: v }))];
+    parts.push(V.picker(p.mode === "layers" ? "Rows" : "Run", "similarity-run", runOptions, p.run, (v) => set({ run: v })));
+    if (p.mode === "layers") {
+      parts.push(V.picker("Columns", "similarity-run2", runOptions, p.run2, (v) => set({ run2: v })));
+    } else {
+      const layers = run ? run.layers.map((l) => ({ value: l.name, label: l.name })) : [];
+      parts.push(V.picker("Layer", "similarity-layer", layers, p.layer, (v) => set({ layer: v })));
+    }
+    const c = this.choices;
+    parts.push(V.picker("Measure", "similarity-measure", c.measure.map((m) => ({ value: m, label: m })), p.measure,
+      (v) => set({ measure: v })));
+    if (c.options[p.measure].includes("kernel")) {
+      parts.push(V.picker("Kernel", "similarity-kernel", c.kernel.map((k) => ({ value: k, label: k })), p.kernel,
+        (v) => set({ kernel: v })));
+    }
+    if (c.options[p.measure].includes("debiased")) {
+      parts.push(h("label", { class: "picker", title: "the unbiased HSIC estimator (Song et al. 2007): near 0 for unrelated representations" },
+        h("input", { type: "checkbox", name: "similarity-debiased", checked: p.debiased,
+          onchange: (e) => set({ debiased: e.target.checked }) }), h("span", { text: "debiased" })));
+    }
+    this.barEl.replaceChildren(...parts);
+  }
+
+  /** Under the pair: what the matrix says as a whole (the layer identification across two runs) and how its
+   * values were obtained. */
+  renderSummary() {
+    const m = this.matrix;
+    this.summaryEl.classList.toggle("off", !m);
+    if (!m) return;
+    const found = identification(m);
+    const notes = m.notes.map((note) => h("p", { class: "hint", text: note }));
+    if (found) {
+      notes.unshift(h("p", { "data-testid": "identification" }, "Layer identification: ", h("b", { text: `${found.hits} of ${found.rows}` }),
+        ` layers of run ${m.rows[0][0]} are most alike the layer of the same name in run ${m.cols[0][0]}.`));
+    }
+    this.summaryEl.replaceChildren(...notes);
+  }
+
+  renderSlider() {
+    const steps = this.pick.mode === "layers" ? this.steps() : [];
+    const run = runNamed(this.page.index, this.pick.run);
+    this.slider.classList.toggle("off", this.pick.mode !== "layers");
+    V.setSnapshotBar(this.slider, steps, Math.max(steps.indexOf(this.pick.step), 0), (run && run.step_unit) || "step", this.playing);
+  }
+
+  setStep(step) {
+    if (step === undefined || step === this.pick.step) return;
+    this.pick.step = step;
+    this.renderSlider();
+    this.fetch(true);
+  }
+
+  togglePlay() {
+    this.playing = !this.playing;
+    clearInterval(this.playTimer);
+    if (this.playing) {
+      const steps = this.steps();
+      if (steps.indexOf(this.pick.step) === steps.length - 1) this.setStep(steps[0]);
+      this.playTimer = setInterval(() => {
+        const all = this.steps();
+        const next = all.indexOf(this.pick.step) + 1;
+        if (next >= all.length) this.togglePlay();
+        else this.setStep(all[next]);
+      }, PLAY_MS);
+    }
+    this.renderSlider();
+  }
+
+  /** Fetch the chosen heatmap and draw it (animated from the last one when `animate`), or offer to compute it. */
+  async fetch(animate) {
+    const token = {};
+    this.token = token;
+    const query = this.query();
+    let matrix = null;
+    try {
+      matrix = await this.model.similarity(query);
+    } catch (e) {
+      if (this.token !== token) return;
+      if (e.status !== 404) this.events.error(e);
+    }
+    if (this.token !== token) return;
+    this.matrix = matrix;
+    this.missing = matrix === null;
+    this.heatmap.setData(matrix && this.heatmapData(matrix), { animate });
+    const stats = window.__repvizStats;
+    stats.similarityShown = matrix ? { step: this.pick.step, rows: matrix.rows.length, cols: matrix.cols.length } : null;
+    this.renderOverlay();
+    this.renderSummary();
+    if (this.pair) this.showPair(this.pair.cell);
+  }
+
+  /** The heatmap's labels and titles for `matrix` (rows and columns [run, layer, step]). */
+  heatmapData(matrix) {
+    const run = runNamed(this.page.index, this.pick.run);
+    const unit = (run && run.step_unit) || "step";
+    const byLayer = this.pick.mode === "layers";
+    const label = (key) => (byLayer ? key[1] : `${unit} ${key[2]}`);
+    const axis = (keys) => (byLayer ? `run ${keys[0][0]} · layers (${unit} ${keys[0][2]})` : `${keys[0][1]} of run ${keys[0][0]} · ${unit}s`);
+    return { values: matrix.values, rows: matrix.rows.map(label), cols: matrix.cols.map(label),
+      rowTitle: axis(matrix.rows), colTitle: axis(matrix.cols),
+      scaleTitle: `${matrix.scale_title} (${matrix.higher_is_similar ? "higher" : "lower"}: more alike)` };
+  }
+
+  /** Over the heatmap: nothing, or what is missing with the button that computes it (its progress while it runs). */
+  renderOverlay() {
+    const shown = this.missing && this.steps().length + (this.pick.mode === "steps" ? 1 : 0) > 0;
+    this.overlayEl.classList.toggle("shown", shown);
+    if (!shown) {
+      this.overlayEl.replaceChildren();
+      return;
+    }
+    const p = this.pick;
+    const job = this.page.jobs.find((j) => this.isMine(j) && (j.state === "queued" || j.state === "running"));
+    const what = p.mode === "layers"
+      ? `The ${p.measure} heatmap of run ${p.run} against run ${p.run2} is not computed yet.`
+      : `The ${p.measure} heatmap of ${p.layer} over training (run ${p.run}) is not computed yet.`;
+    const scope = p.mode === "layers" ? "every snapshot the runs share" : "every snapshot of the layer";
+    const progress = job && job.progress;
+    this.overlayEl.replaceChildren(h("div", { class: "empty-state" },
+      h("h2", { text: job ? "Computing…" : "Not computed yet" }),
+      h("p", { text: what }),
+      job
+        ? h("p", {}, h("progress", progress && typeof progress.fraction === "number" ? { max: "1", value: String(progress.fraction) } : {}),
+          progress && progress.total ? ` ${progress.done} / ${progress.total}` : "")
+        : h("button", { type: "button", "data-testid": "compute-similarity", text: `Compute (${scope})`,
+          onclick: () => this.compute() }),
+      h("p", { class: "hint" }, "or from a shell: ", V.code(p.mode === "layers"
+        ? `repviz similarity LOGDIR --runs ${p.run} ${p.run2}`
+        : `repviz similarity LOGDIR --runs ${p.run} --layer ${p.layer}`))));
+  }
+
+  /** Ask the server for the pick's heatmaps at every snapshot; show the chosen one once done. */
+  compute() {
+    const body = { ...this.query(), debiased: this.pick.debiased };
+    delete body.step; // every snapshot
+    const runs = body.run2 && body.run2 !== body.run ? [body.run, body.run2] : [body.run];
+    this.events.job(() => this.model.computeSimilarity(body), { kind: "similarity", method: this.pick.measure, params: { runs } },
+      () => this.fetch(false));
+  }
+
+  // --- the pair of the hovered cell ----------------------------------------------------------------------------
+
+  /** The representations of cell (i, j) of the matrix shown: [run, layer, step] of its row and of its column. */
+  keysOf(cell) {
+    return [this.matrix.rows[cell.i], this.matrix.cols[cell.j]];
+  }
+
+  clearPair() {
+    this.pair = null;
+    this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side; click it to open the pair in the Runs view." }));
+  }
+
+  onHover(cell) {
+    if (cell) this.showPair(cell);
+  }
+
+  /** Show the scatters of cell `cell`'s two representations (the stored 2-D embeddings closest to the main view's
+   * method) with the cell's value. */
+  async showPair(cell) {
+    if (!cell || !this.matrix || cell.i >= this.matrix.rows.length || cell.j >= this.matrix.cols.length) {
+      this.clearPair();
+      return;
+    }
+    const { index, state } = this.page;
+    const value = this.matrix.values[cell.i][cell.j];
+    const keys = this.keysOf(cell);
+    const token = {};
+    this.pairToken = token;
+    const sides = keys.map(([run, layer, step]) => {
+      const choice = choiceFor(index, state, { run, layer, step });
+      const unit = (runNamed(index, run) || {}).step_unit || "step";
+      return { key: [run, layer, step], choice: choice && choice.layer === layer ? choice : null,
+        title: `${run} · ${layer}`, when: `${unit} ${step}`, data: null, points: null };
+    });
+    this.pair = { cell, value, sides };
+    try {
+      await Promise.all(sides.map(async (side) => {
+        if (side.choice) side.data = await cellData(this.model, runNamed(index, side.key[0]), side.choice, state.colorBy);
+      }));
+    } catch (e) {
+      this.events.error(e);
+    }
+    if (this.pairToken !== token) return;
+    const figures = sides.map((side, k) => {
+      const canvas = h("canvas", { class: "pair-canvas", "data-side": String(k) });
+      side.canvas = canvas;
+      canvas.addEventListener("mousemove", (e) => this.onPairMove(side, e));
+      canvas.addEventListener("mouseleave", () => this.setHoverId(null));
+      const method = side.choice ? this.methodOf(side.choice, side.key[2]) : "";
+      return h("figure", {}, h("figcaption", { title: `${side.title} · ${side.when}` }, h("b", { text: side.title }),
+        h("br"), [side.when, method].filter(Boolean).join(" · ")),
+        side.data ? canvas : h("p", { class: "hint", text: "No 2-D embedding stored: compute one in the main view (Method) or run repviz embed." }));
+    });
+    this.pairEl.replaceChildren(
+      h("h3", {}, h("span", { text: this.matrix.scale_title }),
+        h("b", { "data-testid": "pair-value", text: value === null ? "–" : value.toFixed(3) })),
+      h("div", { class: "pair-figures" }, figures));
+    this.drawPair();
+  }
+
+  /** The method of the embedding `choice` shows, and its snapshot when it is not `step` (none stored there). */
+  methodOf(choice, step) {
+    const run = runNamed(this.page.index, choice.run);
+    const embedding = run.embeddings.find((e) => e.key === choice.key);
+    return `${embedding ? embedding.method : choice.key}${choice.step === step ? "" : ` at ${choice.step}`}`;
+  }
+
+  /** Draw the pair's scatters with the selection and the hovered probe. */
+  drawPair() {
+    if (!this.pair) return;
+    for (const side of this.pair.sides) {
+      if (side.data && side.canvas.isConnected) side.points = drawPair(side.canvas, side.data, this.page.state.selectedIds, this.hoverId);
+    }
+    const stats = window.__repvizStats;
+    stats.similarityPairs = (stats.similarityPairs || 0) + 1;
+  }
+
+  /** The probe point under the mouse in one of the pair's scatters: ringed in both, shown in the hover card. */
+  onPairMove(side, e) {
+    if (!side.points) return;
+    const box = side.canvas.getBoundingClientRect();
+    const mx = e.clientX - box.left;
+    const my = e.clientY - box.top;
+    let best = null;
+    let bestD = HIT_PX;
+    for (let i = 0; i < side.points.px.length; i++) {
+      const d = Math.hypot(side.points.px[i] - mx, side.points.py[i] - my);
+      if (d < bestD) {
+        bestD = d;
+        best = i;
+      }
+    }
+    if (best === null) return;
+    this.setHoverId(side.data.ids[best]);
+    this.events.hover({ run: side.key[0], index: best, step: side.key[2] });
+  }
+
+  setHoverId(id) {
+    if (id === this.hoverId) return;
+    this.hoverId = id;
+    this.drawPair();
+  }
+
+  /** Open the pair of cell `cell` side by side in the Runs view (at the slider's snapshot in mode "layers"). */
+  onOpen(cell) {
+    const keys = this.keysOf(cell);
+    const pair = keys.map(([run, layer, step]) => (this.pick.mode === "layers" ? { run, layer } : { run, layer, step }));
+    const [run, layer, step] = keys[0];
+    this.events.show("runs", { run, layer, step, pair });
+  }
+}

@@ -1,0 +1,149 @@
+"""The Similarity view of the Repviz tab in a real browser (fixtures in conftest.py, helpers in pagekit.py).
+
+Two seeds of one five-layer network, their layer × layer CKA stored at every epoch. Read from the page's own
+pixels: the heatmap draws (cells, labels, colour bar), hovering a cell draws both representations' scatters, the
+snapshot slider changes the picture, a click opens the pair in the Runs view, and one layer's snapshot × snapshot
+matrix, not computed yet, is computed by the button's background job.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pagekit as pk
+import pytest
+
+pk.require_browser()
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+import repviz  # noqa: E402
+
+pytestmark = pytest.mark.slow
+LAYERS = ["dense_1", "dense_2", "dense_3", "dense_4", "probs"]
+
+
+def _train(run_dir, seed, x, y, xp, yp):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(),
+                              *[keras.layers.Dense(w, activation="relu", name=name)
+                                for name, w in zip(LAYERS, (64, 48, 32, 16))],
+                              keras.layers.Dense(10, activation="softmax", name="probs")])
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")
+    logger = repviz.ActivationLogger(run_dir, probe=(xp, yp), layers=LAYERS)
+    model.fit(x, y, epochs=pk.EPOCHS, batch_size=64, verbose=0, callbacks=[logger])
+
+
+@pytest.fixture(scope="module")
+def logdir(server):
+    """Runs "seed0" and "seed1" (same probe), PCA of every layer, debiased linear CKA between them at every epoch."""
+    from repviz.datasets import BUNDLED_MNIST, load_mnist
+    from repviz.similarity import similarity
+
+    root = server[0]
+    (x, y), (xt, yt) = load_mnist(BUNDLED_MNIST)
+    x, y = x[:1500].astype(np.float32) / 255, y[:1500]
+    xp, yp = xt[:pk.N_PROBE].astype(np.float32) / 255, yt[:pk.N_PROBE]
+    for seed in (0, 1):
+        _train(root / f"seed{seed}", seed, x, y, xp, yp)
+    repviz.embed_logdir(root, methods=["pca"], progress=False)
+    for step in range(pk.EPOCHS + 1):
+        similarity(root, ("seed0", "seed1"), step)
+    return root
+
+
+@pytest.fixture(scope="module")
+def view(tab):
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="similarity"]').click()
+    pk.wait(tab, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == len(LAYERS), "the heatmap")
+    return tab
+
+
+def _heatmap(driver) -> np.ndarray:
+    return pk.canvas(driver, '[data-testid="similarity"]')
+
+
+def _move_to_cell(driver, i, j):
+    """The mouse over the centre of cell (row i, column j)."""
+    layout = pk.stats(driver)["similarityLayout"]
+    canvas = driver.find_element(By.CSS_SELECTOR, '[data-testid="similarity"]')
+    x = layout["x"] + (j + 0.5) * layout["cell"] - canvas.rect["width"] / 2
+    y = layout["y"] + (i + 0.5) * layout["cell"] - canvas.rect["height"] / 2
+    ActionChains(driver).move_to_element_with_offset(canvas, x, y).pause(0.1).move_by_offset(1, 0).perform()
+    return canvas
+
+
+def test_the_heatmap_draws_cells_labels_and_colour_bar(view, shots):
+    pixels = _heatmap(view)
+    layout = pk.stats(view)["similarityLayout"]
+    assert (layout["n"], layout["m"]) == (len(LAYERS), len(LAYERS))
+    scale = pixels.shape[1] / view.find_element(By.CSS_SELECTOR, '[data-testid="similarity"]').rect["width"]
+    x0, y0, side = (round(v * scale) for v in (layout["x"], layout["y"], layout["cell"] * len(LAYERS)))
+    grid = pixels[y0 + 2:y0 + side - 2, x0 + 2:x0 + side - 2]
+    assert pk.ink(grid).mean() > 0.97  # every cell coloured (viridis has no white)
+    colours = {tuple(c) for c in grid[::max(1, side // 40), ::max(1, side // 40), :3].reshape(-1, 3)}
+    assert len(colours) > 5  # values differ: not one flat colour
+    left, bar = pixels[y0:y0 + side, :x0 - 4], pixels[y0:y0 + side, x0 + side + 10:]
+    assert pk.ink(left).sum() > 300  # row labels
+    assert pk.ink(bar).sum() > 1000  # the colour bar, its ticks and title
+    assert "Hover a cell" in pk.text(view, '[data-testid="pair"]')
+    summary = pk.text(view, '[data-testid="similarity-summary"]')
+    assert "Layer identification:" in summary and "of 5 layers of run seed0" in summary
+    pk.shot(view, shots, "similarity-1-heatmap")
+
+
+def test_hover_on_a_cell_shows_both_scatters_and_the_value(view, shots):
+    _move_to_cell(view, 1, 2)
+    pk.wait(view, lambda d: len(d.find_elements(By.CSS_SELECTOR, '[data-testid="pair"] canvas.pair-canvas')) == 2,
+            "the two scatters")
+    pk.wait(view, lambda d: pk.stats(d).get("similarityPairs", 0) > 0, "the scatters drawn")
+    for side in (0, 1):
+        ink = pk.ink(pk.canvas(view, f'[data-testid="pair"] canvas[data-side="{side}"]'))
+        assert ink.sum() > 300 and np.ptp(np.nonzero(ink)[0]) > ink.shape[0] / 4  # points, spread out
+    card = pk.text(view, '[data-testid="pair"]')
+    assert "seed0 · dense_2\nepoch 3 · pca" in card and "seed1 · dense_3\nepoch 3 · pca" in card
+    value = float(pk.text(view, '[data-testid="pair-value"]'))
+    assert 0 < value <= 1
+    pk.shot(view, shots, "similarity-2-hover")
+
+
+def test_the_slider_changes_the_picture(view, shots):
+    before = _heatmap(view)
+    slider = view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-slider"]')
+    assert pk.text(view, '[data-testid="similarity-step"]') == f"epoch {pk.EPOCHS}"
+    slider.send_keys(Keys.LEFT)  # one snapshot back
+    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("step") == pk.EPOCHS - 1, "the snapshot")
+    draws = pk.stats(view)["similarityDraws"]
+    pk.wait(view, lambda d: pk.stats(d)["similarityDraws"] > draws + 2, "the animation")
+    time.sleep(0.4)  # the animation ends
+    after = _heatmap(view)
+    assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 200
+    pk.shot(view, shots, "similarity-3-slider")
+
+
+def test_a_click_opens_the_pair_in_the_runs_view(view):
+    _move_to_cell(view, 0, 1)
+    ActionChains(view).click().perform()  # where the mouse is
+    pk.wait(view, lambda d: d.find_element(By.CSS_SELECTOR, ".repviz").get_attribute("data-view") == "runs",
+            "the Runs view")
+    titles = pk.wait(view, lambda d: pk.texts(d, ".cell-title") if len(pk.texts(d, ".cell-title")) == 2 else None,
+                     "the pair's cells")
+    assert titles[0].startswith("seed0 · dense_1") and titles[1].startswith("seed1 · dense_2")
+    view.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="similarity"]').click()
+
+
+def test_one_layer_over_training_is_computed_on_demand(view, shots):
+    view.find_element(By.CSS_SELECTOR, '[data-name="similarity-mode"] [data-value="steps"]').click()
+    button = pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-similarity"]'),
+                     "the offer to compute")
+    assert "not computed yet" in pk.text(view, ".sim-heat .overlay")
+    button[0].click()
+    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == pk.EPOCHS + 1,
+            "the snapshot × snapshot matrix", 180)
+    assert pk.ink(_heatmap(view)).sum() > 5000
+    pk.shot(view, shots, "similarity-4-over-training")
