@@ -15,7 +15,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 
-from .distributed import DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
+from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from .methods import ALIGN_MODES
 from .similarity.options import KERNELS, MEASURES
@@ -505,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     except _Terminated:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
-    except (MissingExtra, SchedulerUnreachable) as e:
+    except (MissingExtra, SchedulerUnreachable, ClusterFailed) as e:
         print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2
     except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
@@ -517,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # the machine's side (a full disk, a file it cannot read): one line naming the file
+        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"repviz {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -14,7 +14,9 @@ the same path (NFS, Lustre, a shared volume), which :meth:`DaskExecutor.prepare`
   tasks at once in one process would oversubscribe it (and numba's workqueue layer is not thread-safe).
 - A worker that dies mid-task: Dask runs the task again elsewhere (the pipeline's task resumes from the last
   snapshot the first attempt stored). A task that fails too often (``KilledWorker``) is reported like the local
-  pool's dead worker, through the caller's ``on_lost``.
+  pool's dead worker, through the caller's ``on_lost``. A cluster that keeps losing workers (more than
+  ``max_lost_workers`` in the middle of this run's tasks), or has none left for ``patience`` seconds, ends the run
+  with :class:`ClusterFailed`, one line; what was stored stays, and the same command resumes from it.
 
 ``dask[distributed]`` is an optional extra (``pip install "repviz[dask]"``); the CLI imports this module, and
 nothing below it does.
@@ -23,9 +25,11 @@ nothing below it does.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -37,6 +41,7 @@ from .workers import WorkerDied, cores
 _LOCAL = re.compile(r"local(?:\[(\d+)\])?")
 _EXTRA = 'pip install "repviz[dask]"'
 _ONE_AT_A_TIME = threading.Lock()  # per worker process: see the module docstring
+_LOOK_EVERY = 0.5  # seconds between looks at the workers while no task finishes
 
 
 class MissingExtra(ImportError):
@@ -45,6 +50,10 @@ class MissingExtra(ImportError):
 
 class SchedulerUnreachable(ConnectionError):
     """No Dask scheduler answered at the address given; the message names it and what to check."""
+
+
+class ClusterFailed(RuntimeError):
+    """The cluster kept losing workers, or had none left, in the middle of a run; the message says which."""
 
 
 def require_distributed():
@@ -84,9 +93,13 @@ def connect(scheduler: str, *, timeout: str = "20s") -> Iterator[Any]:
     n = int(match.group(1)) if match.group(1) else cores()
     if n < 1:
         raise ValueError(f"local[N] needs at least one worker; got {scheduler!r}")
-    with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address="127.0.0.1:8787") as cluster, \
-            distributed.Client(cluster) as client:
+    try:  # its log lines (a worker restarted, tasks recomputed) are the cluster's: the run reports what matters
+        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                           dashboard_address="127.0.0.1:8787", silence_logs=logging.ERROR)
+    except (RuntimeError, OSError) as e:  # e.g. "Nanny failed to start": a worker died while starting
+        raise ClusterFailed(f"the local Dask cluster of {n} worker(s) did not start ({e}); try again, or with "
+                            f"fewer workers") from None
+    with cluster, distributed.Client(cluster) as client:
         yield client
 
 
@@ -168,6 +181,33 @@ def _on_worker(fn: TaskFunction, task: Any, topic: str) -> Any:
         return fn(task, lambda n: worker.log_event(topic, int(n)), threads)
 
 
+class _Watch:
+    """Counts the workers lost in the middle of a run's tasks (a worker that held one at the last look and is
+    gone at the next), and how long the cluster has had no worker; raises :class:`ClusterFailed` past a bound."""
+
+    def __init__(self, client, keys: set[str], max_lost: int, patience: float):
+        self.client, self.keys, self.max_lost, self.patience = client, keys, max_lost, patience
+        self.busy: set[str] = set()
+        self.lost: list[str] = []
+        self.empty_since: float | None = None
+
+    def look(self) -> None:
+        processing = self.client.processing()
+        self.lost += sorted(self.busy - processing.keys())
+        self.busy = {w for w, keys in processing.items() if self.keys.intersection(keys)}
+        if len(self.lost) > self.max_lost:
+            raise ClusterFailed(f"{len(self.lost)} Dask workers died in the middle of this run's tasks (killed, "
+                                f"e.g. for lack of memory; the last was {self.lost[-1]}), more than "
+                                f"max_lost_workers={self.max_lost}: gave up; what they finished is stored, and "
+                                f"the same command resumes from it")
+        now = time.monotonic()
+        self.empty_since = (self.empty_since or now) if not processing else None
+        if self.empty_since is not None and now - self.empty_since > self.patience:
+            raise ClusterFailed(f"the Dask cluster has had no worker for {self.patience:g} s (all died or were "
+                                f"stopped): gave up; what they finished is stored, and the same command resumes "
+                                f"from it once workers are back")
+
+
 class DaskExecutor:
     """Run tasks on a Dask cluster, one Dask task each (see the module docstring).
 
@@ -175,6 +215,12 @@ class DaskExecutor:
     ----------
     client : dask.distributed.Client
         The cluster's client, e.g. from :func:`connect`.
+    max_lost_workers : int or None, default=None
+        Workers that may die in the middle of a run's tasks before it gives up (:class:`ClusterFailed`); None:
+        twice the workers at its start, at least 4. Each task is also tried at most ``allowed-failures`` + 1
+        times (Dask's setting, default 3), then reported as lost.
+    patience : float, default=60
+        Seconds the cluster may have no worker at all before the run gives up.
 
     Examples
     --------
@@ -182,8 +228,8 @@ class DaskExecutor:
     ...     embed_logdir("logs", ["tsne"], executor=DaskExecutor(client))
     """
 
-    def __init__(self, client):
-        self.client = client
+    def __init__(self, client, *, max_lost_workers: int | None = None, patience: float = 60.0):
+        self.client, self.max_lost_workers, self.patience = client, max_lost_workers, patience
 
     @property
     def workers(self) -> int:
@@ -213,15 +259,23 @@ class DaskExecutor:
         futures = [client.submit(_on_worker, fn, task, topic, pure=False, priority=len(tasks) - i,
                                  key=f"repviz-task-{uuid.uuid4().hex}") for i, task in enumerate(tasks)]
         index = {f.key: i for i, f in enumerate(futures)}
+        limit = self.max_lost_workers if self.max_lost_workers is not None else max(4, 2 * self.workers)
+        watch = _Watch(client, set(index), limit, self.patience)
+        completed = distributed.as_completed(futures)
         try:
-            for future in distributed.as_completed(futures):
-                try:
-                    yield future.result()
-                except distributed.KilledWorker:
-                    yield on_lost(tasks[index[future.key]],
-                                  WorkerDied("its Dask workers died in the middle of this task every time it was "
-                                             "tried (e.g. killed for lack of memory); what they finished is stored",
-                                             tasks[index[future.key]]))
+            while not completed.is_empty():
+                batch = completed.next_batch(block=False)
+                if not batch:  # nothing finished: look at the workers, then wait a little
+                    watch.look()
+                    time.sleep(_LOOK_EVERY)
+                for future in batch:
+                    try:
+                        yield future.result()
+                    except distributed.KilledWorker:
+                        yield on_lost(tasks[index[future.key]],
+                                      WorkerDied("its Dask workers died in the middle of this task every time it "
+                                                 "was tried (e.g. killed for lack of memory); what they finished "
+                                                 "is stored", tasks[index[future.key]]))
         finally:
             client.cancel([f for f in futures if not f.done()])
             with contextlib.suppress(Exception):  # the client may be closing under us: that error is the story

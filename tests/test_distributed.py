@@ -3,6 +3,7 @@ killed, the shared-log-directory check, the command line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -131,6 +132,80 @@ def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkey
     for k in fresh:
         assert np.array_equal(fresh[k][0], done[k][0]), k
     client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
+
+
+def test_local_and_cluster_layouts_are_bit_identical_whatever_blas_threads_this_process_has(tmp_path, client,
+                                                                                            cluster_run):
+    # 300 features: BLAS sums the kNN's products and PCA's covariance in an order set by its thread count; the
+    # workers have one thread, this process four (as a many-core machine would)
+    from threadpoolctl import threadpool_limits
+
+    for where in ("local", "cluster"):
+        cluster_run(tmp_path / where / "r1", layers=("a",), steps=range(2), n=300, width=300)
+    with threadpool_limits(4, user_api="blas"):
+        embed_logdir(tmp_path / "local", ["tsne"])
+    embed_logdir(tmp_path / "cluster", ["tsne"], executor=DaskExecutor(client))
+    ours, theirs = _stored(tmp_path / "cluster"), _stored(tmp_path / "local")
+    assert ours.keys() == theirs.keys() and len(ours) == 2
+    for k, (Y, _) in ours.items():
+        assert np.array_equal(Y, theirs[k][0]), k
+
+
+def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, client, monkeypatch, cluster_run):
+    from repviz.distributed import ClusterFailed
+
+    module = tmp_path / "repviz_slow_pca.py"
+    module.write_text(_SLOW)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    client.upload_file(str(module))
+    register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
+    for r in ("r1", "r2"):
+        cluster_run(tmp_path / "logs" / r, steps=range(10))
+    stop = threading.Event()
+
+    def kill_busy_workers():  # every worker holding a task, as often as the nanny brings one back
+        while not stop.wait(0.3):
+            for worker, keys in client.processing().items():
+                if keys:
+                    with contextlib.suppress(Exception):
+                        os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_busy_workers)
+    killer.start()
+    try:
+        with pytest.raises(ClusterFailed, match=r"^[3-9] Dask workers died in the middle of this run's tasks "
+                                                r"\(killed, e\.g\. for lack of memory; the last was tcp://.*\), more "
+                                                r"than max_lost_workers=2: gave up; what they finished is stored, "
+                                                r"and the same command resumes from it$"):
+            embed_logdir(tmp_path / "logs", ["slowpca"], executor=DaskExecutor(client, max_lost_workers=2))
+    finally:
+        stop.set()
+        killer.join()
+        register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+    client.wait_for_workers(2, timeout=60)
+    stored = _stored(tmp_path / "logs")  # what the workers stored before they died is whole
+    assert all(Y.shape == (120, 2) and np.isfinite(Y).all() for Y, _ in stored.values())
+
+
+def test_a_cluster_with_no_worker_left_gives_up(tmp_path, cluster_run):
+    from repviz.distributed import ClusterFailed
+
+    cluster_run(tmp_path / "logs" / "r1")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        executor = DaskExecutor(c, patience=1.0)
+        logdir = executor.prepare(open_logdir(tmp_path / "logs"))
+        cluster.scale(0)
+        while c.scheduler_info()["workers"]:
+            time.sleep(0.05)
+        with pytest.raises(ClusterFailed, match=r"^the Dask cluster has had no worker for 1 s \(all died or were "
+                                                r"stopped\): gave up"):
+            list(executor.map(_never, [1, 2], lambda n: None, lambda task, e: None))
+    assert logdir.runs
+
+
+def _never(task, advance, threads):
+    raise AssertionError("no worker should run this")
 
 
 def test_a_worker_that_cannot_see_the_logdir_fails_before_any_work(tmp_path, client, cluster_run):
