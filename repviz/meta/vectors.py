@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-from .._validation import check_option
+from .._validation import check_option, rescaled
 from . import _kernels
 from .options import TRANSFORMS
 
@@ -89,8 +89,9 @@ def _centred(X, name: str) -> np.ndarray:
     mean = X.mean(axis=0, dtype=np.float64)
     if not np.isfinite(mean).all():
         raise ValueError(f"{name} contains NaN or infinity; a representation must be finite")
-    # Distances ignore translation; centring first keeps float32 Gram entries small (less cancellation).
-    return np.ascontiguousarray(X - mean, dtype=np.float32)
+    # Distances ignore translation; centring first keeps float32 Gram entries small (less cancellation), and a
+    # power-of-two rescale (exact: the unit vectors do not change) keeps them inside float32 at any scale
+    return np.ascontiguousarray(rescaled(X - mean)[0], dtype=np.float32)
 
 
 def representation_vectors(X, transforms, pairs: PairSample | None = None,
