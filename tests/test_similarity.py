@@ -316,3 +316,16 @@ def test_export_draws_the_seeds_heatmaps_and_cached_training_ones(seeds, tmp_pat
     saved = json.loads((out / "similarity-net_seed0-vs-net_seed1-step2.json").read_text())
     assert saved["title"] == "debiased linear CKA, run 'net/seed0' (rows) vs run 'net/seed1' (columns) at step 2"
     assert (out / "similarity-solo-l1-over-training.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("options, match", [({"measure": "procrustes"}, "is constant over the probes"),
+                                            ({"kernel": "rbf"}, "more than half of the probe pairs coincide"),
+                                            ({"debiased": True}, "all probe points coincide")])
+def test_a_layer_without_geometry_is_named(tmp_path, new_run, options, match):
+    writer = new_run(tmp_path / "dead", layers={"live": (30, 4), "flat": (30, 4)})
+    writer.write_probe(np.arange(30), np.arange(30) % 3)
+    writer.write_activation("live", 0, np.random.default_rng(0).normal(size=(30, 4)).astype(np.float32))
+    writer.write_activation("flat", 0, np.ones((30, 4), np.float32))
+    with pytest.raises(ValueError, match=match) as e:
+        similarity(tmp_path, "dead", **options)
+    assert "run 'dead' layer 'flat' step 0" in str(e.value) and "\n" not in str(e.value)

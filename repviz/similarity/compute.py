@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -77,15 +78,19 @@ def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCa
     rows, cols = covering(pairs, list(reps))
     A = [_activations(reps[i]) for i in rows]
     B = None if rows == cols else [_activations(reps[i]) for i in cols]
-    if measure == "procrustes":
-        block = procrustes_matrix(A, B, progress=progress)
-    else:
-        # every probe in one batch when exact (params without batch_size), whatever the count of representations
-        block = cka_matrix(A, B, kernel=params["kernel"], debiased=params["debiased"],
-                           batch_size=params.get("batch_size", max(8, len(selection.ids))),
-                           random_state=params.get("random_state", 0), progress=progress,
-                           sigma=params.get("sigma", RBF_SIGMA))
-    cache.put([reps[i] for i in rows], [reps[i] for i in cols], _undefined_as_inf(block))
+    try:
+        if measure == "procrustes":
+            block = procrustes_matrix(A, B, progress=progress)
+        else:  # every probe in one batch when exact (params without batch_size), whatever the count of representations
+            block = cka_matrix(A, B, kernel=params["kernel"], debiased=params["debiased"],
+                               batch_size=params.get("batch_size", max(8, len(selection.ids))),
+                               random_state=params.get("random_state", 0), progress=progress,
+                               sigma=params.get("sigma", RBF_SIGMA))
+    except ValueError as e:  # the measures call the representations reps_a[i], reps_b[j]: name them
+        names = {f"reps_a[{k}]": reps[i].label for k, i in enumerate(rows)}
+        names |= {f"reps_b[{k}]": reps[i].label for k, i in enumerate(cols if B is not None else [])}
+        raise ValueError(re.sub(r"reps_[ab]\[\d+\]", lambda m: names.get(m.group(0), m.group(0)), str(e))) from e
+    cache.put([reps[i] for i in rows], [reps[i] for i in cols], block)
     return len(pairs)
 
 
@@ -104,11 +109,3 @@ def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: 
     chord2 = bank.sq_chords(vids, progress)
     cache.put(need, need, 1.0 - chord2 / 2.0)
     return built
-
-
-def _undefined_as_inf(block: np.ndarray) -> np.ndarray:
-    """The cache's mark of a value computed but undefined (e.g. CKA of a layer whose probes all coincide): inf,
-    so that NaN keeps meaning 'not computed yet'."""
-    block = np.array(block, dtype=np.float64)
-    block[np.isnan(block)] = np.inf
-    return block

@@ -68,7 +68,6 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
         values = cache.get(selection.rows, selection.cols)
     else:
         notes.append("every value from the cache")
-    values[np.isinf(values)] = np.nan  # computed, but undefined (see compute._undefined_as_inf)
     return SimilarityMatrix(values, [r.key for r in selection.rows], [c.key for c in selection.cols], measure,
                             params, notes)
 
