@@ -185,6 +185,15 @@ def _split(text: str | None, option: str = "") -> list[str] | None:
     return items
 
 
+def _split_steps(text: str | None, option: str) -> list[int] | None:
+    """Comma-separated snapshot steps, as :func:`_split` reads names."""
+    items = _split(text, option)
+    try:
+        return None if items is None else [int(s) for s in items]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated integers; got {text!r}") from None
+
+
 def _parse_value(text: str):
     if "," in text:  # a tuple, e.g. autoencoder.hidden=128,32
         return tuple(_parse_value(part.strip()) for part in text.split(","))
@@ -213,11 +222,7 @@ def _parse_params(items: list[str]) -> dict[str, dict]:
 def _run_embed(args) -> int:
     from .pipeline import embed_logdir
 
-    steps = _split(args.steps, "--steps")
-    try:
-        steps = None if steps is None else [int(s) for s in steps]
-    except ValueError:
-        raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
+    steps = _split_steps(args.steps, "--steps")
     logdir = open_logdir(args.logdir, args.out)
     with _cluster(args) as executor:
         result = embed_logdir(logdir, methods=_split(args.method, "--method"), params=_parse_params(args.param),
@@ -417,10 +422,7 @@ def _run_similarity(args) -> int:
         raise ValueError(f"--runs names {len(runs)} runs; give one or two (a,b), or one with --layer")
     if args.layer is None and args.steps is not None:
         raise ValueError("--steps selects snapshots of --layer; for two runs at one snapshot use --step N")
-    try:
-        steps = None if args.steps is None else [int(s) for s in _split(args.steps, "--steps")]
-    except ValueError:
-        raise ValueError(f"--steps must be comma-separated integers; got {args.steps!r}") from None
+    steps = _split_steps(args.steps, "--steps")
     bar = TerminalProgress("repviz similarity", enabled=False if args.no_progress else None)
     logdir = open_logdir(args.logdir, args.results)
     options = dict(measure=args.measure, kernel=args.kernel, debiased=not args.biased, batch_size=args.batch_size,
