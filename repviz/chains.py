@@ -70,17 +70,25 @@ def damaged(run: Run, record: dict) -> RepresentationError | None:
                                "when it was captured (replaced or damaged); record the snapshot again")
 
 
-def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
-    """The activations as a float32 matrix and the checksum of the file they came from (read whole, not mapped:
-    every byte is used, and a memory map's page faults cost 15 ms per 2 MB here, against 1 ms for one read)."""
+def verified_activations(run: Run, layer: str, step: int) -> np.ndarray:
+    """The stored activations of (layer, step), read whole (not mapped: every byte is used, and a memory map's
+    page faults cost 15 ms per 2 MB here, against 1 ms for one read) and checked against the checksum recorded at
+    capture: :class:`RepresentationError` if they differ (a flipped bit, a file replaced by hand). What
+    ``repviz embed`` and ``repviz meta`` both read."""
     record = run.record(layer, step)
-    if error := nonfinite(record):
-        raise error
     stored = run.read_array(record, mmap=False)
     if checksum(stored) != record["crc32"]:
         raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
                                   "(corrupted, or replaced by hand); record the snapshot again")
-    X = np.asarray(stored, dtype=np.float32)
+    return stored
+
+
+def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
+    """The activations as a float32 matrix (:func:`verified_activations`) and the checksum of their file."""
+    record = run.record(layer, step)
+    if error := nonfinite(record):
+        raise error
+    X = np.asarray(verified_activations(run, layer, step), dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")

@@ -316,6 +316,47 @@ def test_collapsed_representation_is_left_out_with_a_warning(tmp_path):
     assert ("r", "a", 7) not in result.keys and result.info["left_out"][0]["key"] == ["r", "a", 7]
 
 
+def test_a_representation_at_any_scale_is_compared_not_left_out(tmp_path):
+    # X·1e20 overflowed float32 Gram entries and X·1e-25 underflowed them: both were left out as "all probe
+    # points coincide"; distances ignore scale, so each is the same point as X
+    writer = make_run(tmp_path / "r", layers=("a",), steps=range(2))
+    X = np.asarray(open_logdir(tmp_path).run("r").activations("a", 0), dtype=np.float32)
+    writer.write_activation("a", 10, X * np.float32(1e20))
+    writer.write_activation("a", 11, X * np.float32(1e-25))
+    writer.write_activation("a", 12, np.full_like(X, 1e20))  # a true collapse at that scale is still one
+    with pytest.warns(RuntimeWarning, match=r"left out 1 representation\(s\).*step 12: .*coincide") as caught:
+        result = MetaSNE(robustness=True).fit(tmp_path)
+    assert len(caught) == 1  # and no overflow warning from numpy
+    rows = [result.keys.index(("r", "a", s)) for s in (0, 10, 11)]
+    assert np.abs(result.distances[np.ix_(rows, rows)]).max() < 1e-5
+    assert result.distances[rows[0], result.keys.index(("r", "a", 1))] > 1e-2
+
+
+def test_a_flipped_bit_in_an_activation_file_is_left_out_as_embed_reports_it(tmp_path, capsys):
+    # meta reads through the checksum recorded at capture, as embed does: a flip that turns 4.32 into 8e19 and
+    # one in the last bit of a value (which went in silently) are both left out naming the checksum
+    writer = make_run(tmp_path / "r", layers=("a",), steps=range(5))
+    X = np.array(open_logdir(tmp_path).run("r").activations("a", 3), dtype=np.float32)
+    X[5, 2] = 4.32
+    writer.write_activation("a", 3, X)
+    run = open_logdir(tmp_path).run("r")
+    for step, bit in ((3, 29), (2, 0)):  # 0x408A3D71 ^ 1 << 29 = 7.96e19; the last mantissa bit
+        path = next((tmp_path / "r").rglob(run.record("a", step)["file"]))
+        data = bytearray(path.read_bytes())
+        at = len(data) - X.nbytes + 4 * (5 * X.shape[1] + 2)
+        word = int.from_bytes(data[at:at + 4], "little") ^ (1 << bit)
+        data[at:at + 4] = word.to_bytes(4, "little")
+        path.write_bytes(bytes(data))
+    assert np.asarray(open_logdir(tmp_path).run("r").activations("a", 3))[5, 2] > 7e19
+    with pytest.warns(RuntimeWarning, match=r"left out 2 representation\(s\).*step 2: the activations file does "
+                                            r"not match the checksum recorded when it was captured .*step 3: the "
+                                            r"activations file does not match the checksum") as caught:
+        result = MetaSNE(robustness=True).fit(tmp_path)
+    assert len(caught) == 1 and result.keys == [("r", "a", 0), ("r", "a", 1), ("r", "a", 4)]
+    assert main(["embed", str(tmp_path), "--method", "pca", "--no-progress"]) == 1
+    assert capsys.readouterr().err.count("does not match the checksum recorded") == 1  # steps 2 and 3, one line
+
+
 @needs_tsne
 def test_tsne_mode_embeds_precomputed_distances_from_mds():
     rng = np.random.default_rng(12)

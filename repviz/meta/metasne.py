@@ -181,13 +181,13 @@ class MetaSNE:
             if executor is not None:
                 logdir = executor.prepare(logdir)
             reps, ids = from_logdir(logdir, runs, layers)
-            probe_id = checksum(np.asarray(ids))
+            probe_id, n = checksum(np.asarray(ids)), len(ids)
         else:
             if runs is not None or layers is not None:
                 raise ValueError("runs= and layers= select from a log directory; with arrays, pass only the ones "
                                  "to compare")
             logdir, probe_id, reps = None, "", from_arrays(source)
-        n = len(reps[0].load()) if reps else 0
+            n = len(reps[0].load())
         if inputs is not None:
             reps.append(input_representation(inputs, n))
         transforms = list(dict.fromkeys([self.transform] + (["dist", "cka"] if self.robustness else [])))

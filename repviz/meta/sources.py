@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..chains import verified_activations
 from ..store import LogDir, NotFoundError, checksum
 
 Key = tuple[str, str, int]
@@ -35,7 +36,8 @@ class Representation:
 
 def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
                 layers: Sequence[str] | None = None) -> tuple[list[Representation], np.ndarray]:
-    """Every stored (run, layer, step) of the selected runs and layers, and the probe ids they share.
+    """Every stored (run, layer, step) of the selected runs and layers, and the probe ids they share. Each is
+    read checked against the checksum recorded at capture.
 
     ``runs`` and ``layers`` default to all; a layer name is taken from every selected run that has it.
     """
@@ -71,7 +73,9 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
 
 
 def _loader(run, layer: str, step: int) -> Callable[[], np.ndarray]:
-    return lambda: run.activations(layer, step)
+    """Reads through the checksum recorded at capture, as ``repviz embed`` does (a mismatch is a ValueError: the
+    representation is left out with that reason)."""
+    return lambda: verified_activations(run, layer, step)
 
 
 def from_arrays(arrays: Sequence[np.ndarray] | Mapping) -> list[Representation]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..chains import verified_activations
 from ..executors import Executor
 from ..progress import ProgressCallback, report
 from ..store import Artifacts, LogDir
@@ -40,7 +41,7 @@ def _vectors_task(task: tuple, advance, threads: int) -> tuple[int, str | None]:
     """Bank the vectors of one representation: (i, None), or (i, why it cannot be compared)."""
     i, run, layer, step, label, targets, pairs = task
     try:
-        vectors = representation_vectors(run.activations(layer, step), list(targets), pairs, name=label)
+        vectors = representation_vectors(verified_activations(run, layer, step), list(targets), pairs, name=label)
     except ValueError as e:
         return i, str(e)
     for t, (artifacts, length, vid) in targets.items():
