@@ -112,6 +112,25 @@ def test_hover_on_a_cell_shows_both_scatters_and_the_value(view, shots):
     pk.shot(view, shots, "similarity-2-hover")
 
 
+def test_a_point_hovered_in_one_scatter_is_ringed_in_both_and_shown_in_the_hover_card(view, shots):
+    left, right = (f'[data-testid="pair"] canvas[data-side="{side}"]' for side in (0, 1))
+    before = pk.canvas(view, right)
+    pixels = pk.canvas(view, left)
+    canvas = view.find_element(By.CSS_SELECTOR, left)
+    scale = pixels.shape[1] / canvas.rect["width"]
+    ink = pk.ink(pixels)
+    solid = ink[1:-1, 1:-1] & ink[:-2, 1:-1] & ink[2:, 1:-1] & ink[1:-1, :-2] & ink[1:-1, 2:]
+    ys, xs = np.nonzero(solid)
+    y, x = (ys[len(ys) // 2] + 1) / scale, (xs[len(xs) // 2] + 1) / scale
+    ActionChains(view).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
+                                                   y - canvas.rect["height"] / 2).perform()
+    pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
+    assert "probe id" in pk.text(view, '[data-testid="hover"]')
+    after = pk.canvas(view, right)  # the same probe point ringed in the other run's scatter
+    assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 20
+    pk.shot(view, shots, "similarity-3-linked-hover")
+
+
 def test_the_slider_changes_the_picture(view, shots):
     before = _heatmap(view)
     slider = view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-slider"]')
@@ -123,7 +142,7 @@ def test_the_slider_changes_the_picture(view, shots):
     time.sleep(0.4)  # the animation ends
     after = _heatmap(view)
     assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 200
-    pk.shot(view, shots, "similarity-3-slider")
+    pk.shot(view, shots, "similarity-4-slider")
 
 
 def test_a_click_opens_the_pair_in_the_runs_view(view):
@@ -146,4 +165,4 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
     pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == pk.EPOCHS + 1,
             "the snapshot × snapshot matrix", 180)
     assert pk.ink(_heatmap(view)).sum() > 5000
-    pk.shot(view, shots, "similarity-4-over-training")
+    pk.shot(view, shots, "similarity-5-over-training")

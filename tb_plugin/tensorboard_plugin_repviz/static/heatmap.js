@@ -13,6 +13,7 @@ const MAX_CELL = 96; // CSS pixels: a 2 × 2 matrix stays a compact picture
 const ANNOTATE_CELL = 30; // cells at least this wide carry their value
 const TWEEN_MS = 240;
 const BAR = { gap: 18, width: 14, ticks: 44, title: 18 };
+const LABEL_PX = 14; // labels closer than this are thinned to every k-th (the hovered one is always written)
 
 /** [r, g, b] of viridis at t in [0, 1]. */
 export function viridis(t) {
@@ -79,6 +80,7 @@ export class Heatmap {
     this.data = null;
     this.shown = null; // the values drawn (between two matrices while animating)
     this.hovered = null;
+    this.marked = null; // a cell kept outlined when the mouse has left (the one whose details are shown)
     this.layout = null;
     this._frame = 0;
     canvas.addEventListener("mousemove", (e) => this._setHover(this.cellAt(e)));
@@ -97,7 +99,9 @@ export class Heatmap {
     cancelAnimationFrame(this._frame);
     const from = this.shown;
     this.data = data;
-    if (this.hovered && data && !(this.hovered.i < data.rows.length && this.hovered.j < data.cols.length)) this.hovered = null;
+    const fits = (cell) => cell && data && cell.i < data.rows.length && cell.j < data.cols.length;
+    if (!fits(this.hovered)) this.hovered = null;
+    if (!fits(this.marked)) this.marked = null;
     const sameShape = from && data && from.length === data.values.length &&
       from.every((row, i) => row.length === data.values[i].length);
     if (!animate || !sameShape) {
@@ -188,14 +192,17 @@ export class Heatmap {
     ctx.strokeRect(x0, y0, cell * m, cell * n);
 
     // labels: the hovered row and column in bold
-    const hov = this.hovered;
+    const hov = this.hovered || this.marked;
     ctx.fillStyle = "#212121";
     ctx.textAlign = "right";
+    const every = Math.ceil(LABEL_PX / cell);
     for (let i = 0; i < n; i++) {
+      if (i % every && !(hov && hov.i === i)) continue;
       ctx.font = `${hov && hov.i === i ? "bold " : ""}12px ${FONT}`;
       ctx.fillText(fitText(ctx, rows[i], labelWidth - 8), x0 - 6, y0 + (i + 0.5) * cell);
     }
     for (let j = 0; j < m; j++) {
+      if (j % every && !(hov && hov.j === j)) continue;
       ctx.font = `${hov && hov.j === j ? "bold " : ""}12px ${FONT}`;
       const text = fitText(ctx, cols[j], colWidth - 8);
       const x = x0 + (j + 0.5) * cell;
@@ -265,6 +272,12 @@ export class Heatmap {
     ctx.fillStyle = "#616161";
     ctx.fillText(fitText(ctx, title, h), 0, 0);
     ctx.restore();
+  }
+
+  /** Keep cell `cell` outlined while the mouse is elsewhere (null: none). @param {?Cell} cell */
+  mark(cell) {
+    this.marked = cell;
+    if (!this.hovered) this.draw();
   }
 
   _setHover(cell) {

@@ -107,6 +107,7 @@ export class SimilarityView {
     this.pick = { mode: "layers", run: null, run2: null, layer: null, step: null, measure: null, kernel: null, debiased: true };
     this.matrix = null; // the matrix drawn, as the server sent it
     this.missing = false; // the chosen heatmap is not computed
+    this.failure = null; // why the chosen heatmap cannot be drawn (the server's one line)
     this.token = null;
     this.playing = false;
     this.pair = null; // {cell, sides: [{key, data, title, points}, ...]} of the hovered cell
@@ -321,15 +322,21 @@ export class SimilarityView {
     this.token = token;
     const query = this.query();
     let matrix = null;
-    try {
-      matrix = await this.model.similarity(query);
-    } catch (e) {
-      if (this.token !== token) return;
-      if (e.status !== 404) this.events.error(e);
+    let failure = null;
+    if (!this.pick.run) return;
+    if (this.pick.mode === "layers" && !this.steps().length) {
+      failure = `runs ${this.runs().map((r) => r.name).join(" and ")} share no snapshot of every layer`;
+    } else {
+      try {
+        matrix = await this.model.similarity(query);
+      } catch (e) {
+        if (e.status !== 404) failure = e.message;
+      }
     }
     if (this.token !== token) return;
     this.matrix = matrix;
-    this.missing = matrix === null;
+    this.missing = matrix === null && failure === null;
+    this.failure = failure;
     this.heatmap.setData(matrix && this.heatmapData(matrix), { animate });
     const stats = window.__repvizStats;
     stats.similarityShown = matrix ? { step: this.pick.step, rows: matrix.rows.length, cols: matrix.cols.length } : null;
@@ -352,10 +359,14 @@ export class SimilarityView {
 
   /** Over the heatmap: nothing, or what is missing with the button that computes it (its progress while it runs). */
   renderOverlay() {
-    const shown = this.missing && this.steps().length + (this.pick.mode === "steps" ? 1 : 0) > 0;
+    const shown = this.failure !== null || (this.missing && (this.pick.mode === "steps" || this.steps().length > 0));
     this.overlayEl.classList.toggle("shown", shown);
     if (!shown) {
       this.overlayEl.replaceChildren();
+      return;
+    }
+    if (this.failure !== null) {
+      this.overlayEl.replaceChildren(V.emptyState("Cannot draw this heatmap", this.failure));
       return;
     }
     const p = this.pick;
@@ -396,6 +407,7 @@ export class SimilarityView {
 
   clearPair() {
     this.pair = null;
+    this.heatmap.mark(null);
     this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side; click it to open the pair in the Runs view." }));
   }
 
@@ -422,6 +434,7 @@ export class SimilarityView {
         title: `${run} · ${layer}`, when: `${unit} ${step}`, data: null, points: null };
     });
     this.pair = { cell, value, sides };
+    this.heatmap.mark(cell);
     try {
       await Promise.all(sides.map(async (side) => {
         if (side.choice) side.data = await cellData(this.model, runNamed(index, side.key[0]), side.choice, state.colorBy);
