@@ -311,8 +311,13 @@ def test_refusals_name_what_is_wrong():
         cka_matrix([X], kernel="cosine")
     with pytest.raises(ValueError, match="batch_size must be an integer >= 8"):
         cka_matrix([X], batch_size=4)
+    with pytest.raises(ValueError, match=r"2 representations of 14,000 probes take 4.4 GiB .* smaller batch_size"):
+        cka_matrix([np.zeros((14000, 1))] * 2, batch_size=14000)
     with pytest.raises(ValueError, match="contains NaN"):
         linear_cka(np.where(X > 3, np.nan, X), Y, debiased=True)
+    for kernel in ("linear", "rbf"):
+        with pytest.raises(ValueError, match=r"reps_a\[1\] contains NaN or infinity"):
+            cka_matrix([X, np.where(Y > 1, np.inf, Y)], kernel=kernel)
     with pytest.raises(ValueError, match="constant over the probes"):
         procrustes_distance(np.ones((50, 3)), Y)
     with pytest.raises(ValueError, match="needs at least 4"):

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validation import check_option
+from ..meta._kernels import condensed_centred
 from ..progress import ProgressCallback, report
 
 #: The similarity measures, spelled once (the first is the default).
@@ -43,6 +44,8 @@ AUTO_EXACT_PROBES = 2048
 AUTO_BATCH = 1024
 #: ``batch_size=None`` keeps the packed Gram matrices of one minibatch (R·m²/2 float64) below this many bytes.
 AUTO_STACK_BYTES = 512 << 20
+#: An explicit ``batch_size`` whose packed Gram matrices pass this many bytes is refused (not swapped to death).
+MAX_STACK_BYTES = 4 << 30
 
 
 # --- input --------------------------------------------------------------------------------------------------
@@ -90,12 +93,22 @@ def _sq_dists(G: np.ndarray) -> np.ndarray:
     return D
 
 
-def _gram(Z: np.ndarray, kernel: str, sigma: float, name: str) -> np.ndarray:
-    """The n×n Gram matrix of centred rows ``Z``: linear, or Gaussian with bandwidth sigma·(median distance)."""
-    G = Z @ Z.T  # float64 SYRK
+def _gram(X: np.ndarray, idx: np.ndarray | None, kernel: str, sigma: float, name: str) -> np.ndarray:
+    """The Gram matrix of rows ``idx`` of ``X``: linear, or Gaussian with bandwidth sigma·(median distance).
+
+    The linear Gram matrix is left uncentred: both centrings (H·H and U-centring) remove the mean's terms
+    exactly, and in float64 the rounding they leave is ~1e-16·width·|x|²/|x - mean|², so one pass over the rows
+    (the read) is saved.
+    """
     if kernel == "linear":
+        Z = np.array(X if idx is None else X[idx], dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are refused just below
+            G = Z @ Z.T  # float64 SYRK
+        if not np.isfinite(np.diagonal(G)).all():
+            raise ValueError(f"{name} contains NaN or infinity; a representation must be finite")
         return G
-    D = _sq_dists(G)
+    Z = _centred(X, idx, name)
+    D = _sq_dists(Z @ Z.T)
     median = float(np.median(np.sqrt(D[np.triu_indices(len(D), 1)])))
     if not median > 0:
         raise ValueError(f"{name}: more than half of the probe pairs coincide, so the median distance (the RBF "
@@ -104,50 +117,29 @@ def _gram(Z: np.ndarray, kernel: str, sigma: float, name: str) -> np.ndarray:
     return np.exp(D, out=D)
 
 
-def _centre_gram(K: np.ndarray, debiased: bool) -> np.ndarray:
-    """H K H (biased), or the U-centred Ũ(K) with zero diagonal (debiased), in place.
+def _pack_centred(K: np.ndarray, debiased: bool, out: np.ndarray) -> None:
+    """``out`` = the centred Gram matrix, packed so that plain dot products of packed vectors are Frobenius ones.
 
-    ⟨Ũ(K), Ũ(L)⟩ / (n(n-3)) is Song et al.'s unbiased HSIC estimator; ⟨HKH, HLH⟩ / (n-1)² the biased one.
+    Debiased: sqrt(2)·upper(Ũ(K)), Ũ(K)_ij = K_ij - m_i - m_j (i ≠ j; zero diagonal) with m = c/(n-2) -
+    Σc/(2(n-1)(n-2)), c the column sums of K without its diagonal, so that ⟨Ũ(K), Ũ(L)⟩ / (n(n-3)) is Song et al.'s
+    unbiased HSIC. Biased: [diag(HKH), sqrt(2)·upper(HKH)], HKH_ij = K_ij - r_i - r_j + r̄ (r the row means), with
+    ⟨HKH, HLH⟩ / (n-1)² the biased HSIC. One pass over K besides its column sums.
     """
     n = len(K)
+    diag = np.diagonal(K).copy()
     if debiased:
-        np.fill_diagonal(K, 0.0)
-        means = K.sum(axis=0) / (n - 2)
+        means = (K.sum(axis=0) - diag) / (n - 2)
         means -= means.sum() / (2 * (n - 1))
+        condensed_centred(K, means, 0.0, np.sqrt(2.0), out)
     else:
-        means = K.mean(axis=0)
-        means -= means.mean() / 2
-    K -= means[:, None]
-    K -= means[None, :]
-    if debiased:
-        np.fill_diagonal(K, 0.0)
-    return K
+        r = K.mean(axis=0)
+        grand = float(r.mean())
+        out[:n] = diag - 2.0 * r + grand
+        condensed_centred(K, r, grand, np.sqrt(2.0), out[n:])
 
 
 def _hsic_scale(n: int, debiased: bool) -> float:
     return 1.0 / (n * (n - 3)) if debiased else 1.0 / (n - 1) ** 2
-
-
-def _packed(K: np.ndarray, debiased: bool, out: np.ndarray) -> None:
-    """``out`` = [diag(K)] (biased only) + sqrt(2)·upper(K): plain dot products of packed vectors are ⟨K, L⟩_F."""
-    n = len(K)
-    iu = _upper_mask(n)
-    if debiased:
-        out[:] = K[iu]
-    else:
-        out[:n] = np.diagonal(K)
-        out[n:] = K[iu]
-    out[0 if debiased else n:] *= np.sqrt(2.0)
-
-
-_MASKS: dict[int, np.ndarray] = {}
-
-
-def _upper_mask(n: int) -> np.ndarray:
-    if n not in _MASKS:
-        _MASKS.clear()  # one size at a time: minibatches of a split differ by at most one probe
-        _MASKS[n] = np.triu(np.ones((n, n), dtype=bool), 1)
-    return _MASKS[n]
 
 
 def _packed_length(n: int, debiased: bool) -> int:
@@ -168,8 +160,13 @@ def _batches(n: int, batch_size: int, random_state) -> list[np.ndarray | None]:
 
 
 def _auto_batch(n: int, n_reps: int) -> int:
-    fits = int(np.sqrt(2 * AUTO_STACK_BYTES / (8 * max(n_reps, 1))))
+    fits = max(64, int(np.sqrt(2 * AUTO_STACK_BYTES / (8 * n_reps))))
     return min(AUTO_EXACT_PROBES if n <= AUTO_EXACT_PROBES else AUTO_BATCH, fits)
+
+
+def _stack_bytes(n: int, batch_size: int, n_reps: int, debiased: bool) -> int:
+    m = min(n, batch_size)
+    return 8 * (n_reps * _packed_length(m, debiased) + 2 * m * m)
 
 
 def _hsic_sums(reps: list[np.ndarray], names: list[str], *, kernel: str, debiased: bool, sigma: float,
@@ -185,9 +182,7 @@ def _hsic_sums(reps: list[np.ndarray], names: list[str], *, kernel: str, debiase
         m = n if idx is None else len(idx)
         stack = np.empty((len(reps), _packed_length(m, debiased)))
         for r, (X, name) in enumerate(zip(reps, names)):
-            K = _centre_gram(_gram(_centred(X, idx, name), kernel, sigma, name), debiased)
-            _packed(K, debiased, stack[r])
-            del K
+            _pack_centred(_gram(X, idx, kernel, sigma, name), debiased, stack[r])
             report(progress, "similarity", b * len(reps) + r + 1, total)
         S += (stack @ stack.T) * _hsic_scale(m, debiased)
     return S
@@ -222,13 +217,14 @@ def linear_cka(X, Y, *, debiased: bool = False) -> float:
         In [0, 1] (biased); the debiased value can fall slightly below 0.
 
     Computed from the (width × width) cross-covariances, ||XᵀY||_F² plus O(n·width) correction terms for the
-    debiased estimator, when that is cheaper than the n×n Gram matrices (widths well below n_probe), else from
-    the Gram matrices; both are exact.
+    debiased estimator, when that is cheaper than the n×n Gram matrices (widths well below n_probe) or when those
+    would pass ``AUTO_STACK_BYTES`` (above about 4,700 probes), else from the Gram matrices; both are exact.
     """
     X, Y = _rows(X, "X"), _rows(Y, "Y")
     n = _probes([X, Y], ["X", "Y"], 4 if debiased else 2)
     p, q = X.shape[1], Y.shape[1]
-    if p * q + (p * p + q * q) / 2 > n * (p + q) / 2:
+    gram_cheaper = p * q + (p * p + q * q) / 2 > n * (p + q) / 2
+    if gram_cheaper and _stack_bytes(n, n, 2, debiased) <= AUTO_STACK_BYTES:
         return _gram_cka(X, Y, kernel="linear", debiased=debiased)
     Xc, Yc = _centred(X, None, "X"), _centred(Y, None, "Y")
     hsic = _feature_hsic(Xc, Yc, debiased)
@@ -328,6 +324,10 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
     if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 8):
         raise ValueError(f"batch_size must be an integer >= 8 (each minibatch needs 4 probes for the unbiased "
                          f"HSIC); got {batch_size!r}")
+    if (need := _stack_bytes(n, int(batch_size), len(reps), debiased)) > MAX_STACK_BYTES:
+        raise ValueError(f"cka_matrix: the Gram matrices of {len(reps)} representations of {min(n, batch_size):,} "
+                         f"probes take {need / 2**30:.1f} GiB (over {MAX_STACK_BYTES / 2**30:.0f}); pass a smaller "
+                         f"batch_size (minibatch CKA) or batch_size=None")
     S = _hsic_sums(reps, names, kernel=kernel, debiased=debiased, sigma=sigma,
                    batches=_batches(n, int(batch_size), random_state), n=n, progress=progress)
     if reps_b is None:
