@@ -177,6 +177,48 @@ def test_cross_site_trails_refused(served, logdir):
     assert r.status_code == 403 and "origin" in _json_error(r).lower()
 
 
+CROSS_SITE_GET = {"cross-site fetch": {"Sec-Fetch-Site": "cross-site"}, "same-site fetch": {"Sec-Fetch-Site": "same-site"},
+                  "foreign Origin": {"Origin": "http://evil.example"}, "Origin null": {"Origin": "null"}}
+SAME_ORIGIN_GET = {"same-origin fetch": {"Sec-Fetch-Site": "same-origin"}, "typed URL": {"Sec-Fetch-Site": "none"},
+                   "same Origin": {"Origin": HOST}, "no Origin (curl)": {}}
+
+
+class _CountingPool(_InlinePool):
+    def __init__(self):
+        self.calls = 0
+
+    def submit(self, fn, *args):
+        self.calls += 1
+        return super().submit(fn, *args)
+
+
+@pytest.mark.parametrize("case", CROSS_SITE_GET)
+def test_cross_site_gets_of_data_routes_are_refused(logdir, case):
+    """Another site's page (an <img>, a no-cors fetch) gets 403 from every data route and starts no work (no k-NN
+    graph is computed); the page's own files still load."""
+    client, plugin = _served(logdir)
+    plugin.jobs = JobManager(str(logdir), pool=_IdlePool(), quick_pool=(pool := _CountingPool()))
+    queries = _valid_queries(logdir)
+    for route in GET_ROUTES:
+        r = client.get(BASE + route + "?" + queries.get(route, ""), headers=CROSS_SITE_GET[case])
+        if route.startswith("static/"):
+            assert r.status_code == 200, route
+        else:
+            assert r.status_code == 403 and "refused" in _json_error(r), (route, r.status_code)
+    assert pool.calls == 0
+    plugin.jobs.close()
+
+
+@pytest.mark.parametrize("case", SAME_ORIGIN_GET)
+def test_same_origin_gets_are_served(logdir, case):
+    client, plugin = _served(logdir)
+    queries = _valid_queries(logdir)
+    for route in GET_ROUTES:
+        r = client.get(BASE + route + "?" + queries.get(route, ""), headers=SAME_ORIGIN_GET[case])
+        assert r.status_code == 200, (route, r.status_code, r.data[:200])
+    plugin.jobs.close()
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Methods
 # --------------------------------------------------------------------------------------------------------------

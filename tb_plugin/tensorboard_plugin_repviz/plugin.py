@@ -11,11 +11,12 @@ Each route takes its methods only (GET and HEAD, or POST; 405 with ``Allow`` oth
 tab's own page, so that no other web page the user visits can queue work: ``Content-Type: application/json`` (415
 otherwise: a cross-site "simple request" cannot send it without a CORS preflight, which gets 405), a
 ``Sec-Fetch-Site`` of ``same-origin`` or ``none`` when the browser sends one, else an ``Origin``, when present, equal
-to the request's own scheme://host:port (403 otherwise). Its body must declare a Content-Length within the route's
-bound (413) and arrive with no pause longer than :data:`BODY_TIMEOUT` (400). A stored file that cannot be read (a
-damaged ``.npy``) answers 500 naming the file. One limit is not ours: a request line over 64 KiB (a query string
-of that size) gets Python's ``http.server`` 414 page before TensorBoard or the plugin see the request; a parameter
-over 1,024 characters below that gets our 400.
+to the request's own scheme://host:port (403 otherwise). The same origin check holds for a GET of every route but
+``static/`` (the page's files), so another page cannot start a k-NN graph through an ``<img>``, nor read data. A
+POST body must declare a Content-Length within the route's bound (413) and arrive with no pause longer than
+:data:`BODY_TIMEOUT` (400). A stored file that cannot be read (a damaged ``.npy``) answers 500 naming the file.
+One limit is not ours: a request line over 64 KiB (a query string of that size) gets Python's ``http.server`` 414
+page before TensorBoard or the plugin see the request; a parameter over 1,024 characters below that gets our 400.
 
 Importing this module imports no Keras, TensorFlow or numba (``repviz.methods`` names the methods without importing
 their estimators; the numerical code is loaded only inside the worker processes that compute).
@@ -131,6 +132,8 @@ def _app(handler: Callable, methods: tuple[str, ...], max_body: int = 0) -> Call
                                      f"{request.method[:20]}", headers=[("Allow", ", ".join(methods))])
             if methods == POST:
                 return handler(request, _json_body(request, max_body))
+            if not request.path.startswith(_STATIC_PREFIX):  # the page's files stay loadable from anywhere
+                _same_origin(request)  # another site's page cannot make the browser start work or read data
             return handler(request)
         except HTTPError as e:
             return _error(request, e.code, str(e), e.headers)
@@ -197,14 +200,14 @@ def _same_origin(request) -> None:
     site = request.headers.get("Sec-Fetch-Site")
     if site is not None:
         if site not in _SAME_ORIGIN_FETCH:
-            raise HTTPError(403, f"cross-site request refused (Sec-Fetch-Site: {site[:40]}); POST from the Repviz "
-                                 f"tab itself")
+            raise HTTPError(403, f"cross-site request refused (Sec-Fetch-Site: {site[:40]}); only the Repviz "
+                                 f"tab's own page may call this route")
         return
     origin = request.headers.get("Origin")
     own = f"{request.scheme}://{request.host}"
     if origin is not None and origin.lower() != own.lower():
-        raise HTTPError(403, f"cross-origin request refused (Origin {origin[:100]!r} is not {own[:100]!r}); POST "
-                             f"from the Repviz tab itself")
+        raise HTTPError(403, f"cross-origin request refused (Origin {origin[:100]!r} is not {own[:100]!r}); only "
+                             f"the Repviz tab's own page may call this route")
 
 
 def _read_body(request, max_bytes: int) -> bytes:
