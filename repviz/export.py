@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,7 +38,7 @@ except ImportError as e:  # the optional extra: one clear line for the CLI
 from .meta.result import MetaResult
 from .meta.sources import INPUT_KEY
 from .similarity.figures import export_heatmaps
-from .store import LogDir, atomic_path, open_logdir
+from .store import DamagedFileError, LogDir, NotFoundError, atomic_path, open_logdir
 
 SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
 _INPUT_RUN = INPUT_KEY[0]
@@ -53,7 +54,7 @@ def _method_names(logdir: LogDir) -> dict[str, str]:
     methods: dict[str, str] = {}
     for run in logdir.runs.values():
         for key in run.embedding_keys():
-            methods.setdefault(key, run.embedding_method(key).get("method") or key)
+            methods.setdefault(key, run.embedding_method(key).get("method") or key.rsplit("-", 1)[0])
     counts = {m: list(methods.values()).count(m) for m in methods.values()}
     return {key: m if counts[m] == 1 else key for key, m in methods.items()}
 
@@ -68,10 +69,20 @@ def score_rows(logdir: LogDir | str | os.PathLike) -> list[dict]:
             for key in run.embedding_keys():
                 steps = run.embedding_steps(key, layer)
                 if steps:
-                    scores = run.embedding_info(key, layer, steps[-1]).get("scores", {})
+                    scores = _readable(run.embedding_info, key, layer, steps[-1], default={}).get("scores", {})
                     rows.append({"run": run.name, "layer": layer, "method": names[key], "step": steps[-1],
                                  **{s: scores.get(s) for s in SCORES}})
     return rows
+
+
+def _readable(read, *args, default=None):
+    """``read(*args)``, or ``default`` when what it reads is damaged or missing: that entry is left out with a
+    warning naming the file, and the rest is exported."""
+    try:
+        return read(*args)
+    except (DamagedFileError, NotFoundError) as e:
+        warnings.warn(f"left out: {e}", RuntimeWarning, stacklevel=2)
+        return default
 
 
 def _save(fig: Figure, out: Path, stem: str, formats: Sequence[str]) -> list[Path]:
@@ -92,7 +103,8 @@ def _digit_colours(labels: np.ndarray | None, n: int) -> np.ndarray:
 
 def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Figure | None:
     """Rows: the runs that have ``layer`` embedded under ``key``; columns: their snapshots. None if no run has it."""
-    runs = [run for run in logdir.runs.values() if layer in run.layers and run.embedding_steps(key, layer)]
+    runs = [run for run in logdir.runs.values() if layer in run.layers and run.embedding_steps(key, layer)
+            and _readable(lambda r: r.probe, run) is not None]
     if not runs:
         return None
     steps = sorted({s for run in runs for s in run.embedding_steps(key, layer)})
@@ -106,8 +118,7 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
         for c, step in enumerate(steps):
             ax = axes[r, c]
             ax.set_xticks([]), ax.set_yticks([])
-            if step in have:
-                Y = np.asarray(run.read_embedding(key, layer, step))
+            if step in have and (Y := _readable(run.read_embedding, key, layer, step)) is not None:
                 ax.scatter(Y[:, 0], Y[:, 1], s=size, c=colours, linewidths=0, rasterized=True)
             ax.set_aspect("equal", adjustable="datalim")
             if r == 0:
@@ -222,8 +233,9 @@ def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *
             if fig is not None:
                 written += _save(fig, out, f"layer-{_file_part(layer)}-{_file_part(method)}", formats)
     for name in logdir.artifact_names():
-        if logdir.artifacts(name).exists("result.json"):
-            written += _save(meta_map(MetaResult.load(logdir, name)), out, _file_part(name), formats)
+        if logdir.artifacts(name).exists("result.json") and (result := _readable(MetaResult.load, logdir,
+                                                                                  name)) is not None:
+            written += _save(meta_map(result), out, _file_part(name), formats)
     written += export_heatmaps(logdir, out, formats)
     written += _write_tables(score_rows(logdir), out)
     return written

@@ -62,7 +62,7 @@ from .chains import lost_chain
 from .executors import Executor, LocalExecutor, check_jobs
 from .planning import Plan, plan_embeddings, run_rest
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
-from .store import LogDir, open_logdir
+from .store import DamagedFileError, LogDir, Run, open_logdir
 
 
 @dataclass
@@ -88,7 +88,7 @@ class EmbedResult:
                 for name, key in plan.keys.items():
                     stored = [s for s in run.embedding_steps(key, layer) if plan.steps is None or s in plan.steps]
                     last = stored[-1] if stored else None
-                    scores = {} if last is None else run.embedding_info(key, layer, last).get("scores", {})
+                    scores = {} if last is None else _scores(run, key, layer, last)
                     rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
                                  "n_embedded": len(stored), "last_step": last, "scores": scores})
         return cls(sum(r["status"] == "computed" for r in results), plan.cached,
@@ -119,6 +119,15 @@ class EmbedResult:
         total = (f"{self.computed} computed, {self.cached} cached, {len(self.failed)} failed "
                  f"in {self.seconds:.1f} s")
         return "\n".join(text + [total])
+
+
+def _scores(run: Run, key: str, layer: str, step: int) -> dict:
+    """The quality scores stored with an embedding ({} when its sidecar is damaged: it is computed again next
+    time)."""
+    try:
+        return run.embedding_info(key, layer, step).get("scores", {})
+    except DamagedFileError:
+        return {}
 
 
 def execute(plan: Plan, executor: Executor | None = None, *, progress: ProgressCallback | None = None

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from .chains import ChainTask, damaged, failure, nonfinite, run_chain
+from .chains import ChainTask, RepresentationError, damaged, failure, nonfinite, run_chain
 from .methods import check_method, request_id, resolve
-from .store import NotFoundError, Run, open_logdir
+from .store import DamagedFileError, NotFoundError, Run, open_logdir
 
 
 def select_names(names: Iterable[str] | None, have: Iterable[str], what: str, where: str) -> list[str]:
@@ -70,18 +70,38 @@ class _CacheWalk:
         stored embedding the chain continues from (None: it starts with ``items[0]``)."""
         for i, (layer, step) in enumerate(items):
             record = run.record(layer, step)
-            if run.embedding_intact(key, layer, step, record["shape"][0]):
-                info = run.embedding_info(key, layer, step)
-                if (info.get("source", {}).get("crc32") == record["crc32"] and run.record_intact(record)
-                        and info.get("init_from") == (None if previous is None else list(previous))):
-                    previous = (layer, step)
-                    self.cached += 1
-                    continue
-            if error := nonfinite(record) or damaged(run, record):  # fails the same way every time
+            info = _cached_info(run, key, layer, step, record["shape"][0])
+            if (info is not None and info.get("source", {}).get("crc32") == record["crc32"]
+                    and run.record_intact(record) and info.get("init_from") == (None if previous is None
+                                                                                 else list(previous))):
+                previous = (layer, step)
+                self.cached += 1
+                continue
+            if error := nonfinite(record) or damaged(run, record) or _no_probe(run):  # fails every time
                 self.failed.append(failure(run.name, layer, step, method, error))
                 continue
             self.todo.append(_Todo(run, items[i:], previous))
             return
+
+
+def _cached_info(run: Run, key: str, layer: str, step: int, n_rows: int) -> dict | None:
+    """The sidecar of the stored embedding of (layer, step) under ``key`` when that embedding is intact (complete,
+    finite, ``n_rows`` rows) and its sidecar reads; None otherwise: it is computed again, and both files replaced."""
+    if not run.embedding_intact(key, layer, step, n_rows):
+        return None
+    try:
+        return run.embedding_info(key, layer, step)
+    except DamagedFileError:
+        return None
+
+
+def _no_probe(run: Run) -> RepresentationError | None:
+    """The error of every snapshot of a run whose probe set cannot be read (missing or damaged)."""
+    try:
+        n = len(run.probe)
+    except (NotFoundError, DamagedFileError) as e:
+        return RepresentationError(str(e))
+    return None if n else RepresentationError(f"run {run.name!r} has an empty probe set")
 
 
 def resume(task: ChainTask) -> tuple[ChainTask | None, list[dict]]:

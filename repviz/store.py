@@ -391,12 +391,14 @@ def checksum(array: np.ndarray) -> str:
 
 
 def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
-    """Parse the bytes ``raw`` of the JSON-lines record log ``path``.
+    """Parse the bytes ``raw`` of the JSON-lines record log ``path`` into the records readers can rely on
+    (:func:`_valid_record`).
 
-    A torn last line (a kill mid-append) is dropped silently; a damaged line elsewhere (an old short write, a
-    disk error) is skipped with a warning naming the file and line, so one bad record never hides the others.
+    A torn last line (a kill mid-append) is dropped silently; damaged lines elsewhere (an old short write, a disk
+    error, a field of the wrong type) are skipped with one warning naming the file and the lines, so one bad record
+    never hides the others.
     """
-    records, lines = [], raw.split(b"\n")
+    records, bad, lines = [], [], raw.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
             continue
@@ -404,11 +406,15 @@ def _parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
             record = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError):
             record = None
-        if isinstance(record, dict):
+        if _valid_record(record):
             records.append(record)
-        elif i < len(lines) - 1:  # the last line has no newline yet: a torn append, not damage
-            warnings.warn(f"{path}: skipped line {i + 1}, which is not a valid record", RuntimeWarning,
-                          stacklevel=3)
+        elif i < len(lines) - 1 or record is not None:  # the last line has no newline yet: a torn append
+            bad.append(i + 1)
+    if bad:
+        which = (f"line {bad[0]}, which is not a valid record" if len(bad) == 1 else
+                 f"lines {', '.join(map(str, bad[:10]))}{', ...' if len(bad) > 10 else ''} ({len(bad)} in all), "
+                 f"which are not valid records")
+        warnings.warn(f"{path}: skipped {which}", RuntimeWarning, stacklevel=3)
     return records
 
 
@@ -533,7 +539,7 @@ class RunWriter:
 
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
-        steps = [r["step"] for r in self._records() if _valid_record(r)]
+        steps = [r["step"] for r in self._records()]
         return max(steps) if steps else None
 
     def _records(self) -> list[dict]:
@@ -667,12 +673,115 @@ def _choices(items) -> str:
     return ", ".join(items[:20]) + (f", ... ({len(items)} in all)" if len(items) > 20 else "")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_shape(value: Any) -> bool:
+    """A shape as the store writes it: a list of sizes, ``None`` for a model's batch dimension."""
+    return isinstance(value, list) and all(v is None or (_is_int(v) and v >= 0) for v in value)
+
+
+#: The fields of a record and what each must be (kinds: activation, prediction, output); a record that has one of
+#: another type is left out, so readers never meet a field of the wrong type.
+_RECORD_FIELDS = {"kind": str, "file": str, "step": _is_int, "dtype": str, "crc32": str,
+                  "shape": lambda v: _is_shape(v) and bool(v) and None not in v}
+_RECORD_OPTIONAL = {"nonfinite": lambda v: _is_int(v) and v >= 0, "layer": str, "output": str}
+
+
+def _valid_record(record: Any) -> bool:
+    """Whether ``record`` (parsed JSON) has every field readers use, each of the type the writer gives it."""
+    if not isinstance(record, dict):
+        return False
+    for fields, required in ((_RECORD_FIELDS, True), (_RECORD_OPTIONAL, False)):
+        for name, kind in fields.items():
+            if name not in record:
+                if required:
+                    return False
+            elif not (isinstance(record[name], kind) if isinstance(kind, type) else kind(record[name])):
+                return False
+    return "layer" in record if record["kind"] == "activation" else \
+        "output" in record if record["kind"] == _OUTPUT else True
+
+
+def _typed(kind: type | tuple[type, ...]):
+    return lambda v: isinstance(v, kind)
+
+
+def _dict_of(check) -> Any:
+    return lambda v: isinstance(v, dict) and all(check(x) for x in v.values())
+
+
+#: What the readers use of a manifest, and what each field must be: a field of another type is left out (with a
+#: warning naming the file), so a reader never meets a field of the wrong type.
+_MANIFEST_FIELDS = {"model": _typed(dict), "probe": _typed(dict), "fingerprint": _typed(dict),
+                    "step_unit": _typed(str), "schedule": _typed(dict), "skipped": _dict_of(_typed(str))}
+_PREDICTION_FIELDS = {"shape": _is_shape, "output": _typed(str), "outputs": _dict_of(_is_shape)}
+_LAYER_FIELDS = {"stored_shape": _is_shape, "output_shape": _is_shape, "class": _typed(str),
+                 "reduction": lambda v: isinstance(v, dict) and isinstance(v.get("kind", ""), str)}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: The fields of an embedding's sidecar and of a method key's ``method.json`` that readers use, and what each must be.
+_SIDECAR_FIELDS = {"method": _typed(str), "key": _typed(str), "params": _typed(dict),
+                   "align": _typed((str, type(None))), "init_from": _typed((list, type(None))),
+                   "source": lambda v: isinstance(v, dict) and isinstance(v.get("crc32", ""), str),
+                   "scores": _dict_of(lambda v: v is None or _is_number(v)), "seconds": _is_number}
+_METHOD_FIELDS = {"method": _typed(str), "params": _typed(dict), "align": _typed((str, type(None))),
+                  "default": _typed(bool), "requests": lambda v: isinstance(v, list) and all(isinstance(r, str)
+                                                                                          for r in v)}
+_STEP_FILE = re.compile(r"(0|-?[1-9][0-9]*)\.npy")
+
+
+def _embedding_inside(path: Path, bounds: tuple[str, ...]) -> np.ndarray:
+    """The stored embedding ``path`` (memory-mapped), which must be a matrix of finite floating-point
+    coordinates, else :class:`DamagedFileError` naming it."""
+    Y = _array_inside(path, bounds)
+    if Y.ndim != 2 or Y.dtype.kind != "f":
+        raise DamagedFileError(path, f"holds {Y.dtype} {Y.shape}, not an embedding; `repviz embed` computes it again")
+    if not np.isfinite(Y).all():
+        raise DamagedFileError(path, "holds non-finite coordinates (NaN or infinity): damaged; `repviz embed` "
+                                     "computes it again")
+    return Y
+
+
+def _keep_valid(entry: dict, fields: dict, where: str, dropped: list[str]) -> dict:
+    """``entry`` without the fields of ``fields`` whose value fails its check (each named in ``dropped``)."""
+    bad = [name for name, check in fields.items() if name in entry and not check(entry[name])]
+    dropped += [f"{where}{name!r}" for name in bad]
+    return {k: v for k, v in entry.items() if k not in bad} if bad else entry
+
+
 def _check_manifest(path: Path, manifest: Any) -> dict:
-    """``manifest`` if it has the shape readers rely on, else ``ValueError`` naming the file."""
+    """``manifest`` with every field readers use of the type they expect: a field of another type is left out,
+    a layer entry that is not an object becomes an empty description (its snapshots stay readable), with one
+    warning naming the file; a manifest that is not an object, or whose layers are not, is damaged
+    (:class:`DamagedFileError`): the run cannot be read."""
     if not isinstance(manifest, dict):
-        raise ValueError(f"{path} holds a JSON {type(manifest).__name__}, not an object")
+        raise DamagedFileError(path, f"holds a JSON {type(manifest).__name__}, not an object")
     if not isinstance(manifest.get("layers", {}), dict):
-        raise ValueError(f"{path}: 'layers' is {type(manifest['layers']).__name__}, not an object")
+        raise DamagedFileError(path, f"has 'layers' of type {type(manifest['layers']).__name__}, not an object")
+    dropped: list[str] = []
+    manifest = _keep_valid(manifest, _MANIFEST_FIELDS, "", dropped)
+    predictions = manifest.get("predictions")
+    if predictions is not None:
+        if not isinstance(predictions, dict):
+            dropped.append("'predictions'")
+            predictions = {}
+        manifest = {**manifest, "predictions": _keep_valid(predictions, _PREDICTION_FIELDS, "predictions.", dropped)}
+    layers = {}
+    for name, entry in manifest.get("layers", {}).items():
+        if not isinstance(entry, dict):
+            dropped.append(f"the description of layer {name!r}")
+            entry = {}
+        layers[name] = _keep_valid(entry, _LAYER_FIELDS, f"layers.{name}.", dropped)
+    if dropped:
+        warnings.warn(f"{path}: left out {', '.join(dropped)}, not of the type repviz writes (a damaged or "
+                      f"hand-edited manifest); record the run again to restore them", RuntimeWarning, stacklevel=4)
+        manifest = {**manifest, "layers": layers}
     return manifest
 
 
@@ -682,11 +791,6 @@ def _file_size(path: str) -> int:
         return os.stat(path).st_size
     except FileNotFoundError:
         return 0
-
-
-def _valid_record(record: dict) -> bool:
-    return (isinstance(record.get("kind"), str) and isinstance(record.get("file"), str)
-            and isinstance(record.get("step"), int) and not isinstance(record.get("step"), bool))
 
 
 class Run:
@@ -759,7 +863,7 @@ class Run:
                 raw = b""
             real_root = self._own[0].rstrip(os.sep)
             dirs = {real_root: real_root}
-            records = [r for r in _parse_records(raw, path) if _valid_record(r) and self._listed(r, real_root, dirs)]
+            records = [r for r in _parse_records(raw, path) if self._listed(r, real_root, dirs)]
             index: dict[str, dict[tuple, dict]] = {}
             for r in records:  # one pass: later records for the same key win (resumed training)
                 name = r.get("output") if r["kind"] == _OUTPUT else r.get("layer")
@@ -834,7 +938,13 @@ class Run:
         For callers that already hold the record (its checksum, its non-finite count), so that the array is
         found without looking the record up again.
         """
-        return _array_inside(self.root / record["file"], self._own, mmap=mmap)
+        path = self.root / record["file"]
+        array = _array_inside(path, self._own, mmap=mmap)
+        if array.dtype.str != record["dtype"] or list(array.shape) != record["shape"]:
+            raise DamagedFileError(path, f"holds {array.dtype.str} {list(array.shape)}, not the {record['dtype']} "
+                                         f"{record['shape']} recorded (replaced or damaged); record the snapshot "
+                                         f"again")
+        return array
 
     def record_intact(self, record: dict) -> bool:
         """The file ``record`` describes is complete and holds the shape and dtype the record says (a check of
@@ -893,10 +1003,18 @@ class Run:
         """The probe set (ids, labels, thumbnails), memory-mapped."""
         d = self.root / "probe"
         if not (d / "ids.npy").exists():
-            raise NotFoundError(f"run {self.name!r} has no probe stored (its recording stopped while starting)")
+            raise NotFoundError(f"run {self.name!r} has no probe stored ({d / 'ids.npy'} is missing: its recording "
+                                f"stopped while starting, or the file was removed)")
+        ids = _array_inside(d / "ids.npy", self._own)
         opt = {k: _array_inside(d / f"{k}.npy", self._own) if (d / f"{k}.npy").exists() else None
                for k in _PROBE[1:]}
-        return Probe(ids=_array_inside(d / "ids.npy", self._own), **opt)
+        if ids.ndim != 1:
+            raise DamagedFileError(d / "ids.npy", f"holds shape {ids.shape}, not one id per probe point")
+        for k, array in opt.items():
+            if array is not None and (array.ndim < 1 or len(array) != len(ids)):
+                raise DamagedFileError(d / f"{k}.npy", f"holds shape {array.shape}, not one row per probe point "
+                                                       f"({len(ids)})")
+        return Probe(ids=ids, **opt)
 
     # embeddings -----------------------------------------------------------------------------------------------
     def _embedding_dirs(self, method_key: str, *parts: str) -> list[Path]:
@@ -922,11 +1040,18 @@ class Run:
         return self._embedding_path(method_key, layer, step).exists()
 
     def embedding_intact(self, method_key: str, layer: str, step: int, n_rows: int) -> bool:
-        """The stored embedding exists, is as long as its header says, and has ``n_rows`` rows (a truncated or
-        foreign file is not a cached result)."""
+        """The stored embedding exists, is as long as its header says, has ``n_rows`` rows and finite coordinates
+        (a truncated, foreign or overwritten file is not a cached result)."""
         path = self._embedding_path(method_key, layer, step)
-        found = _intact_inside(path, self._bounds_of(path))
-        return found is not None and len(found[0]) == 2 and found[0][0] == n_rows
+        bounds = self._bounds_of(path)
+        found = _intact_inside(path, bounds)
+        if found is None or len(found[0]) != 2 or found[0][0] != n_rows:
+            return False
+        try:
+            _embedding_inside(path, bounds)
+        except (OSError, ValueError, NotFoundError):
+            return False
+        return True
 
     def write_embedding(self, method_key: str, layer: str, step: int, embedding: np.ndarray,
                         info: dict) -> None:
@@ -939,24 +1064,40 @@ class Run:
         save_array(path, np.asarray(embedding, dtype=np.float32))
 
     def embedding_info(self, method_key: str, layer: str, step: int) -> dict:
-        """The sidecar of a stored embedding: parameters and quality scores."""
+        """The sidecar of a stored embedding: parameters and quality scores. A sidecar that is not the JSON object
+        of fields the pipeline writes raises :class:`DamagedFileError` (the embedding is then computed again)."""
         path = self._embedding_path(method_key, layer, step)
         if not path.exists():
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
-        return _json_inside(path.with_suffix(".json"), self._bounds_of(path))
+        sidecar = path.with_suffix(".json")
+        info = _json_inside(sidecar, self._bounds_of(path))
+        bad = [name for name, check in _SIDECAR_FIELDS.items() if name in info and not check(info[name])] \
+            if isinstance(info, dict) else [f"a JSON {type(info).__name__}, not an object"]
+        if bad:
+            raise DamagedFileError(sidecar, f"is not an embedding's sidecar (wrong {', '.join(map(str, bad))}); "
+                                            f"`repviz embed` computes the embedding again")
+        return info
 
     def read_embedding(self, method_key: str, layer: str, step: int) -> np.ndarray:
-        """A stored embedding (n_probe, n_components) float32, memory-mapped."""
+        """A stored embedding (n_probe, n_components) float32, memory-mapped; one that is not a matrix of finite
+        coordinates raises :class:`DamagedFileError`."""
         path = self._embedding_path(method_key, layer, step)
         if not path.exists():
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
-        return _array_inside(path, self._bounds_of(path))
+        return _embedding_inside(path, self._bounds_of(path))
 
     def embedding_steps(self, method_key: str, layer: str) -> list[int]:
+        """Sorted steps stored for ``layer`` under ``method_key``; a file there not named ``<step>.npy`` is left out,
+        with a warning naming it."""
         steps = set()
         for d in self._embedding_dirs(method_key, path_key(layer)):
             # scandir, not glob: an index of hundreds of runs calls this thousands of times
-            steps.update(int(name[:-4]) for name in _entries_inside(d, self._bounds_of(d)) if name.endswith(".npy"))
+            for name in _entries_inside(d, self._bounds_of(d)):
+                if _STEP_FILE.fullmatch(name):
+                    steps.add(int(name[:-4]))
+                elif name.endswith(".npy") and not name.startswith("."):
+                    warnings.warn(f"{d / name}: left out, not an embedding (those are named <step>.npy); remove it",
+                                  RuntimeWarning, stacklevel=2)
         return sorted(steps)
 
     def write_embedding_method(self, method_key: str, info: dict) -> None:
@@ -964,9 +1105,23 @@ class Run:
         save_json(_check_writable_inside(self._embedding_dirs(method_key)[0] / "method.json", self._out), info)
 
     def embedding_method(self, method_key: str) -> dict:
-        """The description written by :meth:`write_embedding_method` ({} if none)."""
+        """The description written by :meth:`write_embedding_method` ({} if none, or if it is damaged: then with a
+        warning naming it; the next ``repviz embed`` of the key writes it again)."""
         path = next((p for d in self._embedding_dirs(method_key) if (p := d / "method.json").exists()), None)
-        return {} if path is None else _json_inside(path, self._bounds_of(path))
+        if path is None:
+            return {}
+        try:
+            info = _json_inside(path, self._bounds_of(path))
+        except DamagedFileError as e:
+            warnings.warn(f"{e}; its embeddings are listed by key only", RuntimeWarning, stacklevel=2)
+            return {}
+        bad = [name for name, check in _METHOD_FIELDS.items() if name in info and not check(info[name])] \
+            if isinstance(info, dict) else [f"a JSON {type(info).__name__}, not an object"]
+        if bad:
+            warnings.warn(f"{path} is not a method description (wrong {', '.join(bad)}); its embeddings are listed "
+                          f"by key only", RuntimeWarning, stacklevel=2)
+            return {}
+        return info
 
     def embedding_key(self, method: str = "tsne", params: dict | None = None) -> str:
         """The stored method key for a method name and (some of) its parameters.

@@ -102,7 +102,8 @@ def test_damaged_middle_record_is_skipped_with_a_warning(tmp_path):
     with open(w.root / "records.jsonl", "ab") as f:
         f.write(b'{"kind": "activation", "la\n[1, 2]\n')  # torn, then valid JSON that is not a record
     w.write_activation("dense", 1, np.zeros((5, 3), np.float32))
-    with pytest.warns(RuntimeWarning, match=r"records.jsonl: skipped line 2, which is not a valid record"):
+    with pytest.warns(RuntimeWarning, match=r"records.jsonl: skipped lines 2, 3 \(2 in all\), which are not valid "
+                                            r"records"):
         assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
 
 
@@ -180,7 +181,7 @@ def test_continued_run_keeps_every_layer_it_recorded(tmp_path):
 
 
 @pytest.mark.parametrize("content, why", [(b"{not json", "is not valid JSON"), (b"[1, 2]", "holds a JSON list"),
-                                          (b'{"layers": null}', "'layers' is NoneType"),
+                                          (b'{"layers": null}', "'layers' of type NoneType"),
                                           (b"\xff\xfe", "is not valid JSON"), (None, "Is a directory")])
 def test_a_broken_manifest_skips_that_run_only(tmp_path, content, why):
     _writer(tmp_path, name="good").write_activation("dense", 0, np.zeros((5, 3), np.float32))

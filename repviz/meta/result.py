@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..store import LogDir
+from ..store import DamagedFileError, LogDir
 from .sources import Key
 
 
@@ -74,12 +74,41 @@ class MetaResult:
 
         Arrays are loaded into memory, or memory-mapped with ``mmap=True`` (a reader that needs only the
         coordinates then never reads the R×R distances).
+
+        A result whose files disagree (keys for another number of rows than the coordinates and distances hold),
+        or whose ``result.json`` is not as :meth:`save` writes it, raises
+        :class:`~repviz.store.DamagedFileError` naming the file: it is never served or exported.
         """
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
         art = logdir.artifacts(name)
         meta = art.load_json("result.json")
-        return cls(keys=[(str(r), str(lay), int(s)) for r, lay, s in meta["keys"]],
-                   coords=art.load_array("coords.npy", mmap=mmap),
-                   distances=art.load_array("distances.npy", mmap=mmap), params=meta["params"],
+        keys = _keys(meta)
+        if keys is None:
+            raise DamagedFileError(art.path("result.json"), "is not a meta-SNE result (a JSON object of keys "
+                                                            "[run, layer, step], params and scores); run repviz meta "
+                                                            "again")
+        coords = art.load_array("coords.npy", mmap=mmap)
+        distances = art.load_array("distances.npy", mmap=mmap)
+        for file, array, fits in (("coords.npy", coords, coords.ndim == 2 and coords.shape[1] >= 1),
+                                  ("distances.npy", distances, distances.shape[1:] == (len(keys),))):
+            if not fits or len(array) != len(keys):
+                raise DamagedFileError(art.path("result.json"), f"lists {len(keys)} keys, and {file} beside it "
+                                                                f"holds shape {array.shape}; run repviz meta again")
+        return cls(keys=keys, coords=coords, distances=distances, params=meta["params"],
                    explained_variance=meta.get("explained_variance"), robustness=meta.get("robustness"),
                    info=meta.get("info", {}))
+
+
+def _keys(meta) -> list[Key] | None:
+    """The (run, layer, step) keys of a parsed ``result.json``; None when it is not as :meth:`MetaResult.save`
+    writes it."""
+    if not (isinstance(meta, dict) and isinstance(meta.get("keys"), list) and isinstance(meta.get("params"), dict)
+            and isinstance(meta.get("info", {}), dict)
+            and all(meta.get(k) is None or isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool)
+                    for k in ("explained_variance", "robustness"))):
+        return None
+    keys = meta["keys"]
+    if not all(isinstance(k, list) and len(k) == 3 and isinstance(k[0], str) and isinstance(k[1], str)
+               and isinstance(k[2], int) and not isinstance(k[2], bool) for k in keys):
+        return None
+    return [(r, lay, s) for r, lay, s in keys]
