@@ -18,6 +18,7 @@ from scipy.spatial.distance import pdist, squareform
 
 from repviz.meta import representation_distances
 from repviz.meta.vectors import probe_pairs, representation_vectors
+from repviz.similarity import measures
 from repviz.similarity.measures import (
     cka_matrix,
     linear_cka,
@@ -285,6 +286,20 @@ def test_cka_matrix_in_minibatches_equals_minibatch_cka_and_reads_memmaps(tmp_pa
                                [[procrustes_distance(A, B) for B in reps[2:]] for A in reps[:2]], atol=1e-12)
 
 
+@pytest.mark.parametrize("debiased", [False, True])
+def test_cka_matrix_in_groups_when_the_gram_matrices_do_not_fit_at_once(monkeypatch, debiased):
+    """A memory bound of about three packed Gram matrices: groups of one, columns recomputed, same values."""
+    reps = _layers(n=100) + _layers(n=100, seed=11)
+    whole = cka_matrix(reps, debiased=debiased, batch_size=40)
+    cross = cka_matrix(reps[:3], reps[3:], debiased=debiased, batch_size=40)
+    monkeypatch.setattr(measures, "STACK_BYTES", 3 * 8 * 34 * 33 // 2)
+    events = []
+    np.testing.assert_allclose(cka_matrix(reps, debiased=debiased, batch_size=40,
+                                          progress=lambda *e: events.append(e)), whole, atol=1e-12)
+    assert events[-1][1] == events[-1][2] == 3 * (10 + 9 + 8 + 7 + 6 + 5 + 4 + 3 + 2 + 1)  # 3 batches
+    np.testing.assert_allclose(cka_matrix(reps[:3], reps[3:], debiased=debiased, batch_size=40), cross, atol=1e-12)
+
+
 def test_ucka_vectors_cosine_is_debiased_linear_cka():
     reps = _layers(n=120)
     vectors = [representation_vectors(X, ["ucka"])["ucka"].astype(np.float64) for X in reps]
@@ -311,7 +326,7 @@ def test_refusals_name_what_is_wrong():
         cka_matrix([X], kernel="cosine")
     with pytest.raises(ValueError, match="batch_size must be an integer >= 8"):
         cka_matrix([X], batch_size=4)
-    with pytest.raises(ValueError, match=r"2 representations of 14,000 probes take 4.4 GiB .* smaller batch_size"):
+    with pytest.raises(ValueError, match=r"Gram matrices of 14,000 probes take 4.4 GiB for two representations .* smaller batch_size"):
         cka_matrix([np.zeros((14000, 1))] * 2, batch_size=14000)
     with pytest.raises(ValueError, match="contains NaN"):
         linear_cka(np.where(X > 3, np.nan, X), Y, debiased=True)

@@ -42,9 +42,10 @@ KERNELS = ("linear", "rbf")
 AUTO_EXACT_PROBES = 2048
 #: ``batch_size=None`` above ``AUTO_EXACT_PROBES`` probes: minibatches of this many (Nguyen et al. use 256).
 AUTO_BATCH = 1024
-#: ``batch_size=None`` keeps the packed Gram matrices of one minibatch (R·m²/2 float64) below this many bytes.
-AUTO_STACK_BYTES = 512 << 20
-#: An explicit ``batch_size`` whose packed Gram matrices pass this many bytes is refused (not swapped to death).
+#: The packed Gram matrices of one minibatch (m²/2 float64 per representation) held at once; above, cka_matrix
+#: forms them in groups (see ``_hsic_sums``).
+STACK_BYTES = 512 << 20
+#: A ``batch_size`` with which even two representations' Gram matrices pass this many bytes is refused.
 MAX_STACK_BYTES = 4 << 30
 
 
@@ -159,39 +160,74 @@ def _batches(n: int, batch_size: int, random_state) -> list[np.ndarray | None]:
     return [np.sort(b) for b in np.array_split(perm, -(-n // batch_size))]
 
 
-def _auto_batch(n: int, n_reps: int) -> int:
-    fits = max(64, int(np.sqrt(2 * AUTO_STACK_BYTES / (8 * n_reps))))
-    return min(AUTO_EXACT_PROBES if n <= AUTO_EXACT_PROBES else AUTO_BATCH, fits)
-
-
-def _stack_bytes(n: int, batch_size: int, n_reps: int, debiased: bool) -> int:
-    m = min(n, batch_size)
+def _stack_bytes(m: int, n_reps: int, debiased: bool) -> int:
+    """The packed Gram matrices of ``n_reps`` representations over ``m`` probes, plus one Gram and its input."""
     return 8 * (n_reps * _packed_length(m, debiased) + 2 * m * m)
 
 
-def _hsic_sums(reps: list[np.ndarray], names: list[str], *, kernel: str, debiased: bool, sigma: float,
-               batches: list[np.ndarray | None], n: int, progress: ProgressCallback | None) -> np.ndarray:
-    """(R, R) sums over minibatches of the HSIC estimate between every two representations.
+def _groups(index: list[int], size: int) -> list[list[int]]:
+    return [index[s:s + size] for s in range(0, len(index), size)]
 
-    Per minibatch, each representation's centred (or U-centred) Gram matrix is computed once and packed as one
-    row of a (R, m(m-1)/2 [+ m]) matrix; one SYRK of that matrix gives every pair's inner product.
+
+def _hsic_sums(reps: list[np.ndarray], names: list[str], rows: list[int], cols: list[int] | None, *, kernel: str,
+               debiased: bool, sigma: float, batches: list[np.ndarray | None], n: int,
+               progress: ProgressCallback | None) -> tuple[np.ndarray, np.ndarray]:
+    """Sums over minibatches of the HSIC estimate between ``rows`` and ``cols`` (None: ``rows`` with themselves),
+    and of every representation's HSIC with itself.
+
+    Per minibatch, each representation's centred (or U-centred) Gram matrix is packed as one row of a matrix
+    (m(m-1)/2 [+ m] columns); one matrix product of those rows gives every pair's inner product. When the rows of
+    all representations pass ``STACK_BYTES``, they are formed in groups that fit two at a time, and a group of
+    columns is recomputed for each group of rows it meets (the price of bounded memory).
     """
-    S = np.zeros((len(reps), len(reps)))
-    total = len(batches) * len(reps)
-    for b, idx in enumerate(batches):
+    symmetric = cols is None
+    every = rows if symmetric else rows + cols
+    largest = n if batches[0] is None else max(len(b) for b in batches)
+    size = len(every) if len(every) * 8 * _packed_length(largest, debiased) <= STACK_BYTES else max(
+        1, STACK_BYTES // (2 * 8 * _packed_length(largest, debiased)))
+    row_groups = _groups(rows, size)
+    col_groups = row_groups if symmetric else _groups(cols, size)
+    # (row group, the column groups it meets); the column group equal to the row group needs no second Gram
+    schedule = [(ga, col_groups[i:] if symmetric else col_groups) for i, ga in enumerate(row_groups)]
+    if size >= len(every):  # everything fits: one stack, one product
+        schedule = [(every, [])]
+    units = sum(len(ga) + sum(len(gb) for gb in gbs if gb is not ga) for ga, gbs in schedule)
+    H = np.zeros((len(rows), len(rows if symmetric else cols)))
+    diag = np.zeros(len(reps))
+    position = {r: k for k, r in enumerate(rows)} | ({} if symmetric else {c: k for k, c in enumerate(cols)})
+    grams = iter(range(1, len(batches) * units + 1))
+
+    def stack(group: list[int], idx: np.ndarray | None) -> np.ndarray:
         m = n if idx is None else len(idx)
-        stack = np.empty((len(reps), _packed_length(m, debiased)))
-        for r, (X, name) in enumerate(zip(reps, names)):
-            _pack_centred(_gram(X, idx, kernel, sigma, name), debiased, stack[r])
-            report(progress, "similarity", b * len(reps) + r + 1, total)
-        S += (stack @ stack.T) * _hsic_scale(m, debiased)
-    return S
+        out = np.empty((len(group), _packed_length(m, debiased)))
+        for k, r in enumerate(group):
+            _pack_centred(_gram(reps[r], idx, kernel, sigma, names[r]), debiased, out[k])
+            report(progress, "similarity", next(grams), len(batches) * units)
+        return out
+
+    for idx in batches:
+        scale = _hsic_scale(n if idx is None else len(idx), debiased)
+        for i, (ga, gbs) in enumerate(schedule):
+            A = stack(ga, idx)
+            G = (A @ A.T) * scale
+            diag[ga] += np.diagonal(G)
+            if not gbs:  # the single stack of every representation, rows first
+                H += G if symmetric else G[:len(rows), len(rows):]
+                continue
+            ra = [position[r] for r in ga]
+            for gb in gbs:
+                B = A if gb is ga else stack(gb, idx)
+                if not symmetric and i == 0:
+                    diag[gb] += np.einsum("ij,ij->i", B, B) * scale
+                H[np.ix_(ra, [position[c] for c in gb])] += G if gb is ga else (A @ B.T) * scale
+    if symmetric:
+        H = np.triu(H) + np.triu(H, 1).T
+    return H, diag
 
 
-def _cka_from_sums(S: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
-    d = np.sqrt(np.clip(np.diagonal(S), 0.0, None))
+def _cka_from_sums(H: np.ndarray, d_rows: np.ndarray, d_cols: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
-        C = S[rows, cols] / np.outer(d[rows], d[cols])
+        C = H / np.sqrt(np.outer(np.clip(d_rows, 0.0, None), np.clip(d_cols, 0.0, None)))
     if not np.isfinite(C).all():
         raise ValueError("a representation has a zero centred Gram matrix (all its probe points coincide), so its "
                          "CKA is undefined; leave it out")
@@ -218,13 +254,13 @@ def linear_cka(X, Y, *, debiased: bool = False) -> float:
 
     Computed from the (width × width) cross-covariances, ||XᵀY||_F² plus O(n·width) correction terms for the
     debiased estimator, when that is cheaper than the n×n Gram matrices (widths well below n_probe) or when those
-    would pass ``AUTO_STACK_BYTES`` (above about 4,700 probes), else from the Gram matrices; both are exact.
+    would pass ``STACK_BYTES`` (above about 4,700 probes), else from the Gram matrices; both are exact.
     """
     X, Y = _rows(X, "X"), _rows(Y, "Y")
     n = _probes([X, Y], ["X", "Y"], 4 if debiased else 2)
     p, q = X.shape[1], Y.shape[1]
     gram_cheaper = p * q + (p * p + q * q) / 2 > n * (p + q) / 2
-    if gram_cheaper and _stack_bytes(n, n, 2, debiased) <= AUTO_STACK_BYTES:
+    if gram_cheaper and _stack_bytes(n, 2, debiased) <= STACK_BYTES:
         return _gram_cka(X, Y, kernel="linear", debiased=debiased)
     Xc, Yc = _centred(X, None, "X"), _centred(Y, None, "Y")
     hsic = _feature_hsic(Xc, Yc, debiased)
@@ -294,12 +330,12 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
         Unbiased HSIC (Song et al. 2007) rather than the biased estimator.
     batch_size : int or None, default=None
         Probes per minibatch (Nguyen et al. 2021); exact (one batch) when n_probe <= batch_size. None: exact up
-        to ``AUTO_EXACT_PROBES`` (2,048) probes, minibatches of ``AUTO_BATCH`` (1,024) above, fewer when the
-        packed Gram matrices of all representations would pass ``AUTO_STACK_BYTES`` (512 MB).
+        to ``AUTO_EXACT_PROBES`` (2,048) probes, minibatches of ``AUTO_BATCH`` (1,024) above: a value depends on
+        n_probe and the options only, never on the other representations in the call.
     random_state : int, default=0
         Seeds the permutation that forms the minibatches.
     progress : callable or None
-        Receives ``("similarity", done, total)`` per representation and minibatch (:mod:`repviz.progress`).
+        Receives ``("similarity", done, total)``, one unit per Gram matrix computed (:mod:`repviz.progress`).
     sigma : float, default=0.8
         RBF bandwidth as a fraction of the median distance (in each minibatch), see :func:`rbf_cka`.
 
@@ -309,7 +345,8 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
         Symmetric with ones on the diagonal when ``reps_b`` is None.
 
     Time O(n·m·Σwidth) for the Gram matrices (m the minibatch size) plus O(n·m·R²) for the pairs; memory
-    R·m²/2 float64 (R representations).
+    R·m²/2 float64 (R representations) up to ``STACK_BYTES`` (512 MB), above which groups of representations
+    that fit are formed and some Gram matrices computed more than once.
     """
     check_option(kernel, KERNELS, "kernel", "cka_matrix")
     a = [_rows(X, f"reps_a[{i}]") for i, X in enumerate(reps_a)]
@@ -320,21 +357,23 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
         raise ValueError("cka_matrix needs at least one representation on each side")
     n = _probes(reps, names, 4 if debiased else 2)
     if batch_size is None:
-        batch_size = _auto_batch(n, len(reps))
+        batch_size = AUTO_EXACT_PROBES if n <= AUTO_EXACT_PROBES else AUTO_BATCH
     if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 8):
         raise ValueError(f"batch_size must be an integer >= 8 (each minibatch needs 4 probes for the unbiased "
                          f"HSIC); got {batch_size!r}")
-    if (need := _stack_bytes(n, int(batch_size), len(reps), debiased)) > MAX_STACK_BYTES:
-        raise ValueError(f"cka_matrix: the Gram matrices of {len(reps)} representations of {min(n, batch_size):,} "
-                         f"probes take {need / 2**30:.1f} GiB (over {MAX_STACK_BYTES / 2**30:.0f}); pass a smaller "
-                         f"batch_size (minibatch CKA) or batch_size=None")
-    S = _hsic_sums(reps, names, kernel=kernel, debiased=debiased, sigma=sigma,
-                   batches=_batches(n, int(batch_size), random_state), n=n, progress=progress)
+    m = min(n, int(batch_size))
+    if (need := _stack_bytes(m, 2, debiased)) > MAX_STACK_BYTES:
+        raise ValueError(f"cka_matrix: the Gram matrices of {m:,} probes take {need / 2**30:.1f} GiB for two "
+                         f"representations (over {MAX_STACK_BYTES / 2**30:.0f}); pass a smaller batch_size "
+                         f"(minibatch CKA) or batch_size=None")
+    rows = list(range(len(a)))
+    cols = None if reps_b is None else list(range(len(a), len(reps)))
+    H, d = _hsic_sums(reps, names, rows, cols, kernel=kernel, debiased=debiased, sigma=sigma,
+                      batches=_batches(n, int(batch_size), random_state), n=n, progress=progress)
+    C = _cka_from_sums(H, d[rows], d[rows if cols is None else cols])
     if reps_b is None:
-        C = _cka_from_sums(S, slice(None), slice(None))
         np.fill_diagonal(C, 1.0)
-        return (C + C.T) / 2
-    return _cka_from_sums(S, slice(0, len(a)), slice(len(a), None))
+    return C
 
 
 # --- Procrustes ------------------------------------------------------------------------------------------------
