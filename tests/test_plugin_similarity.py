@@ -4,8 +4,6 @@ checked against the log directory (400, one line), and the background job that c
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -13,13 +11,13 @@ pytest.importorskip("tensorboard")
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from tensorboard_plugin_repviz import loader
+from test_plugin_routes import BASE, _get, _wait_job
 from werkzeug import test as wtest
 from werkzeug import wrappers
 
 import repviz
 from repviz.similarity import KERNELS, MEASURES, similarity
 
-BASE = "/data/plugin/repviz/"
 STEPS = range(3)
 
 
@@ -42,26 +40,12 @@ def served(logdir):
     plugin.jobs.close()
 
 
-def _get(client, route):
-    return client.get(BASE + route)
-
-
 def _linear_cka(X: np.ndarray, Y: np.ndarray) -> float:
     """Biased linear CKA (Kornblith et al. 2019, eq. 5): ||Yc' Xc||_F² / (||Xc' Xc||_F ||Yc' Yc||_F)."""
     X = X.reshape(len(X), -1).astype(np.float64)
     Y = Y.reshape(len(Y), -1).astype(np.float64)
     X, Y = X - X.mean(axis=0), Y - Y.mean(axis=0)
     return np.linalg.norm(Y.T @ X) ** 2 / (np.linalg.norm(X.T @ X) * np.linalg.norm(Y.T @ Y))
-
-
-def _wait_job(client, job_id, timeout=180):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = next(j for j in _get(client, "jobs").json["jobs"] if j["id"] == job_id)
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.3)
-    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {job}")
 
 
 def test_the_run_index_lists_the_measures_and_what_each_takes(served):

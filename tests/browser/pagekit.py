@@ -132,6 +132,15 @@ def ink(pixels: np.ndarray) -> np.ndarray:
     return (pixels[..., 3] > 0) & (rgb.sum(axis=-1) < 3 * 235)
 
 
+def point_in(pixels) -> tuple[float, float]:
+    """The centre (canvas pixels) of a drawn point: an inked pixel whose neighbourhood is inked too."""
+    ink_ = ink(pixels)
+    solid = ink_[1:-1, 1:-1] & ink_[:-2, 1:-1] & ink_[2:, 1:-1] & ink_[1:-1, :-2] & ink_[1:-1, 2:]
+    ys, xs = np.nonzero(solid)
+    assert len(ys), "no drawn point found"
+    return xs[len(xs) // 2] + 1, ys[len(ys) // 2] + 1
+
+
 def shot(driver, shots, name):
     driver.switch_to.default_content()
     driver.save_screenshot(str(shots / f"{name}.png"))

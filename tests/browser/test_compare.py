@@ -53,15 +53,6 @@ def _cell_pixels(driver, i):
     return pk.canvas(driver, f'[data-testid="cell"]:nth-child({i + 1}) canvas.cell-canvas')
 
 
-def _point_in(pixels) -> tuple[float, float]:
-    """The centre (canvas pixels) of a drawn point: an inked pixel whose neighbourhood is inked too."""
-    ink = pk.ink(pixels)
-    solid = ink[1:-1, 1:-1] & ink[:-2, 1:-1] & ink[2:, 1:-1] & ink[1:-1, :-2] & ink[1:-1, 2:]
-    ys, xs = np.nonzero(solid)
-    assert len(ys), "no drawn point found"
-    return xs[len(xs) // 2] + 1, ys[len(ys) // 2] + 1
-
-
 def _move_to(driver, element, x, y):
     """Move the mouse to (x, y) CSS pixels from the element's top left corner."""
     rect = element.rect
@@ -98,7 +89,7 @@ def test_hover_in_one_cell_highlights_the_point_in_another(tab, shots):
     source = cells[1].find_element(By.CSS_SELECTOR, "canvas")
     pixels = _cell_pixels(tab, 1)
     scale = pixels.shape[1] / source.rect["width"]
-    x, y = _point_in(pixels)
+    x, y = pk.point_in(pixels)
     other = f'[data-testid="cell"]:nth-child({len(cells)}) canvas.cell-mark'
     _move_to(tab, source, x / scale, y / scale)
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")

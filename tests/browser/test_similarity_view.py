@@ -118,10 +118,7 @@ def test_a_point_hovered_in_one_scatter_is_ringed_in_both_and_shown_in_the_hover
     pixels = pk.canvas(view, left)
     canvas = view.find_element(By.CSS_SELECTOR, left)
     scale = pixels.shape[1] / canvas.rect["width"]
-    ink = pk.ink(pixels)
-    solid = ink[1:-1, 1:-1] & ink[:-2, 1:-1] & ink[2:, 1:-1] & ink[1:-1, :-2] & ink[1:-1, 2:]
-    ys, xs = np.nonzero(solid)
-    y, x = (ys[len(ys) // 2] + 1) / scale, (xs[len(xs) // 2] + 1) / scale
+    x, y = (v / scale for v in pk.point_in(pixels))
     ActionChains(view).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
                                                    y - canvas.rect["height"] / 2).perform()
     pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
