@@ -247,6 +247,15 @@ def test_procrustes_distance_is_a_metric():
     assert D.max() <= np.pi / 2
 
 
+def test_procrustes_matrix_recomputes_what_does_not_fit(monkeypatch):
+    reps = [related(40, w, 5, seed=w)[0] for w in (3, 30, 70)]
+    whole, cross = procrustes_matrix(reps), procrustes_matrix(reps[:1], reps[1:])
+    monkeypatch.setattr(measures, "STACK_BYTES", 0)
+    np.testing.assert_array_equal(procrustes_matrix(reps), whole)
+    np.testing.assert_array_equal(procrustes_matrix(reps[:1], reps[1:]), cross)
+    np.testing.assert_array_equal(cross, whole[:1, 1:])
+
+
 # --- matrices ----------------------------------------------------------------------------------------------------
 
 def _layers(n=80, seed=10):

@@ -32,11 +32,7 @@ import numpy as np
 from .._validation import check_option
 from ..meta._kernels import condensed_centred
 from ..progress import ProgressCallback, report
-
-#: The similarity measures, spelled once (the first is the default).
-MEASURES = ("cka", "procrustes")
-#: CKA's kernels (the first is the default).
-KERNELS = ("linear", "rbf")
+from .options import KERNELS
 
 #: ``batch_size=None`` in :func:`cka_matrix`: exact (one batch) up to this many probes, minibatches above.
 AUTO_EXACT_PROBES = 2048
@@ -420,21 +416,31 @@ def procrustes_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray]
                       progress: ProgressCallback | None = None) -> np.ndarray:
     """:func:`procrustes_distance` between every representation of ``reps_a`` and of ``reps_b`` (default: ``reps_a``).
 
-    Each representation is centred, normalised and reduced once; symmetric with zeros on the diagonal when
-    ``reps_b`` is None. Memory: the reduced representations, n·Σmin(n, width) float64.
+    Each representation is centred, normalised and reduced once while the reduced ones fit in ``STACK_BYTES``
+    (n·min(n, width) float64 each), again for each pair beyond; symmetric with zeros on the diagonal when
+    ``reps_b`` is None.
     """
     a = [_rows(X, f"reps_a[{i}]") for i, X in enumerate(reps_a)]
-    b = a if reps_b is None else [_rows(X, f"reps_b[{i}]") for i, X in enumerate(reps_b)]
+    b = [] if reps_b is None else [_rows(X, f"reps_b[{i}]") for i, X in enumerate(reps_b)]
     names = [f"reps_a[{i}]" for i in range(len(a))] + [f"reps_b[{i}]" for i in range(len(b))]
-    if not a or not b:
+    if not a or (reps_b is not None and not b):
         raise ValueError("procrustes_matrix needs at least one representation on each side")
     _probes(a + b, names, 2)
-    za = [_shape(X, f"reps_a[{i}]") for i, X in enumerate(a)]
-    zb = za if reps_b is None else [_shape(X, f"reps_b[{i}]") for i, X in enumerate(b)]
-    D = np.zeros((len(za), len(zb)))
-    pairs = [(i, j) for i in range(len(za)) for j in range(len(zb)) if reps_b is not None or j > i]
+    reps, kept, room = a + b, {}, [STACK_BYTES]
+
+    def shape(k: int) -> np.ndarray:
+        if k in kept:
+            return kept[k]
+        Z = _shape(reps[k], names[k])
+        if Z.nbytes <= room[0]:
+            kept[k], room[0] = Z, room[0] - Z.nbytes
+        return Z
+
+    cols = range(len(a)) if reps_b is None else range(len(a), len(reps))
+    pairs = [(i, j) for i in range(len(a)) for j in cols if reps_b is not None or j > i]
+    D = np.zeros((len(a), len(cols)))
     for k, (i, j) in enumerate(pairs):
-        D[i, j] = _angle(za[i], zb[j])
+        D[i, j - cols.start] = _angle(shape(i), shape(j))
         report(progress, "similarity", k + 1, len(pairs))
     if reps_b is None:
         D += D.T
