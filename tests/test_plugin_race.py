@@ -26,16 +26,17 @@ from repviz.store import open_logdir
 BASE = "/data/plugin/repviz/"
 N = 24  # probe points
 KEY = "pca-race"
-STEPS = 60  # snapshots the appender writes
+HISTORY = 100  # snapshots stored before the readers start: each re-read of the record log parses them all
+STEPS = 60  # snapshots the appender writes after them
 READERS = 4
 PACE = 0.05  # seconds between snapshots: the index (cached 2 s) lists new steps while the appender still writes
 
 
 def _append(writer, run, done: threading.Event) -> None:
-    """Steps 1 .. STEPS - 1 of run "r": an activation of two layers, a prediction, then an embedding of each."""
+    """STEPS more steps of run "r": an activation of two layers, a prediction, then an embedding of each."""
     rng = np.random.default_rng(1)
     try:
-        for step in range(1, STEPS):
+        for step in range(HISTORY, HISTORY + STEPS):
             for layer, width in (("a", 6), ("b", 3)):
                 writer.write_activation(layer, step, rng.normal(size=(N, width)).astype(np.float32), epoch=step)
             writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
@@ -84,9 +85,10 @@ def test_readers_see_a_consistent_run_while_it_is_written(tmp_path, new_run, fas
     writer = new_run(tmp_path / "r", layers={"a": (N, 6), "b": (N, 3)})
     rng = np.random.default_rng(0)
     writer.write_probe(np.arange(N), np.arange(N) % 3)
-    for layer, width in (("a", 6), ("b", 3)):
-        writer.write_activation(layer, 0, rng.normal(size=(N, width)).astype(np.float32))
-    writer.write_prediction(0, rng.random((N, 3)).astype(np.float32))
+    for step in range(HISTORY):
+        for layer, width in (("a", 6), ("b", 3)):
+            writer.write_activation(layer, step, rng.normal(size=(N, width)).astype(np.float32))
+        writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
     plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(tmp_path)))
     client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
     assert client.get(BASE + "runs").status_code == 200  # the first listing, before the appender starts
