@@ -6,7 +6,8 @@ The experiment of ``repviz demo`` as a script to copy and adapt (Olah, "Visualiz
 each network is trained from two seeds while ActivationLogger records its layers on 1,000 test digits (100 per
 class) at log-spaced epochs; every layer is embedded (PCA, aligned t-SNE) and meta-SNE maps all representations
 with the raw input as a landmark. If the map is to be trusted, a layer's nearest representation among the other
-seed's is the same layer of the same network. Offline on the digits bundled with repviz unless --mnist is given.
+seed's is the same layer of the same network; the layer-by-layer CKA heatmap of the two seeds asks the same
+(Kornblith et al. 2019). Offline on the digits bundled with repviz unless --mnist is given.
 """
 
 import argparse
@@ -68,7 +69,14 @@ def main() -> None:
         print(f"{transform}: at epoch {checks.step}, the nearest other-seed representation is the same network and "
               f"layer for {checks.layer_identification:.0%} of {checks.n_layers} layers, the same network for "
               f"{checks.architecture_separation:.0%} of {checks.n_hidden} hidden layers")
-    print(f"browse it: tensorboard --logdir {args.logdir}")
+
+    # Layer against layer: debiased linear CKA of seed 0's layers (rows) with seed 1's (columns). A layer is
+    # identified when its most similar layer of the other seed is itself (the row maximum is on the diagonal).
+    for arch in ARCHITECTURES:
+        matrix = repviz.similarity(logdir, (f"{arch}/seed0", f"{arch}/seed1"))
+        rate, n = matrix.layer_identification()
+        print(f"{matrix.title}\n{matrix.table()}\n  layer identification: {rate:.0%} of {n} layers")
+    print(f"browse it: tensorboard --logdir {args.logdir}; heatmaps: repviz export {args.logdir} --out figures/")
 
 
 if __name__ == "__main__":  # embed_logdir's worker processes re-import this file

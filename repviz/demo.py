@@ -5,9 +5,11 @@ is checked against what it should show.
 The demo is a list of steps run in order on one :class:`DemoConfig` (``STEPS``); each step reads what the earlier
 ones wrote in the log directory and prints what it found: training (test accuracy), per-layer embeddings (PCA
 and aligned t-SNE), the meta-SNE maps (``dist`` and ``cka``, the raw input as landmark) with the truth checks of
-:func:`repviz.meta.seed_checks`, and a closing summary. ``examples/compare_networks.py`` is the same experiment
-as a script. While the networks train, :mod:`repviz.warmup` compiles the numerical kernels in the background, so
-that on a fresh install the embeddings do not wait for the compiler.
+:func:`repviz.meta.seed_checks`, the layer-by-layer CKA of the seeds of each network (Kornblith et al. 2019's
+layer identification, read off :func:`repviz.similarity`'s heatmap), and a closing summary.
+``examples/compare_networks.py`` is the same experiment as a script. While the networks train,
+:mod:`repviz.warmup` compiles the numerical kernels in the background, so that on a fresh install the embeddings
+do not wait for the compiler.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class DemoConfig:
     scores: list[dict] = field(default_factory=list)  # EmbedResult.rows: last snapshot's quality per layer
     checks: dict = field(default_factory=dict)  # transform -> SeedChecks
     maps: dict[str, str] = field(default_factory=dict)  # transform -> meta-SNE result name
+    similar: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # architecture -> (hits, layers, step)
 
     @classmethod
     def quick_config(cls, logdir: str | Path, **overrides) -> DemoConfig:
@@ -150,6 +153,25 @@ def compare_representations(cfg: DemoConfig, out: Callable[[str], None] = print)
         out(f"meta-SNE ({transform}): {len(result)} representations -> {where}")
 
 
+def compare_layers(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
+    """Debiased linear CKA between every layer of the first seed of each network and every layer of each other seed
+    at their last snapshot (:func:`repviz.similarity`, from the meta bank's vectors); a layer is identified when
+    its most similar layer of the other seed is itself (the heatmap's row maximum is on the diagonal)."""
+    from .similarity import similarity
+
+    start = time.perf_counter()
+    for arch in ARCHITECTURES:
+        names = [name for name, (a, _) in cfg.runs.items() if a == arch]
+        hits = layers = step = 0
+        for other in names[1:]:
+            matrix = similarity(cfg.logdir, (names[0], other))
+            rate, n = matrix.layer_identification()
+            hits, layers, step = hits + round(rate * n), layers + n, matrix.rows[0].step
+        cfg.similar[arch] = (hits, layers, step)
+    out(f"layer similarity (debiased linear CKA of the seeds of each network, {time.perf_counter() - start:.1f} s): "
+        + ", ".join(f"{arch} {hits} of {n} layers identified" for arch, (hits, n, _) in cfg.similar.items()))
+
+
 def summarise(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """The closing summary: accuracy per network, mean quality per layer, the checks against their targets."""
     for line in summary_lines(cfg):
@@ -175,6 +197,11 @@ def summary_lines(cfg: DemoConfig) -> list[str]:
                  for m, v in sorted(methods.items())]
         lines.append(f"  {arch:<8} {layer:<8} " + "   ".join(cells))
     lines += [""] + check_lines(cfg.checks, quick=cfg.quick)
+    if cfg.similar:
+        step = next(iter(cfg.similar.values()))[2]
+        lines.append(f"layer identification from the CKA heatmaps at epoch {step} (the most similar layer of the "
+                     f"other seed is the same layer): " + ", ".join(f"{arch} {hits} of {n}" for arch, (hits, n, _)
+                                                                    in cfg.similar.items()))
     return lines
 
 
@@ -207,7 +234,8 @@ def check_lines(checks: dict, *, quick: bool = False) -> list[str]:
 
 
 STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks, embed_layers,
-                                                                    compare_representations, summarise]
+                                                                    compare_representations, compare_layers,
+                                                                    summarise]
 
 
 def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:

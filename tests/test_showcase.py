@@ -139,6 +139,8 @@ def test_quick_demo_writes_runs_maps_and_summary(quick):
     assert re.search(r"layer identification at epoch 2 .*: dist \d+% of 20, cka \d+% of 20", text)
     assert re.search(r"architecture separation at epoch 2 .*: dist \d+% of 14, cka \d+% of 14", text)
     assert "target: layer identification (cka) >= 90%:" in text
+    assert re.search(r"layer identification from the CKA heatmaps at epoch 2 .*: sigmoid \d of 3, relu \d of 3, "
+                     r"cnn \d of 4", text)
     assert f"browse it: tensorboard --logdir {logs}" in text
 
 
@@ -162,7 +164,10 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
                  *(f"layer-{layer}-{m}" for layer in ("hidden1", "hidden2", "logits", "conv1", "conv2", "dense")
                    for m in ("pca", "tsne"))]:
         assert {f"{stem}.png", f"{stem}.svg"} <= files
-    assert len(files) == 14 * 2 + 2
+    for arch in ("sigmoid", "relu", "cnn"):  # the seeds' CKA heatmaps, with their CSV and JSON
+        stem = f"similarity-{arch}_seed0-vs-{arch}_seed1-step2"
+        assert {f"{stem}.{ext}" for ext in ("png", "svg", "csv", "json")} <= files
+    assert len(files) == 14 * 2 + 2 + 3 * 4
     rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
     assert len(rows) == 20 * 2 and {r["step"] for r in rows} == {"2"}
     assert all(0.5 < float(r["trustworthiness"]) <= 1 for r in rows)
