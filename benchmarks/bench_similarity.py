@@ -6,17 +6,18 @@ configuration in its own process with ``--threads`` BLAS threads, alternated ove
 
 - ``cka_matrix(reps)`` (24 × 24, debiased, ``batch_size=None``: minibatches of 1,024 above 2,048 probes) at
   ``--probes``;
-- the same at ``--small`` probes (exact: one batch) against a straightforward numpy implementation (each
-  layer's n × n float64 Gram matrix U-centred and kept, then every pair's inner product), which at 10,000
-  probes would hold 24 × 800 MB;
-- the minibatch estimate's deviation from the exact value: at ``--small`` probes on all pairs, and at
+- the same at each of ``--compare`` probe counts (2,000: exact, one batch; 4,000: minibatches) against a
+  straightforward numpy implementation (each layer's n × n float64 Gram matrix U-centred and kept, then every
+  pair's inner product: exact), which at 10,000 probes would hold 24 × 800 MB;
+- the minibatch estimate's deviation from the exact value: at 4,000 probes on all pairs (from numpy), and at
   ``--probes`` on the pairs of the narrow layers (widths <= 619), whose exact value the feature-space form
   gives cheaply.
 
 Peak memory: the process's peak RSS (ru_maxrss, which counts the memmapped activation pages the kernel may drop)
 and its peak anonymous memory (RssAnon, sampled at every progress event: the arrays the computation allocates).
 
-    python benchmarks/bench_similarity.py [--probes 10000] [--small 2000] [--threads 2] [--rounds 3] [--keep DIR]
+    python benchmarks/bench_similarity.py [--probes 10000] [--compare 2000 4000] [--threads 2] [--rounds 3]
+                                          [--keep DIR]
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ def spawn(kind: str, root: Path, n: int, threads: int, tag: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--probes", type=int, default=10_000)
-    ap.add_argument("--small", type=int, default=2000, help="probes of the comparison with plain numpy")
+    ap.add_argument("--compare", type=int, nargs="*", default=[2000, 4000],
+                    help="probe counts of the comparison with plain numpy (default 2000 4000)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", help="write the activations here and keep them (default: a temporary dir)")
@@ -160,50 +162,49 @@ def main() -> None:
         print(json.dumps(WORKERS[kind](layer_paths(Path(root)), int(n), out)))
         return
 
+    from repviz.similarity.measures import AUTO_BATCH, AUTO_EXACT_PROBES
+
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-similarity-"))
     try:
-        if not (root / f"run{RUNS - 1}_layer{len(WIDTHS) - 1}.npy").exists():
+        if not Path(layer_paths(root)[-1]).exists():
             root.mkdir(parents=True, exist_ok=True)
             write_layers(root, args.probes)
         spawn("repviz", root, 100, args.threads, "warm")  # imports and first-call costs out of the timings
-        rows: dict[str, list[dict]] = {"big": [], "small": [], "numpy": []}
+        order = [("repviz", args.probes)] + [(kind, n) for n in args.compare for kind in ("repviz", "numpy")]
+        runs: dict[tuple[str, int], list[dict]] = {c: [] for c in order}
         for r in range(args.rounds):  # alternated: a change in machine load hits every configuration alike
-            order = [("big", "repviz", args.probes), ("small", "repviz", args.small), ("numpy", "numpy", args.small)]
-            for key, kind, n in order if r % 2 == 0 else order[::-1]:
-                rows[key].append(spawn(kind, root, n, args.threads, str(r)))
+            for kind, n in order if r % 2 == 0 else order[::-1]:
+                runs[kind, n].append(spawn(kind, root, n, args.threads, str(r)))
         exact_narrow = spawn("exact-narrow", root, args.probes, args.threads, "x")["M"]
 
-        def med(key, field):
-            return float(np.median([x[field] for x in rows[key]]))
+        def med(config, field):
+            return float(np.median([x[field] for x in runs[config]]))
+
+        def label(kind, n):
+            if kind == "numpy":
+                return "numpy: n x n U-centred Gram per layer, pairwise sums"
+            how = "exact: one batch" if n <= AUTO_EXACT_PROBES else f"minibatches of {AUTO_BATCH:,}"
+            return f"repviz cka_matrix, batch_size=None ({how})"
 
         print(f"similarity benchmark: {RUNS} runs x {len(WIDTHS)} layers (widths {WIDTHS[0]}-{WIDTHS[-1]}, "
               f"sum {RUNS * sum(WIDTHS):,}), float32 .npy memmaps, debiased linear CKA, 24 x 24 matrix, "
               f"{args.threads} threads, median of {args.rounds} alternated rounds")
         print(f"{'configuration':<62} {'probes':>7} {'wall s':>7} {'peak RSS MB':>12} {'peak anon MB':>13}")
-        from repviz.similarity.measures import AUTO_BATCH, AUTO_EXACT_PROBES, cka_matrix
-
-        def auto(n):
-            return "exact: one batch" if n <= AUTO_EXACT_PROBES else f"minibatches of {AUTO_BATCH:,}"
-
-        table = [(f"repviz cka_matrix, batch_size=None ({auto(args.probes)})", "big", args.probes),
-                 (f"repviz cka_matrix, batch_size=None ({auto(args.small)})", "small", args.small),
-                 ("numpy: n x n U-centred Gram per layer, pairwise sums", "numpy", args.small)]
-        for name, key, n in table:
-            print(f"{name:<62} {n:>7} {med(key, 'total'):>7.2f} {med(key, 'rss'):>12.0f} {med(key, 'anon'):>13.0f}")
-        M_small, M_numpy, M_big = rows["small"][0]["M"], rows["numpy"][0]["M"], rows["big"][0]["M"]
-        print(f"numpy / repviz wall time at {args.small} probes: {med('numpy', 'total') / med('small', 'total'):.1f}x "
-              f"(peak anon {med('numpy', 'anon') / med('small', 'anon'):.1f}x); max |repviz - numpy| = "
-              f"{np.abs(M_small - M_numpy).max():.1e}")
-        numpy_big_gb = RUNS * len(WIDTHS) * args.probes**2 * 8 / 1e9
-        print(f"numpy at {args.probes} probes would keep {RUNS * len(WIDTHS)} Gram matrices of "
-              f"{args.probes**2 * 8 / 1e6:.0f} MB ({numpy_big_gb:.1f} GB): not run")
-        mb_small = cka_matrix(load(layer_paths(root), args.small), batch_size=1024)
+        for kind, n in order:
+            print(f"{label(kind, n):<62} {n:>7} {med((kind, n), 'total'):>7.2f} {med((kind, n), 'rss'):>12.0f} "
+                  f"{med((kind, n), 'anon'):>13.0f}")
+        for n in args.compare:
+            ours, theirs = ("repviz", n), ("numpy", n)
+            print(f"at {n} probes: numpy / repviz wall time {med(theirs, 'total') / med(ours, 'total'):.1f}x, "
+                  f"peak anon {med(theirs, 'anon') / med(ours, 'anon'):.1f}x; max |repviz - exact| = "
+                  f"{np.abs(runs[ours][0]['M'] - runs[theirs][0]['M']).max():.1e} over all pairs")
         narrow = ~np.isnan(exact_narrow)
         k = int(narrow.diagonal().sum())
-        print(f"minibatch (1,024) - exact: at {args.small} probes max |d| = {np.abs(mb_small - M_small).max():.1e} "
-              f"over all pairs; at {args.probes} probes max |d| = {np.abs(M_big - exact_narrow)[narrow].max():.1e} "
-              f"over the {k * (k - 1) // 2} pairs of the {k} layers of width <= 619 "
-              f"(exact by the feature-space form)")
+        print(f"at {args.probes} probes: max |repviz - exact| = "
+              f"{np.abs(runs['repviz', args.probes][0]['M'] - exact_narrow)[narrow].max():.1e} over the "
+              f"{k * (k - 1) // 2} pairs of the {k} layers of width <= 619 (exact by the feature-space form); numpy "
+              f"would keep {RUNS * len(WIDTHS)} Gram matrices of {args.probes**2 * 8 / 1e6:.0f} MB "
+              f"({RUNS * len(WIDTHS) * args.probes**2 * 8 / 1e9:.1f} GB): not run")
         print(f"targets: {args.probes} probes in <= 10 s on 2 cores, <= 1,000 MB")
     finally:
         if not args.keep:
