@@ -329,3 +329,15 @@ def test_a_layer_without_geometry_is_named(tmp_path, new_run, options, match):
     with pytest.raises(ValueError, match=match) as e:
         similarity(tmp_path, "dead", **options)
     assert "run 'dead' layer 'flat' step 0" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_torn_cache_is_recomputed_not_trusted(seeds, counted):
+    """values.npy and index.json name each other by checksum: values from another writer, or a kill between the
+    two renames, leave the cache unread and the values computed again."""
+    root = seeds()
+    first = similarity(root, "net/seed0", measure="procrustes")
+    (cache,) = (root / "plugins" / "repviz-meta").glob("similarity-procrustes-*")
+    np.save(cache / "values.npy", np.zeros((3, 3)))
+    again = similarity(root, "net/seed0", measure="procrustes")
+    assert counted["blocks"] == [(3, 3), (3, 3)] and again.notes[-1] == "6 pair(s) computed now"
+    np.testing.assert_array_equal(again.values, first.values)
