@@ -200,13 +200,14 @@ def _measures():
 
 
 @pytest.mark.parametrize("measure", list(_measures()))
-def test_cka_invariant_to_orthogonal_maps_and_isotropic_scaling_not_to_general_linear_maps(measure):
+def test_cka_invariant_to_orthogonal_maps_isotropic_scaling_translation_not_to_general_linear_maps(measure):
     f = _measures()[measure]
     X, Y = related(150, 12, 20, seed=5, dtype=np.float64)
     rng = np.random.default_rng(5)
     Qx, Qy = (np.linalg.qr(rng.normal(size=(w, w)))[0] for w in (12, 20))
     base = f(X, Y)
-    for A, B in [(X @ Qx, Y), (X, Y @ Qy), (7.5 * X, Y), (X, 0.01 * Y), (-3 * X @ Qx, 2 * Y @ Qy)]:
+    for A, B in [(X @ Qx, Y), (X, Y @ Qy), (7.5 * X, Y), (X, 0.01 * Y), (-3 * X @ Qx, 2 * Y @ Qy),
+                 (X + 1e4, Y - 3e3)]:  # translations too, however far from 0
         assert f(A, B) == pytest.approx(base, abs=1e-9)
     # an invertible but anisotropic map (condition number 1e3 in a random basis) changes the value
     M = Qx @ np.diag(np.logspace(0, 3, 12)) @ np.linalg.qr(rng.normal(size=(12, 12)))[0]

@@ -70,12 +70,17 @@ def _probes(reps: list[np.ndarray], names: list[str], minimum: int) -> int:
 
 
 def _centred(X: np.ndarray, idx: np.ndarray | None, name: str) -> np.ndarray:
-    """Rows ``idx`` (all when None) of ``X`` in float64, minus their mean (one read of those rows)."""
-    Z = np.array(X if idx is None else X[idx], dtype=np.float64)
-    mean = Z.mean(axis=0)
+    """Rows ``idx`` (all when None) of ``X`` minus their mean, in float64 (written once, by the subtraction).
+
+    Centring first keeps the Gram entries of the order of the spread, not of the mean (ReLU activations sit far
+    from 0), so float64 rounding stays relative to what the centrings leave.
+    """
+    B = np.asarray(X if idx is None else X[idx])
+    mean = B.mean(axis=0, dtype=np.float64)
     if not np.isfinite(mean).all():
         raise ValueError(f"{name} contains NaN or infinity; a representation must be finite")
-    Z -= mean
+    Z = np.empty(B.shape)
+    np.subtract(B, mean, out=Z)
     return Z
 
 
@@ -91,21 +96,13 @@ def _sq_dists(G: np.ndarray) -> np.ndarray:
 
 
 def _gram(X: np.ndarray, idx: np.ndarray | None, kernel: str, sigma: float, name: str) -> np.ndarray:
-    """The Gram matrix of rows ``idx`` of ``X``: linear, or Gaussian with bandwidth sigma·(median distance).
-
-    The linear Gram matrix is left uncentred: both centrings (H·H and U-centring) remove the mean's terms
-    exactly, and in float64 the rounding they leave is ~1e-16·width·|x|²/|x - mean|², so one pass over the rows
-    (the read) is saved.
-    """
-    if kernel == "linear":
-        Z = np.array(X if idx is None else X[idx], dtype=np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf are refused just below
-            G = Z @ Z.T  # float64 SYRK
-        if not np.isfinite(np.diagonal(G)).all():
-            raise ValueError(f"{name} contains NaN or infinity; a representation must be finite")
-        return G
+    """The Gram matrix of the centred rows ``idx`` of ``X``: linear, or Gaussian with bandwidth sigma·(median
+    distance)."""
     Z = _centred(X, idx, name)
-    D = _sq_dists(Z @ Z.T)
+    G = Z @ Z.T  # float64 SYRK
+    if kernel == "linear":
+        return G
+    D = _sq_dists(G)
     median = float(np.median(np.sqrt(D[np.triu_indices(len(D), 1)])))
     if not median > 0:
         raise ValueError(f"{name}: more than half of the probe pairs coincide, so the median distance (the RBF "
