@@ -410,6 +410,7 @@ def _add_similarity(sub) -> None:
     p.add_argument("--results", metavar="DIR", help="keep the cache under DIR instead of the log directory (e.g. "
                                                     "when it is read-only)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    _add_scheduler(p)
     p.set_defaults(func=_run_similarity)
 
 
@@ -427,10 +428,12 @@ def _run_similarity(args) -> int:
     logdir = open_logdir(args.logdir, args.results)
     options = dict(measure=args.measure, kernel=args.kernel, debiased=not args.biased, batch_size=args.batch_size,
                    progress=bar)
-    if args.layer is not None:
-        matrix = similarity_over_training(logdir, runs[0], args.layer, steps, **options)
-    else:
-        matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), **options)
+    with _cluster(args) as executor:
+        if args.layer is not None:
+            matrix = similarity_over_training(logdir, runs[0], args.layer, steps, executor=executor, **options)
+        else:
+            matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), executor=executor,
+                                **options)
     bar.close()
     print(matrix.title)
     print(matrix.table())

@@ -341,3 +341,16 @@ def test_a_torn_cache_is_recomputed_not_trusted(seeds, counted):
     again = similarity(root, "net/seed0", measure="procrustes")
     assert counted["blocks"] == [(3, 3), (3, 3)] and again.notes[-1] == "6 pair(s) computed now"
     np.testing.assert_array_equal(again.values, first.values)
+
+
+def test_an_executor_computes_the_banked_values_as_tasks(seeds, counted):
+    """With an executor, the meta bank's vectors and Gram blocks are its tasks (repviz.meta.tasks), not
+    add_vectors here; the values are those of the local path."""
+    from repviz.executors import LocalExecutor
+
+    root = seeds()
+    tasked = similarity(root, ("net/seed0", "net/seed1"), executor=LocalExecutor(jobs=1))
+    assert counted["vectors"] == 0 and "6 built now" in tasked.notes[-1]
+    local = similarity(seeds(where="local"), ("net/seed0", "net/seed1"))
+    assert counted["vectors"] == 6
+    np.testing.assert_allclose(tasked.values, local.values, atol=1e-12)

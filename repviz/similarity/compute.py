@@ -17,9 +17,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..executors import Executor
 from ..meta.bank import VectorBank
 from ..meta.distances import DEFAULT_MAX_PROBES, add_vectors, vector_id
 from ..meta.sources import Representation
+from ..meta.tasks import add_vectors_with, gram_with
 from ..meta.vectors import vector_length
 from ..progress import ProgressCallback
 from ..store import LogDir
@@ -95,9 +97,10 @@ def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCa
 
 
 def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: SimilarityCache, transform: str,
-              progress: ProgressCallback | None = None) -> int:
+              progress: ProgressCallback | None = None, executor: Executor | None = None) -> int:
     """Fill the ``missing`` entries from the meta bank of ``transform`` (vectors built and banked for the
-    representations it lacks); returns how many vectors were built and banked (0 when the bank was warm)."""
+    representations it lacks; with ``executor``, vectors and Gram blocks as its tasks, :mod:`repviz.meta.tasks`);
+    returns how many vectors were built (0 when the bank was warm)."""
     reps = {r.identity: r for r in selection.rows + selection.cols}
     need = [reps[i] for i in dict.fromkeys(i for pair in _missing_pairs(selection, missing) for i in pair)]
     n = len(selection.ids)
@@ -105,7 +108,12 @@ def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: 
     banked = [Representation(tuple(r.key), r.checksum, r.load) for r in need]
     vids = [vector_id(rep, transform) for rep in banked]
     built = sum(v not in bank for v in vids)
-    add_vectors(banked, {transform: bank}, None, progress)
-    chord2 = bank.sq_chords(vids, progress)
+    if executor is None:
+        add_vectors(banked, {transform: bank}, None, progress)
+    else:
+        _, skipped = add_vectors_with(executor, logdir, banked, {transform: bank}, None, progress)
+        if skipped:  # as add_vectors without skip_invalid: the first one that cannot be compared, named
+            raise ValueError(skipped[0][1])
+    chord2 = bank.sq_chords(vids, progress, None if executor is None else gram_with(executor, bank))
     cache.put(need, need, 1.0 - chord2 / 2.0)
     return built

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..executors import Executor
 from ..progress import ProgressCallback
 from ..store import LogDir, open_logdir
 from .cache import SimilarityCache, cache_artifacts, measure_params
@@ -29,6 +30,12 @@ def _open(logdir: LogDir | str | os.PathLike) -> LogDir:
     return logdir if isinstance(logdir, LogDir) else open_logdir(logdir)
 
 
+def _prepared(logdir: LogDir | str | os.PathLike, executor: Executor | None) -> LogDir:
+    """The log directory, as the executor's workers see it (checked) when there is one."""
+    logdir = _open(logdir)
+    return logdir if executor is None else executor.prepare(logdir)
+
+
 def _probe_note(selection: Selection) -> str:
     runs = list(dict.fromkeys(r.key.run for r in selection.rows + selection.cols))
     who = f"both runs {runs[0]!r} and {runs[1]!r} hold" if len(runs) > 1 else f"of run {runs[0]!r}"
@@ -36,7 +43,7 @@ def _probe_note(selection: Selection) -> str:
 
 
 def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
-            progress: ProgressCallback | None) -> SimilarityMatrix | None:
+            progress: ProgressCallback | None, executor: Executor | None = None) -> SimilarityMatrix | None:
     options = {**_DEFAULTS, **options}
     measure = options["measure"]
     unknown = sorted(set(options) - set(_DEFAULTS))
@@ -59,7 +66,7 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
 
         transform = work.bank_transform(measure, params, len(selection.ids))
         if transform is not None:
-            built = work.from_bank(logdir, selection, missing, cache, transform, progress)
+            built = work.from_bank(logdir, selection, missing, cache, transform, progress, executor)
             notes.append(f"from the meta bank's {transform!r} vectors (CKA = 1 - chord²/2; {built} built now)")
         else:
             count = work.from_measures(selection, missing, cache, measure, params, progress)
@@ -75,7 +82,8 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
 def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,
                layers: Sequence[str] | None = None, measure: str = "cka", kernel: str = "linear",
                debiased: bool = True, sigma: float = RBF_SIGMA, batch_size: int | None = None,
-               random_state: int = 0, progress: ProgressCallback | None = None) -> SimilarityMatrix:
+               random_state: int = 0, progress: ProgressCallback | None = None,
+               executor: Executor | None = None) -> SimilarityMatrix:
     """The layers of run A (rows) against the layers of run B (columns) at one snapshot.
 
     Parameters
@@ -107,6 +115,10 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
         Seeds the minibatches.
     progress : callable or None
         ``(stage, done, total, message)`` events (:mod:`repviz.progress`) while values are computed.
+    executor : Executor or None
+        Where the meta bank's vectors and Gram blocks are computed (:mod:`repviz.executors`, e.g. a
+        ``repviz.distributed.DaskExecutor`` on a cluster that sees the log directory); the other measures
+        compute in this process.
 
     Returns
     -------
@@ -115,22 +127,23 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
         a new snapshot or run adds only its pairs. Linear CKA up to 3,000 probes comes from the meta bank's
         vectors (shared with ``MetaSNE(transform="cka")``).
     """
-    logdir = _open(logdir)
+    logdir = _prepared(logdir, executor)
     options = dict(measure=measure, kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size,
                    random_state=random_state)
-    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, True, progress)
+    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, True, progress, executor)
 
 
 def similarity_over_training(logdir: LogDir | str | os.PathLike, run: str, layer: str,
                              steps: Sequence[int] | None = None, *, measure: str = "cka", kernel: str = "linear",
                              debiased: bool = True, sigma: float = RBF_SIGMA, batch_size: int | None = None,
-                             random_state: int = 0, progress: ProgressCallback | None = None) -> SimilarityMatrix:
+                             random_state: int = 0, progress: ProgressCallback | None = None,
+                             executor: Executor | None = None) -> SimilarityMatrix:
     """The snapshots ``steps`` (None: all) of one layer against each other: how training moved it. The options
     are those of :func:`similarity`."""
-    logdir = _open(logdir)
+    logdir = _prepared(logdir, executor)
     options = dict(measure=measure, kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size,
                    random_state=random_state)
-    return _matrix(logdir, over_training(logdir, run, layer, steps), options, True, progress)
+    return _matrix(logdir, over_training(logdir, run, layer, steps), options, True, progress, executor)
 
 
 def cached_similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,
