@@ -174,10 +174,12 @@ def check_n_features(estimator, X: np.ndarray) -> None:
                          f"{estimator.n_features_in_} features as input.")
 
 
-def check_distance_matrix(D: np.ndarray, owner: str, *, symmetric: bool = False, precomputed: bool = True) -> None:
+def check_distance_matrix(D: np.ndarray, owner: str, *, symmetric: bool = False, precomputed: bool = True,
+                          zero_diagonal: bool = False) -> None:
     """A distance matrix must be square and non-negative and, with ``symmetric``, equal to its transpose
-    within :data:`SYMMETRY_RTOL` of its largest entry. ``precomputed``: the matrix came as ``X`` with
-    ``metric="precomputed"`` (the messages say so). ``D`` is a finite 2-D array (:func:`check_array`)."""
+    within :data:`SYMMETRY_RTOL` of its largest entry; with ``zero_diagonal``, its diagonal must be zero within
+    the same tolerance. ``precomputed``: the matrix came as ``X`` with ``metric="precomputed"`` (the messages say
+    so). ``D`` is a finite 2-D array (:func:`check_array`)."""
     where = "With metric='precomputed', " if precomputed else ""
     if D.shape[0] != D.shape[1]:
         raise ValueError(f"{where}{owner} expects a square distance matrix (n, n); got shape {D.shape}.")
@@ -189,6 +191,11 @@ def check_distance_matrix(D: np.ndarray, owner: str, *, symmetric: bool = False,
         if asym > SYMMETRY_RTOL * max(scale, 1e-30):
             raise ValueError(f"{where}{owner} expects a symmetric distance matrix; max |D - D.T| = {asym:.3g} "
                              f"(max(D) = {scale:.3g}). Pass (D + D.T) / 2 if the asymmetry is numerical noise.")
+    if zero_diagonal and D.size:
+        diag = float(np.abs(np.diagonal(D)).max())
+        if diag > SYMMETRY_RTOL * max(float(D.max()), 1e-30):
+            raise ValueError(f"{where}{owner} expects a distance matrix with a zero diagonal; the largest diagonal "
+                             f"entry is {diag:.3g}. Set it to zero if D holds distances.")
 
 
 def check_n_neighbors(n_neighbors, n_samples: int, owner: str = "knn") -> int:

@@ -107,3 +107,16 @@ def test_refuses_huge_dense_allocation(monkeypatch):
     monkeypatch.setenv("REPVIZ_MAX_DENSE_BYTES", str(10_000))
     with pytest.raises(MemoryError, match=r"MDS would need .* GiB for a dense 100×100 distance matrix"):
         MDS().fit(np.random.default_rng(0).random((100, 3)))
+
+
+_ASYMMETRIC = np.array([[0, 5, 9, 4], [5, 0, 2, 2], [3, 2, 0, 1], [4, 2, 1, 0]], dtype=float)  # D[0, 2] != D[2, 0]
+_DIAGONAL = np.array([[1, 5, 3], [5, 0, 2], [3, 2, 0]], dtype=float)  # symmetric, D[0, 0] = 1
+
+
+@pytest.mark.parametrize("Est", [ClassicalMDS, MDS, Sammon])
+@pytest.mark.parametrize("D, match", [(_ASYMMETRIC, r"symmetric distance matrix; max \|D - D.T\| = 6"),
+                                      (_DIAGONAL, r"zero diagonal; the largest diagonal entry is 1")])
+def test_precomputed_asymmetric_or_nonzero_diagonal_is_refused(Est, D, match):
+    """The matrix was symmetrised by its element-wise maximum before: a wrong matrix gave a silent answer."""
+    with pytest.raises(ValueError, match=match):
+        Est(metric="precomputed").fit(D)

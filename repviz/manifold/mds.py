@@ -88,16 +88,16 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dissimilarities(X, metric: str, owner: str) -> tuple[np.ndarray, float]:
-    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix (symmetrised by the elementwise
-    maximum), after the memory check, divided by ``scale`` (see :func:`repviz._validation.rescaled`), and
-    ``scale``: the embedding of these is multiplied by it."""
+    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix (refused unless symmetric with a
+    zero diagonal, as scikit-learn and TSNE do), after the memory check, divided by ``scale`` (see
+    :func:`repviz._validation.rescaled`), and ``scale``: the embedding of these is multiplied by it."""
     X, scale = rescaled(check_array(X, owner, min_samples=2), metric)
     n = X.shape[0]
     check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
                        "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
     if metric == "precomputed":
-        check_distance_matrix(X, owner)
-        return np.ascontiguousarray(np.maximum(X, X.T)), scale
+        check_distance_matrix(X, owner, symmetric=True, zero_diagonal=True)
+        return X, scale
     D = np.empty((n, n), dtype=np.float32)
     step = block_rows(n, 64 << 20)
     for s in range(0, n, step):
