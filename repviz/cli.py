@@ -439,11 +439,10 @@ def _run_similarity(args) -> int:
     print(matrix.table())
     for note in matrix.notes:
         print(f"# {note}")
-    if args.layer is None and len(runs) == 2:
-        rate, n = matrix.layer_identification()
-        if n:
-            print(f"# layer identification: {100 * rate:.0f}% of {n} layers of {runs[0]!r} are most similar to "
-                  f"the same layer of {runs[1]!r}")
+    rate, n = matrix.layer_identification()
+    if args.layer is None and len(runs) == 2 and n == len(matrix.rows):  # the same layers: one architecture
+        print(f"# layer identification: {100 * rate:.0f}% of {n} layers of {runs[0]!r} are most similar to "
+              f"the same layer of {runs[1]!r}")
     if args.out:
         from .similarity.figures import write_matrix
 

@@ -118,7 +118,7 @@ def test_the_latest_shared_snapshot_by_default(seeds, new_run):
 def test_a_run_against_itself_is_one_on_the_diagonal_and_symmetric(seeds):
     root = seeds()
     cka = similarity(root, "net/seed0")
-    assert cka.rows == cka.cols and cka.title == "debiased linear CKA, run 'net/seed0' at step 2"
+    assert cka.rows == cka.cols and cka.title == "debiased linear CKA, run 'net/seed0' at epoch 2"
     np.testing.assert_allclose(np.diagonal(cka.values), 1.0, atol=1e-6)
     np.testing.assert_allclose(cka.values, cka.values.T, atol=1e-12)
     shape = similarity(root, ("net/seed0", "net/seed0"), measure="procrustes")
@@ -268,7 +268,7 @@ def test_the_command_prints_the_labelled_matrix_and_writes_it(seeds, capsys, tmp
     lines = capsys.readouterr().out.splitlines()
     expected = _reference(root, "cka", "linear", False, [RepKey("net/seed0", lay, 1) for lay in LAYERS],
                           [RepKey("net/seed1", lay, 1) for lay in LAYERS])
-    assert lines[0] == "biased linear CKA, run 'net/seed0' (rows) vs run 'net/seed1' (columns) at step 1"
+    assert lines[0] == "biased linear CKA, run 'net/seed0' (rows) vs run 'net/seed1' (columns) at epoch 1"
     assert lines[1].split() == list(LAYERS)
     for row, (layer, values) in zip(lines[2:5], zip(LAYERS, expected)):
         assert row.split() == [layer] + [f"{v:.3f}" for v in values]
@@ -314,7 +314,7 @@ def test_export_draws_the_seeds_heatmaps_and_cached_training_ones(seeds, tmp_pat
         assert {f"{stem}.{ext}" for ext in ("csv", "json", "png", "svg")} <= written
     assert not any("over-training" in name and "solo" not in name for name in written)  # only where cached
     saved = json.loads((out / "similarity-net_seed0-vs-net_seed1-step2.json").read_text())
-    assert saved["title"] == "debiased linear CKA, run 'net/seed0' (rows) vs run 'net/seed1' (columns) at step 2"
+    assert saved["title"] == "debiased linear CKA, run 'net/seed0' (rows) vs run 'net/seed1' (columns) at epoch 2"
     assert (out / "similarity-solo-l1-over-training.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -85,7 +85,7 @@ def _axis_name(matrix: SimilarityMatrix, axis: str) -> str:
     keys = matrix.rows if axis == "rows" else matrix.cols
     runs, layers = {k.run for k in keys}, {k.layer for k in keys}
     if len(runs) == 1 and len(layers) == 1:
-        return f"snapshot of {next(iter(layers))} ({next(iter(runs))})"
+        return f"{matrix.step_unit} of {next(iter(layers))} ({next(iter(runs))})"
     return f"layer of {next(iter(runs))}" if len(runs) == 1 else "representation"
 
 

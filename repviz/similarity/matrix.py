@@ -75,8 +75,9 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
         values = cache.get(selection.rows, selection.cols)
     else:
         notes.append("every value from the cache")
+    unit = selection.rows[0].run.manifest.get("step_unit", "step")
     return SimilarityMatrix(values, [r.key for r in selection.rows], [c.key for c in selection.cols], measure,
-                            params, notes)
+                            params, notes, unit if isinstance(unit, str) else "step")
 
 
 def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,

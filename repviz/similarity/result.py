@@ -42,6 +42,8 @@ class SimilarityMatrix:
         The measure's options (kernel, debiased, batch_size, ...); with the measure, the cache key.
     notes : list of str
         How the values were obtained, for a reader: the probe count, minibatches, where they came from.
+    step_unit : str
+        What a step counts (the run's ``manifest["step_unit"]``: ``"epoch"``, ``"batch"``, ``"step"``).
     """
 
     values: np.ndarray
@@ -50,6 +52,7 @@ class SimilarityMatrix:
     measure: str
     params: dict
     notes: list[str] = field(default_factory=list)
+    step_unit: str = "step"
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -62,7 +65,7 @@ class SimilarityMatrix:
 
     @property
     def title(self) -> str:
-        """What the matrix shows, e.g. ``debiased linear CKA, run 'a' (rows) vs run 'b' (columns) at step 3``."""
+        """What the matrix shows, e.g. ``debiased linear CKA, run 'a' (rows) vs run 'b' (columns) at epoch 3``."""
         p = self.params
         what = (f"{'debiased' if p.get('debiased') else 'biased'} {p.get('kernel', 'linear')} CKA"
                 if self.measure == "cka" else "Procrustes distance")
@@ -71,7 +74,7 @@ class SimilarityMatrix:
         if layer is not None and ra is not None and ra == rb and step is None:
             return f"{what}, layer {layer!r} of run {ra!r} across snapshots"
         who = f"run {ra!r}" if ra == rb else f"run {ra!r} (rows) vs run {rb!r} (columns)"
-        return f"{what}, {who}" + (f" at step {step}" if step is not None else "")
+        return f"{what}, {who}" + (f" at {self.step_unit} {step}" if step is not None else "")
 
     def labels(self, axis: str = "rows") -> list[str]:
         """Short tick labels: the layer when every key shares run and step, the step when they share the layer,
@@ -113,10 +116,11 @@ class SimilarityMatrix:
         values = [[None if not np.isfinite(v) else float(v) for v in row] for row in self.values]
         return {"values": values, "rows": [list(k) for k in self.rows], "cols": [list(k) for k in self.cols],
                 "measure": self.measure, "params": dict(self.params), "notes": list(self.notes),
-                "title": self.title}
+                "step_unit": self.step_unit, "title": self.title}
 
     @classmethod
     def from_dict(cls, d: dict) -> SimilarityMatrix:
         values = np.array([[np.nan if v is None else v for v in row] for row in d["values"]], dtype=np.float64)
         return cls(values.reshape(len(d["rows"]), len(d["cols"])), [RepKey(*k) for k in d["rows"]],
-                   [RepKey(*k) for k in d["cols"]], d["measure"], dict(d["params"]), list(d.get("notes", [])))
+                   [RepKey(*k) for k in d["cols"]], d["measure"], dict(d["params"]), list(d.get("notes", [])),
+                   d.get("step_unit", "step"))
