@@ -332,9 +332,13 @@ def test_refusals_name_what_is_wrong():
         cka_matrix([X], [Y[:49]])
     with pytest.raises(ValueError, match="Y has 49 probes but X has 50"):
         linear_cka(X, Y[:49])
+    with pytest.raises(ValueError, match="Y has 49 probes but X has 50"):
+        minibatch_cka(X, Y[:49])
+    with pytest.raises(ValueError, match="'sigma' parameter of rbf_cka must be a float > 0. Got 0"):
+        rbf_cka(X, Y, sigma=0)
     with pytest.raises(ValueError, match="'kernel' parameter of cka_matrix"):
         cka_matrix([X], kernel="cosine")
-    with pytest.raises(ValueError, match="batch_size must be an integer >= 8"):
+    with pytest.raises(ValueError, match="The .batch_size. parameter of cka_matrix must be an int >= 8"):
         cka_matrix([X], batch_size=4)
     with pytest.raises(ValueError, match=r"Gram matrices of 14,000 probes take 4.4 GiB for two representations .* smaller batch_size"):
         cka_matrix([np.zeros((14000, 1))] * 2, batch_size=14000)

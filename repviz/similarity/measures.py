@@ -254,7 +254,7 @@ def linear_cka(X, Y, *, debiased: bool = False) -> float:
     p, q = X.shape[1], Y.shape[1]
     gram_cheaper = p * q + (p * p + q * q) / 2 > n * (p + q) / 2
     if gram_cheaper and _stack_bytes(n, 2, debiased) <= STACK_BYTES:
-        return _gram_cka(X, Y, kernel="linear", debiased=debiased)
+        return _gram_cka(X, Y, kernel="linear", debiased=debiased, owner="linear_cka")
     Xc, Yc = _centred(X, None, "X"), _centred(Y, None, "Y")
     hsic = _feature_hsic(Xc, Yc, debiased)
     norm = np.sqrt(_feature_hsic(Xc, Xc, debiased) * _feature_hsic(Yc, Yc, debiased))
@@ -280,10 +280,10 @@ def _feature_hsic(Xc: np.ndarray, Yc: np.ndarray, debiased: bool) -> float:
     return cross - kl + dK.sum() * dL.sum() / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)
 
 
-def _gram_cka(X, Y, *, kernel: str, debiased: bool, sigma: float = 0.8) -> float:
-    """CKA from the two full n×n Gram matrices (one batch of :func:`cka_matrix`)."""
-    return float(cka_matrix([X], [Y], kernel=kernel, debiased=debiased, batch_size=max(X.shape[0], 8),
-                                sigma=sigma)[0, 0])
+def _gram_cka(X, Y, *, kernel: str, debiased: bool, sigma: float = 0.8, owner: str) -> float:
+    """CKA from the two full n×n Gram matrices (one batch)."""
+    return float(_cka_block([X], [Y], ["X"], ["Y"], kernel=kernel, debiased=debiased, sigma=sigma, owner=owner,
+                            batch_size=max(X.shape[0], 8))[0, 0])
 
 
 def rbf_cka(X, Y, *, sigma: float = 0.8, debiased: bool = False) -> float:
@@ -294,8 +294,7 @@ def rbf_cka(X, Y, *, sigma: float = 0.8, debiased: bool = False) -> float:
     code takes the median of all n² squared distances, the n zeros of the diagonal included, which shifts it
     slightly for small n). Time O(n² width), memory O(n²).
     """
-    X, Y = _rows(X, "X"), _rows(Y, "Y")
-    return _gram_cka(X, Y, kernel="rbf", debiased=debiased, sigma=sigma)
+    return _gram_cka(X, Y, kernel="rbf", debiased=debiased, sigma=sigma, owner="rbf_cka")
 
 
 def minibatch_cka(X, Y, *, batch_size: int = 1024, random_state=0, debiased: bool = True) -> float:
@@ -306,7 +305,8 @@ def minibatch_cka(X, Y, *, batch_size: int = 1024, random_state=0, debiased: boo
     independent of the batch size up to noise). With ``batch_size >= n`` it is the exact full-batch CKA.
     Time O(n·batch_size·width), memory O(batch_size²).
     """
-    return float(cka_matrix([X], [Y], debiased=debiased, batch_size=batch_size, random_state=random_state)[0, 0])
+    return float(_cka_block([X], [Y], ["X"], ["Y"], debiased=debiased, batch_size=batch_size,
+                            random_state=random_state, owner="minibatch_cka")[0, 0])
 
 
 def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None = None, *, kernel: str = "linear",
@@ -341,30 +341,40 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
     R·m²/2 float64 (R representations) up to ``STACK_BYTES`` (512 MB), above which groups of representations
     that fit are formed and some Gram matrices computed more than once.
     """
-    check_option(kernel, KERNELS, "kernel", "cka_matrix")
-    a = [_rows(X, f"reps_a[{i}]") for i, X in enumerate(reps_a)]
-    b = [] if reps_b is None else [_rows(X, f"reps_b[{i}]") for i, X in enumerate(reps_b)]
-    names = [f"reps_a[{i}]" for i in range(len(a))] + [f"reps_b[{i}]" for i in range(len(b))]
-    reps = a + b
-    if not a or (reps_b is not None and not b):
+    if reps_b is not None and not len(reps_b) or not len(reps_a):
         raise ValueError("cka_matrix needs at least one representation on each side")
+    return _cka_block(reps_a, reps_b, [f"reps_a[{i}]" for i in range(len(reps_a))],
+                      None if reps_b is None else [f"reps_b[{i}]" for i in range(len(reps_b))], kernel=kernel,
+                      debiased=debiased, batch_size=batch_size, random_state=random_state, progress=progress,
+                      sigma=sigma, owner="cka_matrix")
+
+
+def _cka_block(reps_a, reps_b, names_a: list[str], names_b: list[str] | None, *, kernel: str = "linear",
+               debiased: bool, batch_size: int | None, random_state=0, progress: ProgressCallback | None = None,
+               sigma: float = 0.8, owner: str) -> np.ndarray:
+    """:func:`cka_matrix` with the representations' names for errors and the public function's name."""
+    check_option(kernel, KERNELS, "kernel", owner)
+    if kernel == "rbf" and (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0):
+        raise ValueError(f"The 'sigma' parameter of {owner} must be a float > 0. Got {sigma!r} instead.")
+    names = names_a + (names_b or [])
+    reps = [_rows(X, name) for X, name in zip(list(reps_a) + list(reps_b or []), names)]
     n = _probes(reps, names, 4 if debiased else 2)
     if batch_size is None:
         batch_size = AUTO_EXACT_PROBES if n <= AUTO_EXACT_PROBES else AUTO_BATCH
-    if not (isinstance(batch_size, (int, np.integer)) and batch_size >= 8):
-        raise ValueError(f"batch_size must be an integer >= 8 (each minibatch needs 4 probes for the unbiased "
-                         f"HSIC); got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 8:
+        raise ValueError(f"The 'batch_size' parameter of {owner} must be an int >= 8 (each minibatch needs 4 probes "
+                         f"for the unbiased HSIC) or None. Got {batch_size!r} instead.")
     m = min(n, int(batch_size))
     if (need := _stack_bytes(m, 2, debiased)) > MAX_STACK_BYTES:
-        raise ValueError(f"cka_matrix: the Gram matrices of {m:,} probes take {need / 2**30:.1f} GiB for two "
+        raise ValueError(f"{owner}: the Gram matrices of {m:,} probes take {need / 2**30:.1f} GiB for two "
                          f"representations (over {MAX_STACK_BYTES / 2**30:.0f}); pass a smaller batch_size "
                          f"(minibatch CKA) or batch_size=None")
-    rows = list(range(len(a)))
-    cols = None if reps_b is None else list(range(len(a), len(reps)))
+    rows = list(range(len(names_a)))
+    cols = None if names_b is None else list(range(len(names_a), len(reps)))
     H, d = _hsic_sums(reps, names, rows, cols, kernel=kernel, debiased=debiased, sigma=sigma,
                       batches=_batches(n, int(batch_size), random_state), n=n, progress=progress)
     C = _cka_from_sums(H, d[rows], d[rows if cols is None else cols])
-    if reps_b is None:
+    if names_b is None:
         np.fill_diagonal(C, 1.0)
     return C
 
