@@ -1,28 +1,44 @@
 """k-nearest-neighbour graphs shared by t-SNE, Isomap, LLE, spectral methods and the quality scores.
 
-``knn`` returns, for every point, its ``k`` nearest other points (never itself) and their distances.
+``knn`` returns, for every point, its ``k`` nearest other points (never itself) and their distances;
+``kneighbors`` the nearest training points of new points (to place them: Isomap's and LLE's ``transform``).
 
-- "exact" works in row blocks of a matrix product (BLAS), so memory is bounded by ``block_bytes``, not n²; a
-  numba kernel finds each row's k smallest entries from a histogram of the row (no full sort of the block), on
+- "exact" works in row blocks of a distance matrix, so memory is bounded by ``block_bytes``, not n²: a matrix
+  product (BLAS) for the Euclidean-type metrics (:data:`GRAM_METRICS`; sparse X stays sparse), scipy's
+  ``cdist`` for the others (:data:`CDIST_METRICS` and callables: slower, a callable much slower, as it is
+  called once per pair from Python; sparse X is densified a block at a time). A numba kernel finds each
+  row's k smallest entries from a histogram of the row (no full sort of the block), on
   :func:`repviz._rows.run_rows`'s threads.
 - "nndescent" (Dong et al. 2011) starts from a forest of random-projection trees and refines the graph by
   looking at neighbours of neighbours, in parallel numba. Each round reads a snapshot of the previous graph and
   every point updates only its own list, so the result is race-free and independent of the thread count.
 - "auto" picks "exact" up to ``NNDESCENT_MIN_N`` points (where blocked BLAS is as fast and exact) and
-  "nndescent" above, for the Euclidean and cosine metrics.
+  "nndescent" above, for dense data and the Euclidean-type metrics.
+- ``metric="precomputed"`` takes a square distance matrix, or a sparse neighbour graph (scikit-learn's
+  ``KNeighborsTransformer(mode="distance")``, ``radius_neighbors_graph``): each row's stored entries are its
+  candidate neighbours (the diagonal ignored, explicit zeros are duplicates at distance 0).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit, prange
+from scipy.spatial.distance import cdist
 
 from ._kernels import sq_dist
 from ._rows import run_rows
 from ._validation import check_array, check_distance_matrix, check_n_neighbors, check_option
 
-#: Metrics of :func:`knn`.
-KNN_METRICS = ("euclidean", "sqeuclidean", "cosine", "precomputed")
+#: Metrics computed from dot products (BLAS blocks; sparse input stays sparse; NN-descent supports them).
+GRAM_METRICS = ("euclidean", "sqeuclidean", "cosine")
+#: Metrics computed by scipy's ``cdist`` block by block ("minkowski" reads ``p`` from ``metric_params``,
+#: default 2; "mahalanobis" needs ``V`` or ``VI`` there); callables go the same way.
+CDIST_METRICS = ("manhattan", "chebyshev", "minkowski", "mahalanobis")
+#: Other names scikit-learn accepts for these metrics.
+METRIC_ALIASES = {"l2": "euclidean", "l1": "manhattan", "cityblock": "manhattan"}
+#: Metrics of :func:`knn` (and callables of two 1-D arrays).
+KNN_METRICS = GRAM_METRICS + CDIST_METRICS + ("precomputed",) + tuple(METRIC_ALIASES)
 #: Neighbour searches of :func:`knn` (its ``method``; the estimators' ``neighbors`` option).
 KNN_METHODS = ("auto", "exact", "nndescent")
 NNDESCENT_MIN_N = 50_000
@@ -36,51 +52,166 @@ def block_rows(n: int, block_bytes: int) -> int:
     return int(max(1, min(n, block_bytes // max(1, 8 * n))))
 
 
-def knn(X, n_neighbors: int, *, metric: str = "euclidean", method: str = "exact",
-        block_bytes: int = 64 << 20, random_state=None) -> tuple[np.ndarray, np.ndarray]:
+def canonical_metric(metric):
+    """``metric`` with scikit-learn's aliases resolved ("l1" -> "manhattan"); a callable as it is."""
+    if callable(metric):
+        return metric
+    check_option(metric, KNN_METRICS, "metric", "knn")
+    return METRIC_ALIASES.get(metric, metric)
+
+
+def check_data(X, owner: str, *, min_samples: int = 1, dtype=FLOAT_DTYPES, metric="euclidean"):
+    """Validated input of a neighbour search: a dense array as :func:`repviz._validation.check_array` makes
+    it, or a scipy sparse matrix as a canonical CSR matrix of finite values (square and non-negative for
+    ``metric="precomputed"``: a neighbour graph)."""
+    if not sp.issparse(X):
+        X = check_array(X, owner, min_samples=min_samples, dtype=dtype)
+        if metric == "precomputed":
+            check_distance_matrix(X, owner)
+        return X
+    X = sp.csr_matrix(X)
+    accepted = tuple(np.dtype(d) for d in (dtype if isinstance(dtype, (tuple, list)) else (dtype,)))
+    X = X.astype(X.dtype if X.dtype in accepted else accepted[0])
+    X.sum_duplicates()
+    if X.shape[0] < min_samples:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) (shape={X.shape}) while a minimum of "
+                         f"{min_samples} is required by {owner}.")
+    if not np.isfinite(X.data).all():
+        raise ValueError(f"Input X contains NaN or infinity among its stored values ({owner} needs finite values).")
+    if metric == "precomputed":
+        if X.shape[0] != X.shape[1]:
+            raise ValueError(f"With metric='precomputed', {owner} expects a square neighbour graph (n, n); got "
+                             f"shape {X.shape}.")
+        if (X.data < 0).any():
+            raise ValueError(f"With metric='precomputed', {owner} expects non-negative distances; the smallest "
+                             f"stored entry is {float(X.data.min())}.")
+    return X
+
+
+def _sq_norms(X) -> np.ndarray:
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+    return np.einsum("ij,ij->i", X, X).astype(np.float64)
+
+
+def _cdist_args(metric, metric_params: dict | None) -> tuple:
+    """(metric, keyword arguments) of scipy's ``cdist`` for a :data:`CDIST_METRICS` name or a callable."""
+    params = dict(metric_params or {})
+    if callable(metric):
+        return metric, params
+    if metric == "manhattan":
+        return "cityblock", {}
+    if metric == "minkowski":
+        return "minkowski", {"p": float(params.get("p", 2)), **({"w": params["w"]} if "w" in params else {})}
+    if metric == "mahalanobis":
+        if "VI" in params:
+            return "mahalanobis", {"VI": np.asarray(params["VI"], dtype=np.float64)}
+        if "V" in params:
+            return "mahalanobis", {"VI": np.linalg.inv(np.asarray(params["V"], dtype=np.float64))}
+        raise ValueError("Must provide either V or VI for Mahalanobis distance: pass metric_params={'V': "
+                         "np.cov(X.T)} (or the inverse as 'VI').")
+    return metric, {}
+
+
+def _dense(A) -> np.ndarray:
+    return A.toarray() if sp.issparse(A) else A
+
+
+def distances(A, B, metric="euclidean", metric_params: dict | None = None, *, sq_b: np.ndarray | None = None):
+    """Distances (float64, in :func:`knn`'s units for ``metric``) from the rows of ``A`` to the rows of ``B``
+    (dense or sparse, not precomputed); ``sq_b``: the squared norms of B's rows, if known."""
+    metric = canonical_metric(metric)
+    if metric not in GRAM_METRICS:
+        name, kwargs = _cdist_args(metric, metric_params)
+        return cdist(np.asarray(_dense(A), dtype=np.float64), np.asarray(_dense(B), dtype=np.float64), name,
+                     **kwargs)
+    if metric == "cosine":
+        A, B = _unit_rows(A), _unit_rows(B)
+        sq_b = None
+    sq_b = _sq_norms(B) if sq_b is None else sq_b
+    D = _dense(A @ B.T).astype(np.float64)
+    D *= -2
+    D += _sq_norms(A)[:, None]
+    D += sq_b[None, :]
+    np.maximum(D, 0, out=D)
+    return _to_metric_units(D, metric)
+
+
+def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block_bytes: int = 64 << 20,
+        random_state=None, metric_params: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters
     ----------
-    X : array of shape (n_samples, n_features), or (n_samples, n_samples) if ``metric="precomputed"``
+    X : array or sparse matrix of shape (n_samples, n_features), or (n_samples, n_samples) if
+        ``metric="precomputed"`` (a distance matrix, or a sparse graph whose stored entries are the candidates)
     n_neighbors : int
         Neighbours per point, excluding the point itself.
-    metric : {"euclidean", "sqeuclidean", "cosine", "precomputed"}, default="euclidean"
+    metric : str or callable, default="euclidean"
+        One of :data:`KNN_METRICS`, or a callable of two 1-D arrays returning their distance (slow: called once
+        per pair).
     method : {"exact", "nndescent", "auto"}, default="exact"
         "exact" computes all distances block by block (time O(n² d), memory O(block)). "nndescent" is
         approximate (recall about 0.985 at k = 90 on MNIST; time roughly O(n k² d) per round, memory O(n k)),
-        Euclidean-type metrics only. "auto": "exact" below ``NNDESCENT_MIN_N`` points or for precomputed
-        distances, else "nndescent".
+        dense data and :data:`GRAM_METRICS` only. "auto": "nndescent" from ``NNDESCENT_MIN_N`` points where it
+        applies, else "exact".
     block_bytes : int, default=64 MiB
         Memory budget of one block of the distance matrix ("exact").
     random_state : int or None
         Seed of the random-projection trees ("nndescent"); the result is deterministic for a given seed.
+    metric_params : dict or None
+        Arguments of the metric: ``p`` of "minkowski", ``V`` or ``VI`` of "mahalanobis", keywords of a callable.
 
     Returns
     -------
     indices : int64 array (n_samples, n_neighbors), sorted by increasing distance
     distances : float32 array (n_samples, n_neighbors), in the metric's units
     """
-    check_option(metric, KNN_METRICS, "metric", "knn")
+    metric = canonical_metric(metric)
     check_option(method, KNN_METHODS, "method", "knn")
-    X = check_array(X, "knn", dtype=FLOAT_DTYPES)
+    X = check_data(X, "knn", metric=metric)
     n = X.shape[0]
-    if metric == "precomputed":
-        check_distance_matrix(X, "knn")
     k = check_n_neighbors(n_neighbors, n, "knn")
-    if method == "nndescent" and metric == "precomputed":
-        raise ValueError("method='nndescent' needs feature vectors, not a precomputed distance matrix; "
-                         "use method='exact' (or 'auto')")
+    fast = metric in GRAM_METRICS and not sp.issparse(X)
+    if method == "nndescent" and not fast:
+        raise ValueError(f"method='nndescent' needs dense feature vectors and a metric of {GRAM_METRICS}, not "
+                         f"metric={metric!r}{' on sparse input' if sp.issparse(X) else ''}; use method='exact' "
+                         f"(or 'auto')")
     if method == "auto":
-        method = "exact" if metric == "precomputed" or n < NNDESCENT_MIN_N else "nndescent"
+        method = "nndescent" if fast and n >= NNDESCENT_MIN_N else "exact"
     if method == "nndescent":
         return _nndescent_knn(X, k, metric, random_state)
-    return _exact_knn(X, k, metric, block_bytes)
+    if metric == "precomputed" and sp.issparse(X):
+        return _graph_knn(X, k, exclude_self=True)
+    return _exact_knn(X, X, k, metric, metric_params, block_bytes, exclude_self=True)
 
 
-def _unit_rows(X: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms == 0, 1, norms)
+def kneighbors(Q, X, n_neighbors: int, *, metric="euclidean", metric_params: dict | None = None,
+               block_bytes: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_neighbors`` nearest rows of ``X`` to each row of ``Q`` (exact; a row equal to one of X's finds
+    it at distance 0). With ``metric="precomputed"``, ``Q`` holds the distances (m, n_samples) from the
+    queries to X's rows, dense or a sparse graph. Returns (indices, distances) as :func:`knn`."""
+    metric = canonical_metric(metric)
+    Q = check_data(Q, "kneighbors")
+    n = X.shape[0]
+    if not 1 <= n_neighbors <= n:
+        raise ValueError(f"n_neighbors ({n_neighbors}) must be between 1 and the {n} fitted points in kneighbors.")
+    if metric == "precomputed":
+        if Q.shape[1] != n:
+            raise ValueError(f"With metric='precomputed', kneighbors expects distances to the {n} fitted points "
+                             f"(shape (n_queries, {n})); got shape {Q.shape}.")
+        if sp.issparse(Q):
+            return _graph_knn(Q, n_neighbors, exclude_self=False)
+    elif Q.shape[1] != X.shape[1]:
+        raise ValueError(f"X has {Q.shape[1]} features, but the fitted data has {X.shape[1]} features.")
+    return _exact_knn(Q, X, n_neighbors, metric, metric_params, block_bytes, exclude_self=False)
+
+
+def _unit_rows(X):
+    """Rows scaled to unit length (zero rows kept), dense or sparse."""
+    norms = np.sqrt(_sq_norms(X)).astype(X.dtype)
+    inverse = 1 / np.where(norms == 0, 1, norms)
+    return (sp.diags(inverse) @ X).tocsr() if sp.issparse(X) else X * inverse[:, None]
 
 
 def _to_metric_units(distances: np.ndarray, metric: str) -> np.ndarray:
@@ -141,12 +272,14 @@ _SELECT_BINS = 256  # histogram of a row's keys in the exact selection
 
 
 @njit(cache=True, nogil=True)
-def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
-    """Rows start_row..stop_row of the block D: the k smallest entries of each (excluding the diagonal), sorted,
-    stored at row start + r of the outputs (serial, for :func:`repviz._rows.run_rows`).
+def _select_block(start_row, stop_row, D, sq, sq_q, start, exclude_self, k, out_idx, out_dist):
+    """Rows start_row..stop_row of the block D: the k smallest entries of each (excluding column start + r,
+    the point itself, with ``exclude_self``), sorted, stored at row start + r of the outputs (serial, for
+    :func:`repviz._rows.run_rows`).
 
-    With ``sq`` (squared norms) D holds dot products and the key is sq[j] - 2 D[r, j] (the row's own squared norm
-    does not change the order and is added to the k winners only); without it (sq empty) D holds the values.
+    With ``sq`` (squared norms) D holds dot products and the key is sq[j] - 2 D[r, j] (the query's own squared
+    norm, ``sq_q[start + r]``, does not change the order and is added to the k winners only); without it (sq
+    empty) D holds the values.
     Per row: a histogram of the keys over their range finds the bin that holds the k-th smallest; only the keys
     in the bins up to it (k and a few more) go through a bounded max-heap of (key, index), so ties go to the
     smaller index. A bin index is monotone in the key, so the result is exact. 1.5-2x faster than streaming
@@ -161,7 +294,7 @@ def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
     dist = np.empty(k)
     idx = np.empty(k, dtype=np.int64)
     for r in range(start_row, stop_row):
-        self_j = start + r
+        self_j = start + r if exclude_self else -1
         lo, hi = np.inf, -np.inf
         for j in range(n):
             d = sq[j] - 2.0 * D[r, j] if gram else D[r, j]
@@ -190,25 +323,55 @@ def _select_block(start_row, stop_row, D, sq, start, k, out_idx, out_dist):
             if bins[j] <= last and _before(keys[j], j, dist[0], idx[0]):
                 _heap_replace_top(dist, idx, no_flag, keys[j], j)
         _heap_sort(dist, idx, no_flag)
-        offset = sq[self_j] if gram else 0.0
+        offset = sq_q[start + r] if gram else 0.0
         for a in range(k):
             out_idx[start + r, a] = idx[a]
             out_dist[start + r, a] = max(dist[a] + offset, 0.0)
 
 
-def _exact_knn(X: np.ndarray, k: int, metric: str, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
-    n = X.shape[0]
+def _exact_knn(Q, X, k: int, metric, metric_params: dict | None, block_bytes: int,
+               exclude_self: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest rows of X to each row of Q (Q is X with ``exclude_self``), block by block."""
+    m = Q.shape[0]
+    gram = metric in GRAM_METRICS
     if metric == "cosine":
         X = _unit_rows(X)
-    sq = np.einsum("ij,ij->i", X, X).astype(np.float64) if metric != "precomputed" else np.empty(0)
-    indices = np.empty((n, k), dtype=np.int64)
-    distances = np.empty((n, k), dtype=np.float32)
-    rows = block_rows(n, block_bytes)
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        D = X[start:stop] if metric == "precomputed" else X[start:stop] @ X.T
-        run_rows(_select_block, stop - start, D, sq, start, k, indices, distances)
-    return indices, _to_metric_units(distances, metric)
+        Q = X if exclude_self else _unit_rows(Q)
+    sq = _sq_norms(X) if gram else np.empty(0)
+    sq_q = (sq if exclude_self else _sq_norms(Q)) if gram else np.empty(0)
+    indices = np.empty((m, k), dtype=np.int64)
+    dist = np.empty((m, k), dtype=np.float32)
+    rows = block_rows(X.shape[0], block_bytes)
+    for start in range(0, m, rows):
+        stop = min(m, start + rows)
+        if metric == "precomputed":
+            D = Q[start:stop]
+        elif gram:
+            D = _dense(Q[start:stop] @ X.T)
+        else:
+            D = distances(Q[start:stop], X, metric, metric_params)
+        run_rows(_select_block, stop - start, D, sq, sq_q, start, exclude_self, k, indices, dist)
+    return indices, _to_metric_units(dist, metric) if gram else dist
+
+
+def _graph_knn(G: sp.csr_matrix, k: int, *, exclude_self: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The k smallest stored entries of each row of a sparse distance graph (the diagonal left out with
+    ``exclude_self``), in (distance, index) order."""
+    m = G.shape[0]
+    rows = np.repeat(np.arange(m), np.diff(G.indptr))
+    cols, vals = G.indices.astype(np.int64), G.data
+    if exclude_self:
+        keep = cols != rows
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    counts = np.bincount(rows, minlength=m)
+    if m and counts.min() < k:
+        raise ValueError(f"The precomputed neighbour graph stores only {int(counts.min())} neighbour(s) in row "
+                         f"{int(counts.argmin())}, fewer than n_neighbors ({k}); build it with more neighbours "
+                         f"(e.g. KNeighborsTransformer(n_neighbors={k}, mode='distance')) or lower n_neighbors.")
+    order = np.lexsort((cols, vals, rows))
+    take = (np.concatenate([[0], np.cumsum(counts)[:-1]])[:, None] + np.arange(k)).ravel()
+    pick = order[take] if m else order[:0]
+    return cols[pick].reshape(m, k), vals[pick].astype(np.float32).reshape(m, k)
 
 
 # --- NN-descent --------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from repviz.neighbors import knn
+from repviz.neighbors import kneighbors, knn
 
 
 def _data(n=600, d=12, seed=0):
@@ -82,7 +83,7 @@ def test_auto_picks_exact_for_small_and_precomputed():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"metric": "manhattan"}, "The 'metric' parameter of knn must be a str among"),
+    ({"metric": "hamming"}, "The 'metric' parameter of knn must be a str among"),
     ({"method": "annoy"}, "The 'method' parameter of knn must be a str among"),
 ])
 def test_invalid_arguments(kwargs, match):
@@ -93,9 +94,69 @@ def test_invalid_arguments(kwargs, match):
 def test_invalid_inputs():
     with pytest.raises(ValueError, match=r"n_neighbors \(50\) must be less than n_samples \(50\)"):
         knn(_data(50), 50)
-    with pytest.raises(ValueError, match="needs feature vectors, not a precomputed distance matrix"):
+    with pytest.raises(ValueError, match="needs dense feature vectors .* not metric='precomputed'"):
         knn(np.zeros((10, 10)), 3, metric="precomputed", method="nndescent")
     X = _data(50)
     X[4, 0] = np.nan
     with pytest.raises(ValueError, match=r"contains NaN or infinity in 1 row\(s\)"):
         knn(X, 3)
+
+
+_METRICS = [("manhattan", None), ("l1", None), ("chebyshev", None), ("minkowski", {"p": 3}),
+            ("mahalanobis", "VI"), (lambda a, b: np.abs(a - b).sum() ** 0.5, None)]
+
+
+@pytest.mark.parametrize("metric,params", _METRICS)
+def test_other_metrics_match_sklearn(metric, params):
+    """The cdist metrics and callables against scikit-learn's brute force, self-search and new queries."""
+    neighbors = pytest.importorskip("sklearn.neighbors")
+    X = _data(120, 5).astype(np.float64)
+    Q = _data(30, 5, seed=1).astype(np.float64)
+    if params == "VI":
+        params = {"VI": np.linalg.inv(np.cov(X.T))}
+    ref = neighbors.NearestNeighbors(n_neighbors=8, metric=metric, metric_params=params,
+                                     algorithm="brute").fit(X)
+    idx, dist = knn(X, 7, metric=metric, metric_params=params, block_bytes=1 << 12)
+    ref_d, ref_i = ref.kneighbors()
+    np.testing.assert_allclose(dist, ref_d[:, :7], rtol=1e-5)
+    np.testing.assert_array_equal(idx, ref_i[:, :7])
+    idx, dist = kneighbors(Q, X, 8, metric=metric, metric_params=params)
+    ref_d, ref_i = ref.kneighbors(Q)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-5)
+    np.testing.assert_array_equal(idx, ref_i)
+
+
+def test_mahalanobis_needs_its_matrix():
+    with pytest.raises(ValueError, match="Must provide either V or VI for Mahalanobis distance"):
+        knn(_data(50), 5, metric="mahalanobis")
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine", "manhattan"])
+def test_sparse_input_equals_dense(metric):
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 40, density=0.2, format="lil", random_state=0, dtype=np.float64)
+    X[3] = 0  # an empty row
+    X = X.tocsr()
+    dense = knn(X.toarray(), 6, metric=metric)
+    sparse = knn(X, 6, metric=metric, block_bytes=1 << 12)
+    np.testing.assert_allclose(sparse[1], dense[1], rtol=1e-5, atol=1e-6)
+    assert np.mean(sparse[0] == dense[0]) > 0.99  # the empty rows tie
+    Q = sp.random(10, 40, density=0.2, format="csr", random_state=rng.integers(1 << 30))
+    np.testing.assert_allclose(kneighbors(Q, X, 4, metric=metric)[1],
+                               kneighbors(Q.toarray(), X.toarray(), 4, metric=metric)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_sparse_precomputed_neighbour_graph():
+    """scikit-learn's KNeighborsTransformer graph (self included, k + 1 entries a row): the k nearest stored
+    entries other than the diagonal, as from the data; a graph with too few entries is refused in one line."""
+    neighbors = pytest.importorskip("sklearn.neighbors")
+    X = _data(300, 6)
+    G = neighbors.KNeighborsTransformer(n_neighbors=10, mode="distance").fit_transform(X)
+    idx, dist = knn(G, 10, metric="precomputed")
+    ref_i, ref_d = knn(X, 10)
+    np.testing.assert_array_equal(idx, ref_i)
+    np.testing.assert_allclose(dist, ref_d, rtol=1e-4)  # float32 rounding of the two computations
+    Gq = neighbors.KNeighborsTransformer(n_neighbors=10, mode="distance").fit(X).transform(X[:20] + 0.01)
+    np.testing.assert_array_equal(kneighbors(Gq, X, 5, metric="precomputed")[0], kneighbors(X[:20] + 0.01, X, 5)[0])
+    with pytest.raises(ValueError, match=r"stores only 10 neighbour\(s\) in row 0, fewer than n_neighbors \(11\)"):
+        knn(G, 11, metric="precomputed")
