@@ -103,6 +103,22 @@ def test_background_rescans_are_spaced_by_the_scan_duration(tmp_path, monkeypatc
     assert len(scans) == 1
 
 
+@pytest.mark.parametrize("spacing, builds", [(0.0, 5), (1e9, 1)])
+def test_a_cached_value_is_kept_for_a_multiple_of_its_build_time(tmp_path, monkeypatch, spacing, builds):
+    """The runs index of a huge log directory is not rebuilt on every poll once its ttl has passed."""
+    monkeypatch.setattr(Catalog, "SCAN_SPACING", spacing)
+    catalog, built = Catalog(str(tmp_path), ttl=60), []
+
+    def build():
+        time.sleep(0.001)
+        built.append(1)
+        return len(built)
+
+    for _ in range(5):
+        catalog.cached("index", build, ttl=0)
+    assert len(built) == builds
+
+
 def test_not_a_directory_lists_nothing(tmp_path):
     assert not Catalog(str(tmp_path / "missing")).is_active()
     assert not Catalog("").is_active()

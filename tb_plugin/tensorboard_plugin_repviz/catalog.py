@@ -42,8 +42,9 @@ class Catalog:
         Seconds the first caller waits for the first scan (later callers never wait).
     """
 
-    #: A background rescan waits at least this many times the last scan's duration (a scan of 10,000 runs takes
-    #: seconds: rescanning every ``ttl`` would keep a core busy walking the same tree).
+    #: A background rescan waits at least this many times the last scan's duration, and a cached value as many
+    #: times its build time (a scan of 10,000 runs takes seconds: rescanning every ``ttl`` would keep a core busy
+    #: walking the same tree).
     SCAN_SPACING = 20.0
 
     def __init__(self, path: str, *, out: str | None = None, ttl: float = 5.0, first_wait: float = 10.0):
@@ -55,7 +56,7 @@ class Catalog:
         self._logdir: LogDir | None = None
         self._scanned, self._scan_seconds = -float("inf"), 0.0
         self._scanning = False
-        self._cache: dict[str, tuple[float, Any]] = {}
+        self._cache: dict[str, tuple[float, Any, float]] = {}  # name -> (built at, value, seconds it took)
         self._per_run: dict[str, tuple[Run, tuple, Any]] = {}
         self._found: dict[str, Run] = {}  # runs opened by name since the last scan (replaced whole, never changed)
 
@@ -156,14 +157,15 @@ class Catalog:
         return value
 
     def cached(self, name: str, build: Callable[[], Any], ttl: float = 2.0) -> Any:
-        """``build()``, reused for ``ttl`` seconds and dropped at every rescan (e.g. the runs index, which
-        clients poll every few seconds)."""
+        """``build()``, reused for ``ttl`` seconds (or :attr:`SCAN_SPACING` times its build time, if longer: the
+        index of 10,000 runs takes a fraction of a second even when nothing changed) and dropped at every rescan
+        (e.g. the runs index, which clients poll every few seconds)."""
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(name)
-        if hit is not None and now - hit[0] < ttl:
+        if hit is not None and now - hit[0] < max(ttl, self.SCAN_SPACING * hit[2]):
             return hit[1]
         value = build()
         with self._lock:
-            self._cache[name] = (now, value)
+            self._cache[name] = (now, value, time.monotonic() - now)
         return value
