@@ -1,7 +1,7 @@
 // The meta-SNE map on a 2-D canvas: one dot per representation coloured by run and shaded by layer depth, each
 // layer's snapshots joined in step order with arrow heads, the input landmark marked. Hover and click report the
 // row under the mouse; metaview.js shows the preview and opens the representation.
-import { drawMetaMap, fitCanvas } from "./overlay.js";
+import { drawMetaMap, fitCanvas, pointAt } from "./overlay.js";
 
 const HIT_PX = 10;
 const MARGIN = 0.92;
@@ -109,19 +109,7 @@ export class MetaMap {
   }
 
   _hit(e) {
-    const box = this.canvas.getBoundingClientRect();
-    const mx = e.clientX - box.left;
-    const my = e.clientY - box.top;
-    let best = null;
-    let bestD = HIT_PX;
-    for (let i = 0; i < this.screen.x.length; i++) {
-      const d = Math.hypot(this.screen.x[i] - mx, this.screen.y[i] - my);
-      if (d < bestD) {
-        bestD = d;
-        best = i;
-      }
-    }
-    return best;
+    return pointAt(this.canvas, e, this.screen.x, this.screen.y, HIT_PX);
   }
 
   _move(e) {

@@ -19,6 +19,26 @@ export function fitCanvas(canvas) {
   return ctx;
 }
 
+/**
+ * The index of the point nearest to where mouse event `e` is on `canvas`, within `radius` CSS pixels (null: none).
+ * @param {ArrayLike<number>} xs canvas positions (CSS pixels) @param {ArrayLike<number>} ys
+ */
+export function pointAt(canvas, e, xs, ys, radius) {
+  const box = canvas.getBoundingClientRect();
+  const mx = e.clientX - box.left;
+  const my = e.clientY - box.top;
+  let best = null;
+  let bestD = radius;
+  for (let i = 0; i < xs.length; i++) {
+    const d = Math.hypot(xs[i] - mx, ys[i] - my);
+    if (d < bestD) {
+      bestD = d;
+      best = i;
+    }
+  }
+  return best;
+}
+
 /** An arrow head at `to`, pointing from `from`. */
 function arrowHead(ctx, from, to, size) {
   const angle = Math.atan2(to[1] - from[1], to[0] - from[0]);

@@ -8,7 +8,7 @@ import { cellData } from "./cellsview.js";
 import { choiceFor, runNamed, stepAtOrBefore } from "./choice.js";
 import { pointColors } from "./colors.js";
 import { Heatmap } from "./heatmap.js";
-import { fitCanvas } from "./overlay.js";
+import { fitCanvas, pointAt } from "./overlay.js";
 import * as V from "./views.js";
 
 const { h } = V;
@@ -480,18 +480,7 @@ export class SimilarityView {
   /** The probe point under the mouse in one of the pair's scatters: ringed in both, shown in the hover card. */
   onPairMove(side, e) {
     if (!side.points) return;
-    const box = side.canvas.getBoundingClientRect();
-    const mx = e.clientX - box.left;
-    const my = e.clientY - box.top;
-    let best = null;
-    let bestD = HIT_PX;
-    for (let i = 0; i < side.points.px.length; i++) {
-      const d = Math.hypot(side.points.px[i] - mx, side.points.py[i] - my);
-      if (d < bestD) {
-        bestD = d;
-        best = i;
-      }
-    }
+    const best = pointAt(side.canvas, e, side.points.px, side.points.py, HIT_PX);
     if (best === null) return;
     this.setHoverId(side.data.ids[best]);
     this.events.hover({ run: side.key[0], index: best, step: side.key[2] });
