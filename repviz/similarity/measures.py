@@ -300,9 +300,10 @@ def rbf_cka(X, Y, *, sigma: float = 0.8, debiased: bool = False) -> float:
 def minibatch_cka(X, Y, *, batch_size: int = 1024, random_state=0, debiased: bool = True) -> float:
     """Minibatch linear CKA (Nguyen, Raghu & Kornblith 2021): HSIC accumulated over minibatches of the probes.
 
-    The probes are split by a seeded permutation into ceil(n / batch_size) near-equal minibatches; CKA is
-    ΣHSIC(K, L) / sqrt(ΣHSIC(K, K)·ΣHSIC(L, L)) over them (unbiased HSIC by default, which makes the estimate
-    independent of the batch size up to noise). With ``batch_size >= n`` it is the exact full-batch CKA.
+    The probes are split into ceil(n / batch_size) near-equal minibatches (``np.array_split`` of
+    ``np.random.default_rng(random_state).permutation(n)``); CKA is ΣHSIC(K, L) / sqrt(ΣHSIC(K, K)·ΣHSIC(L, L))
+    over them. The unbiased HSIC (default) keeps the estimate centred on the full-batch value whatever the batch
+    size; the biased one drifts upward as batches shrink. With ``batch_size >= n`` it is the exact CKA.
     Time O(n·batch_size·width), memory O(batch_size²).
     """
     return float(_cka_block([X], [Y], ["X"], ["Y"], debiased=debiased, batch_size=batch_size,
