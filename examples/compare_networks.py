@@ -23,6 +23,7 @@ from repviz.capture import log_spaced_epochs
 from repviz.datasets import BUNDLED_MNIST, load_mnist, stratified_indices
 from repviz.meta import MetaSNE, seed_checks
 from repviz.networks import ARCHITECTURES, build_network
+from repviz.similarity import similarity
 
 
 def main() -> None:
@@ -73,7 +74,7 @@ def main() -> None:
     # Layer against layer: debiased linear CKA of seed 0's layers (rows) with seed 1's (columns). A layer is
     # identified when its most similar layer of the other seed is itself (the row maximum is on the diagonal).
     for arch in ARCHITECTURES:
-        matrix = repviz.similarity(logdir, (f"{arch}/seed0", f"{arch}/seed1"))
+        matrix = similarity(logdir, (f"{arch}/seed0", f"{arch}/seed1"))
         rate, n = matrix.layer_identification()
         print(f"{matrix.title}\n{matrix.table()}\n  layer identification: {rate:.0%} of {n} layers")
     print(f"browse it: tensorboard --logdir {args.logdir}; heatmaps: repviz export {args.logdir} --out figures/")

@@ -2,7 +2,7 @@
 
 Capture layer activations during Keras training (``ActivationLogger``), read them back without TensorFlow
 (``open_logdir``), embed them (``repviz.manifold``), compare representations (``repviz.meta``) and layers
-(``repviz.similarity``: a callable package, ``repviz.similarity(logdir, runs)``).
+(``repviz.similarity``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
 __all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "SimilarityMatrix", "__version__", "datasets",
-           "embed_logdir", "open_logdir", "similarity", "similarity_over_training"]
+           "embed_logdir", "open_logdir", "similarity_over_training"]
 
 
 def __getattr__(name: str):
@@ -26,9 +26,8 @@ def __getattr__(name: str):
         from .pipeline import embed_logdir
 
         return embed_logdir
-    if name in ("similarity", "similarity_over_training", "SimilarityMatrix"):  # the package is callable
-        import importlib
+    if name in ("similarity_over_training", "SimilarityMatrix"):  # lazily: computing pulls in numba
+        from . import similarity
 
-        package = importlib.import_module(".similarity", __name__)
-        return package if name == "similarity" else getattr(package, name)
+        return getattr(similarity, name)
     raise AttributeError(f"module 'repviz' has no attribute {name!r}")

@@ -10,16 +10,11 @@ directory, per measure and options), ``compute`` (the missing values, from the m
 ``matrix`` (``similarity``, ``similarity_over_training``, ``cached_similarity``), ``result`` (the labelled
 matrix, numpy only), ``figures`` (heatmaps with matplotlib), ``options`` (the choices, importing nothing).
 
-The package is callable: ``repviz.similarity(logdir, runs)`` is :func:`similarity`. A plain function re-exported
-as ``repviz.similarity`` would be replaced by this package the moment any of its modules is imported (Python
-binds a subpackage to its parent's attribute), so the package itself takes the call.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 # Lazy, as in repviz.meta: reading a cached matrix (the TensorBoard plugin) must not import numba.
 _EXPORTS = {"KERNELS": "options", "MEASURES": "options", "ProbeMismatchError": "sources", "RepKey": "result",
@@ -34,11 +29,3 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'repviz.similarity' has no attribute {name!r}")
     return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
 
-
-class _CallablePackage(types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        """:func:`repviz.similarity.matrix.similarity`."""
-        return __getattr__("similarity")(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
