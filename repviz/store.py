@@ -286,6 +286,22 @@ def _intact_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> tuple[tu
         return _intact_header(f)
 
 
+def _complete_array_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> np.ndarray | None:
+    """The complete ``.npy`` file ``path`` read whole, its header parsed once (see :func:`_intact_header`); None
+    when it is missing, incomplete, not numeric, or does not resolve inside ``bounds``. For small arrays read
+    often (a cached embedding checked by every plan): one open, no memory map."""
+    try:
+        fd = _open_inside(path, bounds)
+    except (OSError, UnsafeFileError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        found = _intact_header(f)  # leaves f at the data
+        if found is None or found[1].hasobject:
+            return None
+        out = np.empty(found[0], dtype=found[1])
+        return out if f.readinto(memoryview(out.reshape(-1)).cast("B")) == out.nbytes else None
+
+
 def _entries_inside(directory: Path, bounds: tuple[str, ...], dirs: bool = False) -> list[str]:
     """Names in ``directory`` (only its subdirectories with ``dirs``), which must resolve inside ``bounds``: a
     missing directory lists nothing, and so does one leading out (with a warning naming it), as does a
@@ -674,34 +690,17 @@ def _choices(items) -> str:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int  # JSON's integers; not bool
 
 
 def _is_shape(value: Any) -> bool:
     """A shape as the store writes it: a list of sizes, ``None`` for a model's batch dimension."""
-    return isinstance(value, list) and all(v is None or (_is_int(v) and v >= 0) for v in value)
-
-
-#: The fields of a record and what each must be (kinds: activation, prediction, output); a record that has one of
-#: another type is left out, so readers never meet a field of the wrong type.
-_RECORD_FIELDS = {"kind": str, "file": str, "step": _is_int, "dtype": str, "crc32": str,
-                  "shape": lambda v: _is_shape(v) and bool(v) and None not in v}
-_RECORD_OPTIONAL = {"nonfinite": lambda v: _is_int(v) and v >= 0, "layer": str, "output": str}
-
-
-def _valid_record(record: Any) -> bool:
-    """Whether ``record`` (parsed JSON) has every field readers use, each of the type the writer gives it."""
-    if not isinstance(record, dict):
+    if type(value) is not list:
         return False
-    for fields, required in ((_RECORD_FIELDS, True), (_RECORD_OPTIONAL, False)):
-        for name, kind in fields.items():
-            if name not in record:
-                if required:
-                    return False
-            elif not (isinstance(record[name], kind) if isinstance(kind, type) else kind(record[name])):
-                return False
-    return "layer" in record if record["kind"] == "activation" else \
-        "output" in record if record["kind"] == _OUTPUT else True
+    for v in value:  # a loop, not all(...): shapes are short, and every run's manifest and records check them
+        if not (v is None or type(v) is int and v >= 0):
+            return False
+    return True
 
 
 def _typed(kind: type | tuple[type, ...]):
@@ -709,7 +708,28 @@ def _typed(kind: type | tuple[type, ...]):
 
 
 def _dict_of(check) -> Any:
-    return lambda v: isinstance(v, dict) and all(check(x) for x in v.values())
+    return lambda v: type(v) is dict and all(map(check, v.values()))
+
+
+def _bad_fields(entry: dict, fields: dict) -> list[str]:
+    """The fields of ``entry`` named in ``fields`` whose value fails its check (absent ones are not checked)."""
+    return [name for name, check in fields.items() if name in entry and not check(entry[name])]
+
+
+#: The fields of a record and what each must be (kinds: activation, prediction, output); a record missing one of
+#: the first five, or with one of another type, is left out, so readers never meet a field of the wrong type.
+_RECORD_FIELDS = {"kind": _typed(str), "file": _typed(str), "step": _is_int, "dtype": _typed(str),
+                  "crc32": _typed(str), "shape": lambda v: _is_shape(v) and bool(v) and None not in v,
+                  "nonfinite": lambda v: _is_int(v) and v >= 0, "layer": _typed(str), "output": _typed(str)}
+_RECORD_REQUIRED = frozenset(("kind", "file", "step", "dtype", "crc32", "shape"))
+
+
+def _valid_record(record: Any) -> bool:
+    """Whether ``record`` (parsed JSON) has every field readers use, each of the type the writer gives it."""
+    if type(record) is not dict or not _RECORD_REQUIRED.issubset(record) or _bad_fields(record, _RECORD_FIELDS):
+        return False
+    return "layer" in record if record["kind"] == "activation" else "output" in record if record["kind"] == _OUTPUT \
+        else True
 
 
 #: What the readers use of a manifest, and what each field must be: a field of another type is left out (with a
@@ -718,7 +738,7 @@ _MANIFEST_FIELDS = {"model": _typed(dict), "probe": _typed(dict), "fingerprint":
                     "step_unit": _typed(str), "schedule": _typed(dict), "skipped": _dict_of(_typed(str))}
 _PREDICTION_FIELDS = {"shape": _is_shape, "output": _typed(str), "outputs": _dict_of(_is_shape)}
 _LAYER_FIELDS = {"stored_shape": _is_shape, "output_shape": _is_shape, "class": _typed(str),
-                 "reduction": lambda v: isinstance(v, dict) and isinstance(v.get("kind", ""), str)}
+                 "reduction": lambda v: type(v) is dict and isinstance(v.get("kind", ""), str)}
 
 
 def _is_number(value: Any) -> bool:
@@ -736,22 +756,32 @@ _METHOD_FIELDS = {"method": _typed(str), "params": _typed(dict), "align": _typed
 _STEP_FILE = re.compile(r"(0|-?[1-9][0-9]*)\.npy")
 
 
-def _embedding_inside(path: Path, bounds: tuple[str, ...]) -> np.ndarray:
-    """The stored embedding ``path`` (memory-mapped), which must be a matrix of finite floating-point
-    coordinates, else :class:`DamagedFileError` naming it."""
-    Y = _array_inside(path, bounds)
+def _embedding_fault(Y: np.ndarray) -> str | None:
+    """Why the array ``Y`` read from an embedding's file is not an embedding (None when it is one): a matrix of
+    finite floating-point coordinates."""
     if Y.ndim != 2 or Y.dtype.kind != "f":
-        raise DamagedFileError(path, f"holds {Y.dtype} {Y.shape}, not an embedding; `repviz embed` computes it again")
+        return f"holds {Y.dtype} {Y.shape}, not an embedding"
     if not np.isfinite(Y).all():
-        raise DamagedFileError(path, "holds non-finite coordinates (NaN or infinity): damaged; `repviz embed` "
-                                     "computes it again")
+        return "holds non-finite coordinates (NaN or infinity): damaged"
+    return None
+
+
+def _embedding_inside(path: Path, bounds: tuple[str, ...]) -> np.ndarray:
+    """The stored embedding ``path``, memory-mapped; :class:`DamagedFileError` naming it when it is not one."""
+    Y = _array_inside(path, bounds)
+    if fault := _embedding_fault(Y):
+        raise DamagedFileError(path, f"{fault}; `repviz embed` computes it again")
     return Y
 
 
-def _keep_valid(entry: dict, fields: dict, where: str, dropped: list[str]) -> dict:
-    """``entry`` without the fields of ``fields`` whose value fails its check (each named in ``dropped``)."""
-    bad = [name for name, check in fields.items() if name in entry and not check(entry[name])]
-    dropped += [f"{where}{name!r}" for name in bad]
+def _keep_valid(entry: Any, fields: dict, where: str, dropped: list[str]) -> dict:
+    """``entry`` without the fields of ``fields`` whose value fails its check, or {} when it is not an object;
+    what is left out is named in ``dropped`` (``where`` names the entry)."""
+    if type(entry) is not dict:
+        dropped.append(f"{where} (a JSON {type(entry).__name__}, not an object)")
+        return {}
+    bad = _bad_fields(entry, fields)
+    dropped += [f"{where}.{name}" if where else name for name in bad]
     return {k: v for k, v in entry.items() if k not in bad} if bad else entry
 
 
@@ -760,28 +790,23 @@ def _check_manifest(path: Path, manifest: Any) -> dict:
     a layer entry that is not an object becomes an empty description (its snapshots stay readable), with one
     warning naming the file; a manifest that is not an object, or whose layers are not, is damaged
     (:class:`DamagedFileError`): the run cannot be read."""
-    if not isinstance(manifest, dict):
+    if type(manifest) is not dict:
         raise DamagedFileError(path, f"holds a JSON {type(manifest).__name__}, not an object")
-    if not isinstance(manifest.get("layers", {}), dict):
-        raise DamagedFileError(path, f"has 'layers' of type {type(manifest['layers']).__name__}, not an object")
+    layers = manifest.get("layers", {})
+    if type(layers) is not dict:
+        raise DamagedFileError(path, f"has 'layers' of type {type(layers).__name__}, not an object")
     dropped: list[str] = []
     manifest = _keep_valid(manifest, _MANIFEST_FIELDS, "", dropped)
     predictions = manifest.get("predictions")
-    if predictions is not None:
-        if not isinstance(predictions, dict):
-            dropped.append("'predictions'")
-            predictions = {}
-        manifest = {**manifest, "predictions": _keep_valid(predictions, _PREDICTION_FIELDS, "predictions.", dropped)}
-    layers = {}
-    for name, entry in manifest.get("layers", {}).items():
-        if not isinstance(entry, dict):
-            dropped.append(f"the description of layer {name!r}")
-            entry = {}
-        layers[name] = _keep_valid(entry, _LAYER_FIELDS, f"layers.{name}.", dropped)
+    if predictions is not None and (kept := _keep_valid(predictions, _PREDICTION_FIELDS, "predictions",
+                                                        dropped)) is not predictions:
+        manifest = {**manifest, "predictions": kept}
+    if not all(type(e) is dict and not _bad_fields(e, _LAYER_FIELDS) for e in layers.values()):  # the rare case
+        manifest = {**manifest, "layers": {name: _keep_valid(entry, _LAYER_FIELDS, f"layers.{name}", dropped)
+                                           for name, entry in layers.items()}}
     if dropped:
-        warnings.warn(f"{path}: left out {', '.join(dropped)}, not of the type repviz writes (a damaged or "
+        warnings.warn(f"{path}: left out {', '.join(dropped)}: not of the type repviz writes (a damaged or "
                       f"hand-edited manifest); record the run again to restore them", RuntimeWarning, stacklevel=4)
-        manifest = {**manifest, "layers": layers}
     return manifest
 
 
@@ -1043,15 +1068,8 @@ class Run:
         """The stored embedding exists, is as long as its header says, has ``n_rows`` rows and finite coordinates
         (a truncated, foreign or overwritten file is not a cached result)."""
         path = self._embedding_path(method_key, layer, step)
-        bounds = self._bounds_of(path)
-        found = _intact_inside(path, bounds)
-        if found is None or len(found[0]) != 2 or found[0][0] != n_rows:
-            return False
-        try:
-            _embedding_inside(path, bounds)
-        except (OSError, ValueError, NotFoundError):
-            return False
-        return True
+        Y = _complete_array_inside(path, self._bounds_of(path))
+        return Y is not None and len(Y) == n_rows and _embedding_fault(Y) is None
 
     def write_embedding(self, method_key: str, layer: str, step: int, embedding: np.ndarray,
                         info: dict) -> None:
@@ -1071,8 +1089,8 @@ class Run:
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
         sidecar = path.with_suffix(".json")
         info = _json_inside(sidecar, self._bounds_of(path))
-        bad = [name for name, check in _SIDECAR_FIELDS.items() if name in info and not check(info[name])] \
-            if isinstance(info, dict) else [f"a JSON {type(info).__name__}, not an object"]
+        bad = _bad_fields(info, _SIDECAR_FIELDS) if isinstance(info, dict) else \
+            [f"a JSON {type(info).__name__}, not an object"]
         if bad:
             raise DamagedFileError(sidecar, f"is not an embedding's sidecar (wrong {', '.join(map(str, bad))}); "
                                             f"`repviz embed` computes the embedding again")
@@ -1115,8 +1133,8 @@ class Run:
         except DamagedFileError as e:
             warnings.warn(f"{e}; its embeddings are listed by key only", RuntimeWarning, stacklevel=2)
             return {}
-        bad = [name for name, check in _METHOD_FIELDS.items() if name in info and not check(info[name])] \
-            if isinstance(info, dict) else [f"a JSON {type(info).__name__}, not an object"]
+        bad = _bad_fields(info, _METHOD_FIELDS) if isinstance(info, dict) else \
+            [f"a JSON {type(info).__name__}, not an object"]
         if bad:
             warnings.warn(f"{path} is not a method description (wrong {', '.join(bad)}); its embeddings are listed "
                           f"by key only", RuntimeWarning, stacklevel=2)

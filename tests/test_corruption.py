@@ -142,7 +142,7 @@ CASES = [
          lambda log: _embedding(log, "").parent.parent.joinpath("method.json").write_text(json.dumps(
              {"method": 3, "params": "x", "align": [], "default": "yes", "requests": "abc"})), "method.json"),
     Case("embedding directory: stray old.npy", _stray_step, "old.npy"),
-    Case("probe directory missing", lambda log: shutil.rmtree(_root(log) / "probe"), "probe", run_listed=False,
+    Case("probe directory missing", lambda log: shutil.rmtree(_root(log) / "probe"), "ids.npy", run_listed=False,
          probe=True),
     Case("probe labels: garbage bytes", lambda log: _garbage(_root(log) / "probe" / "labels.npy"), "labels.npy",
          run_listed=False, probe=True),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,43 @@ def test_the_cache_checks_what_it_finds(tmp_path, cluster_run):
     replaced = embed_logdir(tmp_path, ["pca"])
     assert ("a", 2) in [(f["layer"], f["step"]) for f in replaced.failed]
     assert "does not hold the shape and dtype recorded" in replaced.failed[0]["error"]
+
+
+def _nonfinite(emb) -> None:
+    Y = np.load(emb)
+    Y[5] = [np.nan, np.inf]
+    raw = emb.read_bytes()
+    emb.write_bytes(raw[:len(raw) - Y.nbytes] + Y.tobytes())
+
+
+@pytest.mark.parametrize("damage", [
+    _nonfinite,
+    lambda emb: emb.with_suffix(".json").write_bytes(emb.with_suffix(".json").read_bytes()[:40]),
+    lambda emb: emb.with_suffix(".json").write_text('{"source": ["crc32"], "scores": "high"}')],
+    ids=["non-finite coordinates", "sidecar cut short", "sidecar of wrong types"])
+def test_a_damaged_cached_embedding_is_computed_again(tmp_path, cluster_run, damage):
+    """Non-regression (issue #32 items 7, 8): NaN written into a stored embedding counted as cached, and a cut-short
+    sidecar stopped the whole embed (exit 2); now that snapshot and the rest of its chain are computed again."""
+    cluster_run(tmp_path / "r1")
+    key = embed_logdir(tmp_path, ["pca"]).keys["pca"]
+    run = open_logdir(tmp_path).run("r1")
+    damage(run.root / "embeddings" / key / "b" / "1.npy")
+    again = embed_logdir(tmp_path, ["pca"])
+    assert (again.computed, again.cached, again.failed) == (3, 5, [])  # b/1 and the rest of its chain
+    assert np.isfinite(run.read_embedding(key, "b", 1)).all()
+    assert run.embedding_info(key, "b", 1)["source"]["crc32"] == run.record("b", 1)["crc32"]
+
+
+def test_a_run_without_its_probe_fails_per_representation_and_the_others_go_on(tmp_path, cluster_run):
+    """Non-regression (issue #32 item 3): a run whose probe directory was removed made `repviz embed` exit 2."""
+    cluster_run(tmp_path / "r1")
+    cluster_run(tmp_path / "r2")
+    shutil.rmtree(tmp_path / "r2" / "plugins" / "repviz" / "probe")
+    result = embed_logdir(tmp_path, ["pca"])
+    assert (result.computed, result.cached) == (8, 0)  # r1: 2 layers x 4 steps
+    assert sorted((f["run"], f["layer"], f["step"]) for f in result.failed) == [
+        ("r2", layer, step) for layer in ("a", "b") for step in range(4)]
+    assert all("ids.npy is missing" in f["error"] for f in result.failed)
 
 
 def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path, cluster_run):

@@ -561,3 +561,99 @@ def test_a_fortran_ordered_embedding_is_stored_as_a_cached_result(tmp_path):
     run.write_embedding("isomap-1", "dense", 0, Y, {"scores": {}})
     assert run.embedding_intact("isomap-1", "dense", 0, 5)
     np.testing.assert_array_equal(run.read_embedding("isomap-1", "dense", 0), Y)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every field read from disk is checked where it is read (issue #32 items 3 and 8)
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_an_activation_of_another_dtype_than_recorded_is_refused(tmp_path):
+    """Non-regression: an activation rewritten as int32 of the same byte size was served (distances near 3e9)."""
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    path = w.root / "activations" / "dense" / "0.npy"
+    np.save(path, np.ones((5, 3), np.int32))
+    with pytest.raises(store.DamagedFileError, match=r"holds <i4 \[5, 3\], not the <f4 \[5, 3\] recorded") as caught:
+        open_logdir(tmp_path).run("run").activations("dense", 0)
+    assert caught.value.filename == str(path)
+
+
+def test_manifest_fields_of_wrong_types_are_left_out_with_one_warning(tmp_path):
+    """Non-regression: a layer entry that is a string, or a model that is not an object, made `repviz info` and the
+    tab's index fail for every run. The layer stays listed with its snapshots; the damaged fields go."""
+    w = _writer(tmp_path, model="m", layers=("dense", "out"))
+    w.update_manifest(layers={"dense": "dense", "out": {"stored_shape": 4, "class": "Dense"}},
+                      predictions={"outputs": ["a"], "output": "a"})
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    with pytest.warns(RuntimeWarning) as caught:
+        run = open_logdir(tmp_path).run("run")
+    assert [str(c.message) for c in caught] == [
+        f"{w.root / 'manifest.json'}: left out model, predictions.outputs, layers.dense (a JSON str, not an object), "
+        f"layers.out.stored_shape: not of the type repviz writes (a damaged or hand-edited manifest); record the run "
+        f"again to restore them"]
+    assert run.layers == ["dense", "out"] and run.steps("dense") == [0]
+    assert run.layer_info("dense") == {} and run.layer_info("out") == {"class": "Dense"}
+    assert "model" not in run.manifest and run.prediction_outputs == [] and run.prediction_output == "a"
+
+
+def _embedded(tmp_path) -> tuple:
+    w = _writer(tmp_path)
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    run = open_logdir(tmp_path).run("run")
+    run.write_embedding_method("pca-1", {"method": "pca", "params": {}, "requests": ["r"]})
+    run.write_embedding("pca-1", "dense", 0, np.ones((5, 2)), {"source": {"crc32": "0"}, "scores": {"t": 0.5}})
+    return run, run.root / "embeddings" / "pca-1" / "dense"
+
+
+def test_a_stray_file_in_an_embedding_directory_is_left_out_naming_it(tmp_path):
+    """Non-regression: embeddings/<key>/<layer>/old.npy hid the run and stopped embed and export ("invalid literal
+    for int() with base 10: 'old'")."""
+    run, d = _embedded(tmp_path)
+    for name in ("old.npy", "01.npy", ".0.npy.abc.tmp", "0.json"):
+        (d / name).write_bytes(b"x")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert run.embedding_steps("pca-1", "dense") == [0]
+    assert sorted(str(c.message).split(":")[0] for c in caught) == [str(d / "01.npy"), str(d / "old.npy")]
+
+
+def test_a_nonfinite_embedding_is_neither_cached_nor_served(tmp_path):
+    run, d = _embedded(tmp_path)
+    assert run.embedding_intact("pca-1", "dense", 0, 5)
+    Y = np.ones((5, 2), np.float32)
+    Y[2, 1] = np.inf
+    store.save_array(d / "0.npy", Y)
+    assert not run.embedding_intact("pca-1", "dense", 0, 5)
+    with pytest.raises(store.DamagedFileError, match="non-finite coordinates") as caught:
+        run.read_embedding("pca-1", "dense", 0)
+    assert caught.value.filename == str(d / "0.npy")
+
+
+@pytest.mark.parametrize("sidecar", ['[1, 2]', '{"scores": "high"}', '{"source": []}', '{"init_from": 3}'])
+def test_a_sidecar_not_as_written_is_damaged(tmp_path, sidecar):
+    run, d = _embedded(tmp_path)
+    (d / "0.json").write_text(sidecar)
+    with pytest.raises(store.DamagedFileError, match="is not an embedding's sidecar") as caught:
+        run.embedding_info("pca-1", "dense", 0)
+    assert caught.value.filename == str(d / "0.json")
+
+
+@pytest.mark.parametrize("description", ['[]', '{"method": 3}', '{"requests": "abc"}', '{"default": "yes"}',
+                                         '{"method": "pc'])
+def test_a_damaged_method_description_lists_the_key_only(tmp_path, description):
+    """Non-regression: a method.json that is an array made info, embed, export and the tab's index fail."""
+    run, d = _embedded(tmp_path)
+    (d.parent / "method.json").write_text(description)
+    with pytest.warns(RuntimeWarning, match="method.json"):
+        assert run.embedding_method("pca-1") == {}
+    assert run.embedding_keys() == ["pca-1"] and run.read_embedding("pca-1", "dense", 0).shape == (5, 2)
+
+
+@pytest.mark.parametrize("probe", [{"ids": np.arange(5).reshape(5, 1)}, {"labels": np.arange(4)},
+                                   {"thumbnails": np.zeros((6, 2, 2), np.uint8)}])
+def test_a_probe_of_inconsistent_shapes_is_damaged(tmp_path, probe):
+    w = _writer(tmp_path)
+    w.write_probe(np.arange(5), np.arange(5), np.zeros((5, 2, 2), np.uint8))
+    (name, array), = probe.items()
+    np.save(w.root / "probe" / f"{name}.npy", array)
+    with pytest.raises(store.DamagedFileError, match=f"{name}.npy holds shape"):
+        len(open_logdir(tmp_path).run("run").probe)
