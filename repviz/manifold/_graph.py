@@ -21,16 +21,19 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors, rescaled
-from ..neighbors import block_rows, knn
+from ..neighbors import GRAM_METRICS, block_rows, distances, knn
 from ._eigen import check_connected
 
 _BLOCK_BYTES = 64 << 20
 
 
-def distance_rows(X: np.ndarray, rows: np.ndarray, metric: str, sq: np.ndarray | None = None) -> np.ndarray:
+def distance_rows(X: np.ndarray, rows: np.ndarray, metric: str, sq: np.ndarray | None = None,
+                  metric_params: dict | None = None) -> np.ndarray:
     """Distances (float64, in ``knn``'s units for ``metric``) from the points ``rows`` to every point."""
     if metric == "precomputed":
         return np.asarray(X[rows], dtype=np.float64)
+    if sp.issparse(X) or metric not in GRAM_METRICS:  # sparse X, other metrics: repviz.neighbors.distances
+        return distances(X[rows], X, metric, metric_params)
     Xf = X.astype(np.float64, copy=False)
     if metric == "cosine":
         norms = np.linalg.norm(Xf, axis=1)
@@ -50,9 +53,11 @@ def distance_rows(X: np.ndarray, rows: np.ndarray, metric: str, sq: np.ndarray |
     return D
 
 
-def knn_graph(X: np.ndarray, n_neighbors: int, metric: str, *, method: str = "exact", random_state=None):
+def knn_graph(X: np.ndarray, n_neighbors: int, metric: str, *, method: str = "exact", random_state=None,
+              metric_params: dict | None = None):
     """Symmetric kNN graph (CSR, edge weight = distance; an edge exists if either end lists the other)."""
-    ind, dist = knn(X, n_neighbors, metric=metric, method=method, random_state=random_state)
+    ind, dist = knn(X, n_neighbors, metric=metric, method=method, random_state=random_state,
+                    metric_params=metric_params)
     return symmetrize(ind, dist, X.shape[0]), ind, dist
 
 
@@ -64,14 +69,20 @@ def symmetrize(ind: np.ndarray, dist: np.ndarray, n: int) -> sp.csr_matrix:
     return G.maximum(G.T).tocsr()
 
 
-def radius_graph(X: np.ndarray, radius: float, metric: str) -> sp.csr_matrix:
-    """Graph of all pairs closer than ``radius``. Time O(n² d), memory O(block + edges)."""
+def radius_graph(X: np.ndarray, radius: float, metric: str, metric_params: dict | None = None) -> sp.csr_matrix:
+    """Graph of all pairs closer than ``radius`` (for a sparse precomputed graph: its stored entries that
+    are). Time O(n² d), memory O(block + edges)."""
     n = X.shape[0]
+    if metric == "precomputed" and sp.issparse(X):
+        G = sp.coo_matrix(X)
+        keep = (G.row != G.col) & (G.data <= radius)
+        G = sp.csr_matrix((np.maximum(G.data[keep], 1e-12), (G.row[keep], G.col[keep])), shape=(n, n))
+        return G.maximum(G.T).tocsr()
     rows_per = block_rows(n, _BLOCK_BYTES)
     data, cols, counts = [], [], []
     for s in range(0, n, rows_per):
         rows = np.arange(s, min(n, s + rows_per))
-        D = distance_rows(X, rows, metric)
+        D = distance_rows(X, rows, metric, metric_params=metric_params)
         D[np.arange(len(rows)), rows] = np.inf
         r, c = np.nonzero(D <= radius)
         data.append(np.maximum(D[r, c], 1e-12))
@@ -83,7 +94,8 @@ def radius_graph(X: np.ndarray, radius: float, metric: str) -> sp.csr_matrix:
 
 
 def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect: bool | None, owner: str,
-                       hint: str = "n_neighbors", stacklevel: int = 3) -> sp.csr_matrix:
+                       hint: str = "n_neighbors", stacklevel: int = 3,
+                       metric_params: dict | None = None) -> sp.csr_matrix:
     """Return ``G`` with bridging edges added by Borůvka's rule (see the module docstring), or raise
     (``connect`` False or None, as in :func:`neighbour_graph`)."""
     n_comp, labels = connected_components(G, directed=False)
@@ -91,6 +103,10 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
         return G
     if connect is None:
         check_connected(G, owner)
+    if metric == "precomputed" and sp.issparse(X):
+        raise RuntimeError(f"The precomputed neighbour graph of {owner} has {n_comp} connected components; the "
+                           f"distances that would join them are not in a sparse graph. Build it with more "
+                           f"neighbours, or pass the dense distance matrix.")
     if not connect:
         raise ValueError(f"The neighbourhood graph of {owner} has {n_comp} connected components. Increase "
                          f"{hint}, or pass connect=True to join them by their shortest bridging edges.")
@@ -99,7 +115,7 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
                   f"components should be connected by the data itself.", stacklevel=stacklevel)
     n = X.shape[0]
     sq = None
-    if metric != "precomputed":
+    if metric in GRAM_METRICS and not sp.issparse(X):
         Xf = X.astype(np.float64)
         if metric == "cosine":
             norms = np.linalg.norm(Xf, axis=1)
@@ -117,11 +133,11 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
         best_j = np.zeros(n, dtype=np.int64)
         for s in range(0, n, rows_per):
             rows = np.arange(s, min(n, s + rows_per))
-            D = distance_rows(Xf, rows, metric_rows, sq)
+            D = distance_rows(Xf, rows, metric_rows, sq, metric_params)
             D[labels[rows][:, None] == labels[None, :]] = np.inf
             best_j[rows] = np.argmin(D, axis=1)
             best_d[rows] = D[np.arange(len(rows)), best_j[rows]]
-        if metric == "cosine":
+        if metric == "cosine" and metric_rows == "sqeuclidean":
             best_d *= 0.5
         for c in range(n_comp):
             members = np.flatnonzero(labels == c)
@@ -158,7 +174,7 @@ class NeighbourGraph:
 
 def neighbour_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int | None = None,
                     radius: float | None = None, neighbors: str = "exact", connect: bool | None = True,
-                    random_state=None, stacklevel: int = 4) -> NeighbourGraph:
+                    random_state=None, stacklevel: int = 4, metric_params: dict | None = None) -> NeighbourGraph:
     """The one neighbourhood graph of the graph-based methods: kNN (``n_neighbors``) or radius graph of the
     validated ``X``, its disconnected components joined by :func:`connect_components` (``connect=True``) or
     refused (``False``: the message offers ``connect=True``; ``None``: the method cannot join components).
@@ -166,14 +182,15 @@ def neighbour_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int 
     n = X.shape[0]
     if n_neighbors is not None:
         k = check_n_neighbors(n_neighbors, n, owner)
-        G, ind, dist = knn_graph(X, k, metric, method=neighbors, random_state=random_state)
+        G, ind, dist = knn_graph(X, k, metric, method=neighbors, random_state=random_state,
+                                 metric_params=metric_params)
         hint = "n_neighbors"
     else:
-        G, ind, dist = radius_graph(X, radius, metric), None, None
+        G, ind, dist = radius_graph(X, radius, metric, metric_params), None, None
         hint = "radius"
     n_comp = int(connected_components(G, directed=False)[0])
     joined = connect_components(G, X, metric, connect=connect, owner=owner, hint=hint,
-                                stacklevel=stacklevel)
+                                stacklevel=stacklevel, metric_params=metric_params)
     bridges = (joined - G).tocsr()
     bridges.eliminate_zeros()
     return NeighbourGraph(joined, bridges, n_comp, ind, dist)
