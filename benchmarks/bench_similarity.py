@@ -59,6 +59,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def cpu_seconds() -> float:
+    """User + system time of this process (all threads): under a shared machine's load, the work done."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 class AnonPeak:
     """A progress callback that samples the process's anonymous resident memory (Linux /proc)."""
 
@@ -80,17 +86,17 @@ def worker_repviz(paths: list[str], n: int, out: str) -> dict:
     from repviz.similarity.measures import cka_matrix
 
     anon = AnonPeak()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), cpu_seconds()
     M = cka_matrix(load(paths, n), debiased=True, progress=anon)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     np.save(out, M)
-    return {"total": wall, "rss": peak_rss_mb(), "anon": anon.peak}
+    return {"total": wall, "cpu": cpu, "rss": peak_rss_mb(), "anon": anon.peak}
 
 
 def worker_numpy(paths: list[str], n: int, out: str) -> dict:
     """The straightforward way: each layer's n × n float64 Gram matrix, U-centred and kept; all pairs after."""
     anon = AnonPeak()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), cpu_seconds()
     grams = []
     for X in load(paths, n):
         X = np.asarray(X, dtype=np.float64)
@@ -111,10 +117,10 @@ def worker_numpy(paths: list[str], n: int, out: str) -> dict:
             H[i, j] = H[j, i] = np.sum(grams[i] * grams[j])
     d = np.sqrt(np.diag(H))
     M = H / np.outer(d, d)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     anon()
     np.save(out, M)
-    return {"total": wall, "rss": peak_rss_mb(), "anon": anon.peak}
+    return {"total": wall, "cpu": cpu, "rss": peak_rss_mb(), "anon": anon.peak}
 
 
 def worker_exact_narrow(paths: list[str], n: int, out: str) -> dict:
@@ -130,7 +136,7 @@ def worker_exact_narrow(paths: list[str], n: int, out: str) -> dict:
             if b >= a:
                 M[a, b] = M[b, a] = linear_cka(reps[a], reps[b], debiased=True)
     np.save(out, M)
-    return {"total": time.perf_counter() - t, "rss": peak_rss_mb(), "anon": 0.0}
+    return {"total": time.perf_counter() - t, "cpu": 0.0, "rss": peak_rss_mb(), "anon": 0.0}
 
 
 WORKERS = {"repviz": worker_repviz, "numpy": worker_numpy, "exact-narrow": worker_exact_narrow}
@@ -169,6 +175,7 @@ def main() -> None:
         if not Path(layer_paths(root)[-1]).exists():
             root.mkdir(parents=True, exist_ok=True)
             write_layers(root, args.probes)
+        load_before = f"{os.getloadavg()[0]:.1f}"
         spawn("repviz", root, 100, args.threads, "warm")  # imports and first-call costs out of the timings
         order = [("repviz", args.probes)] + [(kind, n) for n in args.compare for kind in ("repviz", "numpy")]
         runs: dict[tuple[str, int], list[dict]] = {c: [] for c in order}
@@ -189,10 +196,13 @@ def main() -> None:
         print(f"similarity benchmark: {RUNS} runs x {len(WIDTHS)} layers (widths {WIDTHS[0]}-{WIDTHS[-1]}, "
               f"sum {RUNS * sum(WIDTHS):,}), float32 .npy memmaps, debiased linear CKA, 24 x 24 matrix, "
               f"{args.threads} threads, median of {args.rounds} alternated rounds")
-        print(f"{'configuration':<62} {'probes':>7} {'wall s':>7} {'peak RSS MB':>12} {'peak anon MB':>13}")
+        print(f"{'configuration':<62} {'probes':>7} {'wall s':>7} {'CPU s':>6} {'peak RSS MB':>12} "
+              f"{'peak anon MB':>13}")
         for kind, n in order:
-            print(f"{label(kind, n):<62} {n:>7} {med((kind, n), 'total'):>7.2f} {med((kind, n), 'rss'):>12.0f} "
-                  f"{med((kind, n), 'anon'):>13.0f}")
+            c = (kind, n)
+            print(f"{label(kind, n):<62} {n:>7} {med(c, 'total'):>7.2f} {med(c, 'cpu'):>6.1f} {med(c, 'rss'):>12.0f} "
+                  f"{med(c, 'anon'):>13.0f}")
+        print(f"(load average before: {load_before}, after: {os.getloadavg()[0]:.1f}; CPU s counts every thread)")
         for n in args.compare:
             ours, theirs = ("repviz", n), ("numpy", n)
             print(f"at {n} probes: numpy / repviz wall time {med(theirs, 'total') / med(ours, 'total'):.1f}x, "
