@@ -59,12 +59,12 @@ def gram_rbf(X, sigma):
     return np.exp(-squareform(d) ** 2 / (2 * (sigma * np.median(d)) ** 2))
 
 
-def ref_minibatch(X, Y, batch_size, seed, debiased):
+def ref_minibatch(X, Y, batch_size, seed, debiased, gram=gram_linear):
     hsic = hsic_unbiased if debiased else hsic_biased
     n = len(X)
     sums = np.zeros(3)
     for b in np.array_split(np.random.default_rng(seed).permutation(n), -(-n // batch_size)):
-        K, L = gram_linear(X[b]), gram_linear(Y[b])
+        K, L = gram(X[b]), gram(Y[b])
         sums += [hsic(K, L), hsic(K, K), hsic(L, L)]
     return sums[0] / np.sqrt(sums[1] * sums[2])
 
@@ -134,6 +134,14 @@ def test_minibatch_cka_matches_reference(n, batch_size, seed, debiased):
     expected = ref_minibatch(X, Y, batch_size, seed, debiased)
     got = minibatch_cka(X, Y, batch_size=batch_size, random_state=seed, debiased=debiased)
     assert got == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+def test_minibatch_rbf_cka_matches_reference_with_each_batch_bandwidth(debiased):
+    X, Y = related(300, 20, 9, seed=12)
+    expected = ref_minibatch(X, Y, 64, 5, debiased, gram=lambda Z: gram_rbf(Z, 0.5))
+    got = cka_matrix([X], [Y], kernel="rbf", sigma=0.5, debiased=debiased, batch_size=64, random_state=5)
+    assert got[0, 0] == pytest.approx(expected, abs=1e-6)
 
 
 def test_minibatch_cka_sums_hsic_rather_than_averaging_cka():
