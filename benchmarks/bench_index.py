@@ -7,10 +7,12 @@ The log directory holds ``--runs`` runs begun through the store's run writer (a 
 no snapshot: fits that stopped while starting) and one run "full" (probe and 3 snapshots of 4 layers). Measured,
 each round in a fresh process:
 
-- the catalog's full scan, and the ``runs`` index built cold and rebuilt with nothing changed (the rebuild every
-  client poll triggers once the index's 2 s cache has expired), median of 3;
-- a request naming a run that does not exist (``labels?run=...``, through TensorBoard's WSGI app), made once the
-  1 s after the last (the old catalog rescanned for an unknown name at most once a second), median of 3;
+- the catalog's full scan, and the ``runs`` index built cold and rebuilt with nothing changed (what a client's
+  poll costs once the index's cache has expired), median of 3;
+- a request naming a run that does not exist (``labels?run=...``, through TensorBoard's WSGI app), each 1 s after
+  the last (the old catalog rescanned for an unknown name at most once a second), median of 3;
+- the time spent answering ``POLLS`` requests of the ``runs`` index made 0.5 s apart (a tab left open), background
+  rescans included;
 - ``repviz info``: lines printed and wall time;
 - ``Run()`` of the full run: median of 2,000 opens.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {f"l{i}": {"stored_shape": [100, 4]} for i in range(4)}
+POLLS = 30  # requests of the runs index, 0.5 s apart
 
 
 def write_logdir(path: Path, n_runs: int) -> None:
@@ -86,11 +90,18 @@ def measure(logdir: Path) -> dict:
         unknown.append(time.perf_counter() - start)
         assert status == 404, status
     out["unknown_run"] = statistics.median(unknown)
+    spent = 0.0
+    for _ in range(POLLS):  # a tab left open: the page polls the index
+        start = time.perf_counter()
+        assert client.get("/data/plugin/repviz/runs").status_code == 200
+        spent += time.perf_counter() - start
+        time.sleep(0.5)
+    out["polls"] = spent
     plugin.jobs.close()
 
     start = time.perf_counter()
     info = subprocess.run([sys.executable, "-c", "import sys; from repviz.cli import main; sys.exit(main(sys.argv[1:]))",
-                           "info", str(logdir)], capture_output=True, text=True, check=True)
+                           "info", str(logdir)], capture_output=True, text=True, check=True, cwd=logdir.parent)
     out["info_seconds"] = time.perf_counter() - start
     out["info_lines"] = len(info.stdout.splitlines())
 
@@ -111,13 +122,14 @@ def _measure_in(checkout: Path, logdir: Path) -> dict:
             f"print(json.dumps(bench_index.measure(__import__('pathlib').Path({str(logdir)!r}))))")
     env_path = f"{checkout}:{checkout / 'tb_plugin'}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**__import__("os").environ, "PYTHONPATH": env_path})
+                          env={**os.environ, "PYTHONPATH": env_path}, cwd=logdir.parent)  # not a checkout's cwd
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 ROWS = [("scan", "catalog full scan", "s", 1), ("index_cold", "runs index, cold", "s", 1),
         ("index_rebuild", "runs index rebuilt, nothing changed (median of 3)", "s", 1),
         ("unknown_run", "request naming an unknown run (median of 3)", "s", 1),
+        ("polls", f"{POLLS} polls of the runs index 0.5 s apart: time answering them", "s", 1),
         ("info_lines", "repviz info: lines printed", "", 0), ("info_seconds", "repviz info: wall time", "s", 1),
         ("run_open", "Run() of a run with 3 snapshots (median of 2,000)", "us", 1)]
 
