@@ -355,6 +355,10 @@ def test_refusals_name_what_is_wrong():
     for kernel in ("linear", "rbf"):
         with pytest.raises(ValueError, match=r"reps_a\[1\] contains NaN or infinity"):
             cka_matrix([X, np.where(Y > 1, np.inf, Y)], kernel=kernel)
+    with pytest.raises(ValueError, match=r"^reps_b\[1\]: all probe points coincide"):
+        cka_matrix([X], [Y, np.ones((50, 2))], debiased=False)
+    with pytest.raises(ValueError, match=r"^reps_b\[1\]: more than half of the probe pairs coincide"):
+        cka_matrix([X], [Y, np.ones((50, 2))], kernel="rbf")
     with pytest.raises(ValueError, match="constant over the probes"):
         procrustes_distance(np.ones((50, 3)), Y)
     with pytest.raises(ValueError, match="needs at least 4"):

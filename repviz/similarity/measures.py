@@ -175,15 +175,14 @@ def _hsic_sums(reps: list[np.ndarray], names: list[str], rows: list[int], cols: 
     """
     symmetric = cols is None
     every = rows if symmetric else rows + cols
-    largest = n if batches[0] is None else max(len(b) for b in batches)
-    size = len(every) if len(every) * 8 * _packed_length(largest, debiased) <= STACK_BYTES else max(
-        1, STACK_BYTES // (2 * 8 * _packed_length(largest, debiased)))
-    row_groups = _groups(rows, size)
-    col_groups = row_groups if symmetric else _groups(cols, size)
-    # (row group, the column groups it meets); the column group equal to the row group needs no second Gram
-    schedule = [(ga, col_groups[i:] if symmetric else col_groups) for i, ga in enumerate(row_groups)]
-    if size >= len(every):  # everything fits: one stack, one product
+    per = 8 * _packed_length(n if batches[0] is None else max(len(b) for b in batches), debiased)
+    if len(every) * per <= STACK_BYTES:  # everything fits: one stack, one product
         schedule = [(every, [])]
+    else:  # (row group, the column groups it meets); the column group equal to the row group needs no second Gram
+        size = max(1, STACK_BYTES // (2 * per))
+        row_groups = _groups(rows, size)
+        col_groups = row_groups if symmetric else _groups(cols, size)
+        schedule = [(ga, col_groups[i:] if symmetric else col_groups) for i, ga in enumerate(row_groups)]
     units = sum(len(ga) + sum(len(gb) for gb in gbs if gb is not ga) for ga, gbs in schedule)
     H = np.zeros((len(rows), len(rows if symmetric else cols)))
     diag = np.zeros(len(reps))
@@ -216,15 +215,6 @@ def _hsic_sums(reps: list[np.ndarray], names: list[str], rows: list[int], cols: 
     if symmetric:
         H = np.triu(H) + np.triu(H, 1).T
     return H, diag
-
-
-def _cka_from_sums(H: np.ndarray, d_rows: np.ndarray, d_cols: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        C = H / np.sqrt(np.outer(np.clip(d_rows, 0.0, None), np.clip(d_cols, 0.0, None)))
-    if not np.isfinite(C).all():
-        raise ValueError("a representation has a zero centred Gram matrix (all its probe points coincide), so its "
-                         "CKA is undefined; leave it out")
-    return C
 
 
 # --- CKA -----------------------------------------------------------------------------------------------------
@@ -374,7 +364,10 @@ def _cka_block(reps_a, reps_b, names_a: list[str], names_b: list[str] | None, *,
     cols = None if names_b is None else list(range(len(names_a), len(reps)))
     H, d = _hsic_sums(reps, names, rows, cols, kernel=kernel, debiased=debiased, sigma=sigma,
                       batches=_batches(n, int(batch_size), random_state), n=n, progress=progress)
-    C = _cka_from_sums(H, d[rows], d[rows if cols is None else cols])
+    if (flat := np.flatnonzero(~(d > 0))).size:
+        raise ValueError(f"{names[flat[0]]}: all probe points coincide (its centred Gram matrix is zero), so its CKA "
+                         f"is undefined; leave it out")
+    C = H / np.sqrt(np.outer(d[rows], d[rows if cols is None else cols]))
     if names_b is None:
         np.fill_diagonal(C, 1.0)
     return C
