@@ -157,9 +157,11 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
     view.find_element(By.CSS_SELECTOR, '[data-name="similarity-mode"] [data-value="steps"]').click()
     button = pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-similarity"]'),
                      "the offer to compute")
-    assert "not computed yet" in pk.text(view, ".sim-heat .overlay")
+    offer = pk.text(view, ".sim-heat .overlay")
+    assert "not computed yet" in offer and "repviz similarity LOGDIR --runs seed0 --layer dense_1" in offer
+    pk.shot(view, shots, "similarity-5-offer")
     button[0].click()
     pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == pk.EPOCHS + 1,
             "the snapshot × snapshot matrix", 180)
     assert pk.ink(_heatmap(view)).sum() > 5000
-    pk.shot(view, shots, "similarity-5-over-training")
+    pk.shot(view, shots, "similarity-6-over-training")

@@ -20,10 +20,11 @@ const MODES = [
 const PLAY_MS = 900;
 const HIT_PX = 6;
 
-/** Sorted snapshots that every run in `runs` stored (of any layer). @returns {number[]} */
+/** Sorted snapshots that every layer of every run in `runs` stored (where the server draws a heatmap). @returns {number[]} */
 function sharedSteps(runs) {
-  const sets = runs.map((r) => new Set(r.layers.flatMap((l) => l.steps)));
-  return [...sets[0]].filter((s) => sets.every((set) => set.has(s))).sort((a, b) => a - b);
+  const layers = runs.flatMap((r) => r.layers.map((l) => new Set(l.steps)));
+  if (!layers.length) return [];
+  return [...layers[0]].filter((s) => layers.every((set) => set.has(s))).sort((a, b) => a - b);
 }
 
 /**
@@ -123,9 +124,10 @@ export class SimilarityView {
     this.pairEl = h("section", { class: "sim-pair", "data-testid": "pair" });
     this.summaryEl = h("section", { class: "sim-summary", "data-testid": "similarity-summary" });
     this.slider = V.snapshotBar((p) => this.setStep(this.steps()[p]), () => this.togglePlay());
-    for (const [node, id] of [...this.slider.children].map((c, i) => [c, ["similarity-play", "similarity-slider", "similarity-step"][i]])) {
-      if (id) node.dataset.testid = id;
-    }
+    const [play, slider, step] = this.slider.children; // test ids of its own: the page's bar has the shared ones
+    play.dataset.testid = "similarity-play";
+    slider.dataset.testid = "similarity-slider";
+    step.dataset.testid = "similarity-step";
     el.append(this.barEl, h("div", { class: "sim-body" }, h("div", { class: "sim-heat" }, this.canvas, this.overlayEl),
       h("div", { class: "sim-side" }, this.pairEl, this.summaryEl)),
       this.slider);
@@ -170,7 +172,8 @@ export class SimilarityView {
 
   // --- what is shown -----------------------------------------------------------------------------------------
 
-  /** The run index's choices of a similarity matrix ({measure, kernel, similarities}), defaults first. */
+  /** The run index's choices of a similarity matrix ({measure, kernel, similarities, options: the options each
+   * measure takes}), defaults first. */
   get choices() {
     return this.page.index.choices.similarity;
   }
@@ -231,10 +234,10 @@ export class SimilarityView {
   }
 
   /** The bar, the slider and the heatmap of the pick. */
-  update({ animate = false } = {}) {
+  update() {
     this.renderBar();
     this.renderSlider();
-    this.fetch(animate);
+    this.fetch(false);
   }
 
   renderBar() {
@@ -384,9 +387,19 @@ export class SimilarityView {
           progress && progress.total ? ` ${progress.done} / ${progress.total}` : "")
         : h("button", { type: "button", "data-testid": "compute-similarity", text: `Compute (${scope})`,
           onclick: () => this.compute() }),
-      h("p", { class: "hint" }, "or from a shell: ", V.code(p.mode === "layers"
-        ? `repviz similarity LOGDIR --runs ${p.run} ${p.run2}`
-        : `repviz similarity LOGDIR --runs ${p.run} --layer ${p.layer}`))));
+      h("p", { class: "hint" }, "or from a shell: ", V.code(this.command()))));
+  }
+
+  /** The `repviz similarity` command that computes the heatmap shown (at the slider's snapshot). */
+  command() {
+    const p = this.pick;
+    const takes = this.choices.options[p.measure];
+    const parts = ["repviz similarity LOGDIR", p.mode === "layers"
+      ? `--runs ${[...new Set([p.run, p.run2])].join(",")} --step ${p.step}` : `--runs ${p.run} --layer ${p.layer}`];
+    if (p.measure !== this.choices.measure[0]) parts.push(`--measure ${p.measure}`);
+    if (takes.includes("kernel") && p.kernel !== this.choices.kernel[0]) parts.push(`--kernel ${p.kernel}`);
+    if (takes.includes("debiased") && !p.debiased) parts.push("--biased");
+    return parts.join(" ");
   }
 
   /** Ask the server for the pick's heatmaps at every snapshot; show the chosen one once done. */
