@@ -172,17 +172,17 @@ IDS = [c.name for c in CASES]
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory, new_run) -> Path:
-    """Runs "a" and "b" with PCA embeddings of every snapshot, and the meta-SNE result "m" over both."""
+def base(tmp_path_factory, small_logdir, new_run) -> Path:
+    """Runs "a" and "b" (small_logdir's, continued with thumbnails and predictions) with PCA embeddings of every
+    snapshot, and the meta-SNE result "m" over both."""
     import repviz
 
-    root = tmp_path_factory.mktemp("corruption") / "logs"
+    root = small_logdir(tmp_path_factory.mktemp("corruption") / "logs", runs=("a", "b"))
     rng = np.random.default_rng(0)
     for name in ("a", "b"):
-        writer = new_run(root / name)
+        writer = new_run(root / name)  # the same model and probe: the run goes on
         writer.write_probe(np.arange(N), np.arange(N) % 3, rng.integers(0, 255, (N, 4, 4), dtype=np.uint8))
         for step in range(3):
-            writer.write_activation("dense", step, rng.normal(size=(N, 4)).astype(np.float32))
             writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
     repviz.embed_logdir(root, methods=["pca"], progress=False)
     keys = [(run, "dense", s) for run in ("a", "b") for s in range(3)]
