@@ -32,7 +32,7 @@ import numpy as np
 from .._validation import check_option
 from ..meta._kernels import condensed_centred
 from ..progress import ProgressCallback, report
-from .options import KERNELS
+from .options import KERNELS, RBF_SIGMA
 
 #: ``batch_size=None`` in :func:`cka_matrix`: exact (one batch) up to this many probes, minibatches above.
 AUTO_EXACT_PROBES = 2048
@@ -244,7 +244,7 @@ def linear_cka(X, Y, *, debiased: bool = False) -> float:
     p, q = X.shape[1], Y.shape[1]
     gram_cheaper = p * q + (p * p + q * q) / 2 > n * (p + q) / 2
     if gram_cheaper and _stack_bytes(n, 2, debiased) <= STACK_BYTES:
-        return _gram_cka(X, Y, kernel="linear", debiased=debiased, owner="linear_cka")
+        return _gram_cka(X, Y, kernel="linear", debiased=debiased, sigma=RBF_SIGMA, owner="linear_cka")
     Xc, Yc = _centred(X, None, "X"), _centred(Y, None, "Y")
     hsic = _feature_hsic(Xc, Yc, debiased)
     norm = np.sqrt(_feature_hsic(Xc, Xc, debiased) * _feature_hsic(Yc, Yc, debiased))
@@ -270,13 +270,13 @@ def _feature_hsic(Xc: np.ndarray, Yc: np.ndarray, debiased: bool) -> float:
     return cross - kl + dK.sum() * dL.sum() / ((n - 1) * (n - 2)) - 2.0 * kl / (n - 2)
 
 
-def _gram_cka(X, Y, *, kernel: str, debiased: bool, sigma: float = 0.8, owner: str) -> float:
+def _gram_cka(X, Y, *, kernel: str, debiased: bool, sigma: float, owner: str) -> float:
     """CKA from the two full n×n Gram matrices (one batch)."""
     return float(_cka_block([X], [Y], ["X"], ["Y"], kernel=kernel, debiased=debiased, sigma=sigma, owner=owner,
                             batch_size=max(X.shape[0], 8))[0, 0])
 
 
-def rbf_cka(X, Y, *, sigma: float = 0.8, debiased: bool = False) -> float:
+def rbf_cka(X, Y, *, sigma: float = RBF_SIGMA, debiased: bool = False) -> float:
     """CKA with Gaussian kernels exp(-d²/(2 (sigma·median d)²)), each representation with its own bandwidth.
 
     ``sigma`` is the bandwidth as a fraction of the median distance between probes (Kornblith et al. 2019 report
@@ -302,7 +302,7 @@ def minibatch_cka(X, Y, *, batch_size: int = 1024, random_state=0, debiased: boo
 
 def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None = None, *, kernel: str = "linear",
                debiased: bool = True, batch_size: int | None = None, random_state=0,
-               progress: ProgressCallback | None = None, sigma: float = 0.8) -> np.ndarray:
+               progress: ProgressCallback | None = None, sigma: float = RBF_SIGMA) -> np.ndarray:
     """CKA between every representation of ``reps_a`` and every one of ``reps_b`` (default: ``reps_a`` itself).
 
     Parameters
@@ -342,7 +342,7 @@ def cka_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray] | None
 
 def _cka_block(reps_a, reps_b, names_a: list[str], names_b: list[str] | None, *, kernel: str = "linear",
                debiased: bool, batch_size: int | None, random_state=0, progress: ProgressCallback | None = None,
-               sigma: float = 0.8, owner: str) -> np.ndarray:
+               sigma: float = RBF_SIGMA, owner: str) -> np.ndarray:
     """:func:`cka_matrix` with the representations' names for errors and the public function's name."""
     check_option(kernel, KERNELS, "kernel", owner)
     if kernel == "rbf" and (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0):
