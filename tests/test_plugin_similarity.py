@@ -155,3 +155,39 @@ def test_compute_refuses_bad_bodies(served, body, code, words):
     assert client.get(BASE + "compute_similarity").status_code == 405
     cross = client.post(BASE + "compute_similarity", json={"run": "x"}, headers={"Sec-Fetch-Site": "cross-site"})
     assert cross.status_code == 403
+
+
+FIELDS = ["mode", "run", "run2", "layer", "step", "measure", "kernel", "debiased"]
+VALUES = ["", "x", "y", "z", "ghost", "dense", "logits", "layers", "steps", "cka", "procrustes", "rbf", "linear",
+          "0", "1", "2", "-1", "1e3", " 1", "9" * 30, "true", "false", "../x", "\x00", "é", "a" * 2000]
+BODY_VALUES = [None, True, 0, 1, 2**63, 1.5, [], ["x"], {"run": "x"}, "x" * 3000]
+
+
+def test_fuzz_gives_no_5xx_and_one_line_errors(logdir, monkeypatch):
+    """500 seeded requests of valid, wrong and wrongly typed fields: 200, 202, 400 or the not-computed 404 only,
+    every error one line. Jobs go to a pool that never runs them."""
+    import random
+    from concurrent.futures import Future
+
+    from tensorboard_plugin_repviz.jobs import JobManager
+
+    class IdlePool:
+        def submit(self, *args):
+            return Future()
+
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
+    monkeypatch.setattr(plugin, "jobs", JobManager(str(logdir), max_pending=10**6, pool=IdlePool()))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    rng = random.Random(0)
+    for _ in range(500):
+        fields = {k: rng.choice(VALUES) for k in rng.sample(FIELDS, rng.randrange(1, len(FIELDS) + 1))}
+        if rng.random() < 0.5:
+            r = client.get(BASE + "similarity", query_string=fields)
+        else:
+            if rng.random() < 0.4:
+                fields[rng.choice(FIELDS)] = rng.choice(BODY_VALUES)
+            r = client.post(BASE + "compute_similarity", json=fields)
+        assert r.status_code in (200, 202, 400, 404), (fields, r.status_code, r.data[:300])
+        if r.status_code >= 400:
+            assert "\n" not in r.json["error"] and len(r.json["error"]) < 600, (fields, r.json)
+            assert r.status_code == 400 or r.json["computed"] is False
