@@ -36,6 +36,16 @@ def _counting(monkeypatch):
     return scans
 
 
+def _counting_summaries(monkeypatch) -> list[str]:
+    """The names of the runs the index summarises from now on, in order."""
+    from tensorboard_plugin_repviz import data
+
+    built = []
+    real = data._run_summary
+    monkeypatch.setattr(data, "_run_summary", lambda run: built.append(run.name) or real(run))
+    return built
+
+
 def test_is_active_reuses_the_listing(tmp_path, monkeypatch):
     for i in range(30):
         _run(tmp_path / f"run{i:02d}")
@@ -169,9 +179,7 @@ def test_index_rebuilds_a_run_only_when_it_changed(tmp_path, monkeypatch):
     from tensorboard_plugin_repviz import data
 
     writers = {name: _run(tmp_path / name) for name in ("a", "b")}
-    built = []
-    real = data._run_summary
-    monkeypatch.setattr(data, "_run_summary", lambda run: built.append(run.name) or real(run))
+    built = _counting_summaries(monkeypatch)
     catalog = Catalog(str(tmp_path), ttl=60)
     data.runs_impl(catalog, [])
     data.runs_impl(catalog, [])
@@ -199,9 +207,7 @@ def test_a_run_left_out_of_the_index_is_not_summarised_again_until_it_changes(tm
     _run(tmp_path / "ok")
     writer = RunWriter(tmp_path / "starting")
     writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {"a": {"stored_shape": [5, 2]}}})
-    built = []
-    real = data._run_summary
-    monkeypatch.setattr(data, "_run_summary", lambda run: built.append(run.name) or real(run))
+    built = _counting_summaries(monkeypatch)
     catalog = Catalog(str(tmp_path), ttl=60)
     for _ in range(3):
         assert [r["name"] for r in data.runs_impl(catalog, [])["runs"]] == ["ok"]
