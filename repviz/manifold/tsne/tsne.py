@@ -234,6 +234,9 @@ class _BaseSNE(Estimator):
         self.affinities_ = embedding.affinities.P
         self.n_features_in_ = embedding.affinities.n_features
         self.timings_ = log.timings
+        # what transform places new points against (None from precomputed affinities or distances)
+        self.training_data_ = None if isinstance(X, Affinities) or self.metric == "precomputed" else \
+            check_array(X, type(self).__name__)
         return self
 
 
@@ -387,6 +390,30 @@ class TSNE(_BaseSNE):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+
+    def transform(self, X, *, perplexity: float = 5.0, n_iter: int = 250) -> np.ndarray:
+        """Place new points into the fitted layout, which does not move: each by gradient descent on its own
+        affinities to its nearest fitted points, from their weighted mean (openTSNE's ``transform`` and defaults;
+        :func:`repviz.manifold.tsne.transform.place`). Float32 (m, n_components).
+
+        X : array (m, n_features), or (m, n_samples) distances to the fitted points with ``metric="precomputed"``.
+        The fit keeps its data for this (``training_data_``, n_samples x n_features float32).
+        """
+        self._check_fitted()
+        X = check_array(X, "TSNE.transform")
+        if self.metric == "precomputed":
+            if X.shape[1] != self.embedding_.shape[0]:
+                raise ValueError(f"With metric='precomputed', transform expects distances to the "
+                                 f"{self.embedding_.shape[0]} fitted points; got shape {X.shape}.")
+        elif self.training_data_ is None:
+            raise ValueError("this TSNE was fitted from precomputed affinities and kept no data to place new "
+                             "points against; fit it on the data itself to transform")
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but TSNE was fitted on {self.n_features_in_}.")
+        from .transform import place
+
+        return place(X, self.training_data_, self.embedding_, perplexity=perplexity, n_iter=n_iter,
+                     dof=float(self.dof), metric=self.metric)
 
     def _kernel_dof(self) -> float:
         return float(self.dof)
