@@ -138,6 +138,11 @@ for _name, _target in (("ica", "FastICA"), ("sfa", "SlowFeatureAnalysis"), ("aut
     register_method(_name, f"repviz.manifold:{_target}", align="procrustes",
                     defaults={"random_state": 0, "n_components": 2})
 register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defaults={"n_components": 2})
+# UMAP through umap-learn, an optional extra (repviz.manifold.umap says what to install when it is missing). Each
+# snapshot starts from the previous layout with fewer epochs at a lower learning rate (benchmarks/bench_umap.py
+# compares this with umap-learn's AlignedUMAP).
+register_method("umap", "repviz.manifold.umap:UMAP", align="init", defaults={"random_state": 0},
+                continuation={"n_epochs": 100, "learning_rate": 0.25})
 
 
 def params_hash(obj: Any) -> str:
