@@ -23,8 +23,7 @@ import numpy as np
 
 from .._validation import check_option
 from ..store import Artifacts, LogDir, NotFoundError, checksum
-from .measures import AUTO_BATCH, AUTO_EXACT_PROBES
-from .options import KERNELS, MEASURES
+from .options import AUTO_BATCH, AUTO_EXACT_PROBES, KERNELS, MEASURES
 from .sources import Stored
 
 

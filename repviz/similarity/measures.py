@@ -32,12 +32,8 @@ import numpy as np
 from .._validation import check_option
 from ..meta._kernels import condensed_centred
 from ..progress import ProgressCallback, report
-from .options import KERNELS, RBF_SIGMA
+from .options import AUTO_BATCH, AUTO_EXACT_PROBES, KERNELS, RBF_SIGMA
 
-#: ``batch_size=None`` in :func:`cka_matrix`: exact (one batch) up to this many probes, minibatches above.
-AUTO_EXACT_PROBES = 2048
-#: ``batch_size=None`` above ``AUTO_EXACT_PROBES`` probes: minibatches of this many (Nguyen et al. use 256).
-AUTO_BATCH = 1024
 #: The packed Gram matrices of one minibatch (m²/2 float64 per representation) held at once; above, cka_matrix
 #: forms them in groups (see ``_hsic_sums``).
 STACK_BYTES = 512 << 20

@@ -14,3 +14,7 @@ KERNELS = ("linear", "rbf")
 SIMILARITIES = ("cka",)
 #: RBF CKA's bandwidth as a fraction of the median probe distance (Kornblith et al. 2019 report 0.2 to 0.8).
 RBF_SIGMA = 0.8
+#: ``batch_size=None``: exact (one batch) up to this many probes, minibatches above.
+AUTO_EXACT_PROBES = 2048
+#: ``batch_size=None`` above ``AUTO_EXACT_PROBES`` probes: minibatches of this many (Nguyen et al. use 256).
+AUTO_BATCH = 1024
