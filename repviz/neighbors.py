@@ -28,7 +28,7 @@ from scipy.spatial.distance import cdist
 
 from ._kernels import sq_dist
 from ._rows import run_rows
-from ._validation import check_array, check_distance_matrix, check_n_neighbors, check_option
+from ._validation import Options, Rule, check_array, check_distance_matrix, check_n_neighbors, check_option
 
 #: Metrics computed from dot products (BLAS blocks; sparse input stays sparse; NN-descent supports them).
 GRAM_METRICS = ("euclidean", "sqeuclidean", "cosine")
@@ -50,6 +50,23 @@ FLOAT_DTYPES = (np.float32, np.float64)
 def block_rows(n: int, block_bytes: int) -> int:
     """Rows per block so that a block of float64 distances to ``n`` points takes about ``block_bytes``."""
     return int(max(1, min(n, block_bytes // max(1, 8 * n))))
+
+
+#: Parameter rules of an estimator's ``metric`` (see :func:`repviz._validation.validate_params`).
+METRIC_RULES = [Options(*KNN_METRICS), Rule(callable, "a callable")]
+
+
+def resolve_metric(metric, metric_params: dict | None = None, p: float | None = None) -> tuple:
+    """(metric, metric_params) as :func:`knn` takes them, from an estimator's ``metric``, ``metric_params``
+    and ``p`` (scikit-learn's: Minkowski's power, overridden by ``metric_params["p"]``): aliases resolved,
+    "minkowski" with p = 2 or 1 turned into the faster "euclidean" or "manhattan"."""
+    metric = canonical_metric(metric)
+    params = dict(metric_params or {})
+    if metric == "minkowski":
+        params.setdefault("p", 2 if p is None else p)
+        if "w" not in params and float(params["p"]) in (1.0, 2.0):
+            return ("euclidean" if float(params["p"]) == 2.0 else "manhattan"), {}
+    return metric, params
 
 
 def canonical_metric(metric):
@@ -204,7 +221,21 @@ def kneighbors(Q, X, n_neighbors: int, *, metric="euclidean", metric_params: dic
             return _graph_knn(Q, n_neighbors, exclude_self=False)
     elif Q.shape[1] != X.shape[1]:
         raise ValueError(f"X has {Q.shape[1]} features, but the fitted data has {X.shape[1]} features.")
-    return _exact_knn(Q, X, n_neighbors, metric, metric_params, block_bytes, exclude_self=False)
+    ind, dist = _exact_knn(Q, X, n_neighbors, metric, metric_params, block_bytes, exclude_self=False)
+    if metric in GRAM_METRICS:  # the winners' distances again, directly: a point of X finds itself at 0
+        for s in range(0, len(ind), max(1, block_bytes // (8 * n_neighbors * X.shape[1]))):
+            rows = slice(s, s + max(1, block_bytes // (8 * n_neighbors * X.shape[1])))
+            dist[rows] = distances_to(Q[rows], X, ind[rows], metric)
+    return ind, dist
+
+
+def distances_to(Q, X, ind: np.ndarray, metric) -> np.ndarray:
+    """Distances (float64, :func:`knn`'s units) from each row of ``Q`` to the rows ``ind[i]`` of ``X``."""
+    if metric == "cosine":
+        Q, X = _unit_rows(Q), _unit_rows(X)
+    diff = np.asarray(_dense(Q), dtype=np.float64)[:, None, :] - np.asarray(
+        _dense(X[ind.ravel()]), dtype=np.float64).reshape(ind.shape + (X.shape[1],))
+    return _to_metric_units(np.einsum("ijk,ijk->ij", diff, diff), metric)
 
 
 def _unit_rows(X):

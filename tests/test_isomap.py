@@ -5,11 +5,14 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import procrustes
 from scipy.spatial.distance import cdist
-from sklearn.datasets import make_s_curve, make_swiss_roll
+from sklearn.datasets import make_blobs, make_s_curve, make_swiss_roll
 from sklearn.manifold import Isomap as SkIsomap
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsTransformer, kneighbors_graph, radius_neighbors_graph
+from sklearn.pipeline import make_pipeline
 
 from repviz.manifold import Isomap
 from repviz.manifold._graph import knn_graph
@@ -89,7 +92,7 @@ def test_deterministic_signs(roll):
     (dict(n_neighbors=None), r"Isomap\(radius=..., n_neighbors=None\)"),
     (dict(n_landmarks=900), r"n_landmarks \(900\) must be at most n_samples \(800\)"),
     (dict(n_neighbors=0), r"The 'n_neighbors' parameter of Isomap must be an int in the range \[1, inf\) or None"),
-    (dict(metric="sqeuclidean"), "The 'metric' parameter of Isomap must be a str among"),
+    (dict(metric="hamming"), "The 'metric' parameter of Isomap must be a str among"),
     (dict(n_components=800), r"n_components \(800\) must be less than"),
 ])
 def test_bad_parameters(roll, kwargs, match):
@@ -104,3 +107,85 @@ def test_refuses_huge_geodesic_matrix(roll, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Isomap(n_landmarks=100, random_state=0).fit(roll)  # 100 x 800 float32 fits the budget
+
+
+def _aligned(ours: np.ndarray, ref_embedding: np.ndarray, embedding: np.ndarray) -> np.ndarray:
+    """``ours`` with the column signs that take our fitted embedding to the reference's."""
+    return ours * np.sign(np.sum(embedding * ref_embedding, axis=0))
+
+
+@pytest.mark.parametrize("kwargs", [dict(n_neighbors=6), dict(n_neighbors=None, radius=0.8)])
+def test_transform_matches_sklearn(kwargs):
+    """New points through their neighbours' geodesics and the kernel-PCA projection, as scikit-learn places
+    them; the fitted points get their embedding back."""
+    X = make_s_curve(300, random_state=0)[0]
+    Q = X[:40] + 0.03 * np.random.default_rng(0).normal(size=(40, 3))
+    ours = Isomap(n_components=3, **kwargs).fit(X)
+    ref = SkIsomap(n_components=3, **kwargs).fit(X)
+    np.testing.assert_allclose(_aligned(ours.transform(Q), ref.embedding_, ours.embedding_), ref.transform(Q),
+                               atol=1e-4 * np.abs(ref.embedding_).max())
+    np.testing.assert_allclose(ours.transform(X), ours.embedding_, atol=1e-5 * np.abs(ref.embedding_).max())
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, rtol=1e-5, atol=1e-4)  # float32 kNN
+    assert ours.reconstruction_error() == pytest.approx(ref.reconstruction_error(), rel=1e-4)
+
+
+def test_landmark_transform_places_fitted_points_on_their_embedding(roll):
+    iso = Isomap(n_neighbors=10, n_landmarks=100, random_state=0).fit(roll)
+    assert iso.dist_matrix_.shape == (100, len(roll))
+    np.testing.assert_allclose(iso.transform(roll[:50]), iso.embedding_[:50], atol=1e-4)
+    with pytest.raises(ValueError, match="reconstruction_error needs the full geodesic matrix"):
+        iso.reconstruction_error()
+
+
+def test_pipeline_step_and_classifier():
+    """Isomap as the middle step of a Pipeline (it was refused: no transform)."""
+    X, y = make_blobs(random_state=0)
+    assert make_pipeline(Isomap(), KNeighborsClassifier()).fit(X, y).score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("metric,p,params", [("manhattan", 2, None), ("minkowski", 1, None),
+                                             ("minkowski", 3, None), ("chebyshev", 2, None),
+                                             ("mahalanobis", 2, "V")])
+def test_other_metrics_match_sklearn(metric, p, params):
+    X = make_s_curve(300, random_state=1)[0]
+    params = {"V": np.cov(X.T)} if params == "V" else params
+    ours = Isomap(n_neighbors=8, metric=metric, p=p, metric_params=params).fit(X)
+    ref = SkIsomap(n_neighbors=8, metric=metric, p=p, metric_params=params).fit(X)
+    assert procrustes(ours.embedding_, ref.embedding_)[2] < 1e-6
+    Q = X[:20] + 0.02
+    np.testing.assert_allclose(_aligned(ours.transform(Q), ref.embedding_, ours.embedding_), ref.transform(Q),
+                               atol=1e-4 * np.abs(ref.embedding_).max())
+
+
+def test_minkowski_2_and_scikit_learn_options_equal_the_default(roll):
+    ref = Isomap(n_neighbors=8).fit_transform(roll)
+    same = Isomap(n_neighbors=8, metric="minkowski", p=2, path_method="FW", neighbors_algorithm="kd_tree")
+    np.testing.assert_array_equal(same.fit_transform(roll), ref)
+
+
+def test_sparse_input_equals_dense():
+    X = sp.random(150, 20, density=0.3, format="csr", random_state=0)
+    dense = Isomap(n_neighbors=8).fit(X.toarray())
+    sparse = Isomap(n_neighbors=8).fit(X)
+    assert procrustes(dense.embedding_, sparse.embedding_)[2] < 1e-8
+    np.testing.assert_allclose(sparse.transform(X[:10]), dense.transform(X[:10].toarray()), atol=1e-4)
+
+
+def test_precomputed_neighbour_graphs(roll):
+    """scikit-learn's KNeighborsTransformer -> Isomap(metric="precomputed") equals Isomap on the data, in fit
+    and in transform; a precomputed radius graph equals the radius graph."""
+    Q = roll[:30] + 0.1
+    chain = make_pipeline(KNeighborsTransformer(n_neighbors=10, mode="distance"),
+                          Isomap(n_neighbors=10, metric="precomputed"))
+    direct = Isomap(n_neighbors=10).fit(roll)
+    np.testing.assert_allclose(chain.fit_transform(roll), direct.embedding_, atol=1e-3)
+    np.testing.assert_allclose(chain.transform(Q), direct.transform(Q), atol=1e-3)
+    graph = radius_neighbors_graph(roll, 4.0, mode="distance")
+    pre = Isomap(n_neighbors=None, radius=4.0, metric="precomputed").fit(graph)
+    assert procrustes(pre.embedding_, Isomap(n_neighbors=None, radius=4.0).fit(roll).embedding_)[2] < 1e-8
+
+
+def test_disconnected_sparse_graph_is_refused():
+    X = np.array([0, 1, 2, 5, 6, 7], dtype=float)[:, None]
+    with pytest.raises(RuntimeError, match="has 2 connected components; the distances that would join them"):
+        Isomap(n_neighbors=1, metric="precomputed").fit(kneighbors_graph(X, 2, mode="distance"))

@@ -6,13 +6,19 @@ double-centred in place, so the full method holds one n×n float32 array. The to
 shared partial eigensolver. With
 ``n_landmarks`` it runs landmark Isomap (de Silva & Tenenbaum 2003): geodesics from m landmarks only, classical
 MDS of the landmarks, then distance-based triangulation of every point; memory O(m n).
+
+New points (``transform``) are placed as scikit-learn places them: their geodesic distances run through their
+neighbours among the fitted points (d(x, j) = min over neighbours a of d(x, a) + D[a, j]), and the kernel-PCA
+projection of those distances, -1/2 (g² - mean over points of D²) V / sqrt(lambda), is the same
+triangulation that landmark Isomap applies to every point.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import njit
+import scipy.sparse as sp
+from numba import njit, prange
 
 from .._rows import run_rows
 from .._validation import (
@@ -21,11 +27,11 @@ from .._validation import (
     RANDOM_STATE,
     Interval,
     Options,
-    check_array,
-    check_distance_matrix,
+    Rule,
+    check_n_features,
     rescaled,
 )
-from ..neighbors import KNN_METHODS
+from ..neighbors import KNN_METHODS, METRIC_RULES, block_rows, check_data, distances, kneighbors, resolve_metric
 from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, fix_signs
 from ._graph import neighbour_graph
@@ -173,14 +179,28 @@ def _geodesics(G, sources: np.ndarray, out: np.ndarray, *, reuse: bool) -> None:
             done[sources[batch]] = True
 
 
+@njit(cache=True, parallel=True)
+def _through_neighbours(indptr, indices, weights, DT, out):  # pragma: no cover - compiled
+    """out[q, r] = min over the neighbours a of query q of weights[a] + DT[a, r]: geodesic distances of new
+    points to the reference points (columns of DT, whose rows are the fitted points)."""
+    for q in prange(out.shape[0]):
+        out[q, :] = np.inf
+        for e in range(indptr[q], indptr[q + 1]):
+            row = DT[indices[e]]
+            d = weights[e]
+            for r in range(out.shape[1]):
+                out[q, r] = min(out[q, r], d + row[r])
+
+
 class Isomap(Estimator):
     """Isomap embedding: geodesic distances along a kNN (or radius) graph, embedded by classical MDS.
 
     Cost: kNN graph as in :func:`repviz.neighbors.knn`; Dijkstra from every point O(n (E + n) log n) time;
-    the n×n float32 geodesic matrix (4 n² bytes, refused above the dense-memory budget with a pointer to
-    ``n_landmarks``) and a partial eigensolve O(n² k × iterations). Landmark Isomap: O(m (E + n) log n) time,
-    O(m n) memory. A disconnected graph is joined by its shortest bridging edges with a warning
-    (``connect=True``, see :mod:`repviz.manifold._graph`) or refused (``connect=False``).
+    the n×n float32 geodesic matrix ``dist_matrix_`` and its squared, double-centred copy (8 n² bytes, refused
+    above the dense-memory budget with a pointer to ``n_landmarks``) and a partial eigensolve O(n² k ×
+    iterations). Landmark Isomap: O(m (E + n) log n) time, O(m n) memory. A disconnected graph is joined by its
+    shortest bridging edges with a warning (``connect=True``, see :mod:`repviz.manifold._graph`) or refused
+    (``connect=False``; a sparse precomputed graph, whose joining distances are unknown, is always refused).
 
     Parameters
     ----------
@@ -189,14 +209,28 @@ class Isomap(Estimator):
     radius : float or None, default=None
         Connect all pairs closer than this instead (then pass ``n_neighbors=None``).
     n_components : int, default=2
-    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
-        Edge lengths; "precomputed" takes an (n, n) distance matrix as ``X``.
+    metric : str or callable, default="euclidean"
+        Edge lengths: "euclidean", "cosine", "manhattan", "chebyshev", "minkowski", "mahalanobis" (see
+        :func:`repviz.neighbors.knn`; the non-Euclidean ones are computed by scipy's cdist, slower, and a callable
+        of two 1-D arrays far slower, once per pair in Python), or "precomputed": ``X`` is an (n, n) distance
+        matrix, or a sparse neighbour graph (e.g. scikit-learn's ``KNeighborsTransformer(mode="distance")``)
+        whose stored entries are the candidate edges.
+    p : float, default=2
+        Power of the "minkowski" metric (scikit-learn's parameter; ``metric_params["p"]`` wins).
+    metric_params : dict or None, default=None
+        Arguments of the metric (``V`` or ``VI`` of "mahalanobis", keywords of a callable).
     n_landmarks : int or None, default=None
         Landmark Isomap with this many randomly drawn landmarks (a few hundred suffice for smooth manifolds).
     eigen_solver : {"auto", "dense", "arpack", "lobpcg"}, default="auto"
     tol : float, default=0
         Eigensolver tolerance (0: machine precision).
     max_iter : int or None, default=None
+    path_method : {"auto", "FW", "D"}, default="auto"
+        Accepted for scikit-learn's API: every value gives the same (exact) geodesics, which repviz always
+        computes by its Dijkstra (see ``_geodesic_batch``); Floyd-Warshall would take O(n³).
+    neighbors_algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        Accepted for scikit-learn's API: all find the exact neighbours, as repviz's blocked search does; an
+        approximate search is ``neighbors="nndescent"``.
     neighbors : {"exact", "nndescent", "auto"}, default="exact"
         Neighbour search, passed to :func:`repviz.neighbors.knn` as ``method`` (the same option as TSNE's).
     connect : bool, default=True
@@ -208,6 +242,8 @@ class Isomap(Estimator):
     embedding_ : float32 ndarray (n_samples, n_components)
         Columns signed so their largest-magnitude entry is positive.
     eigenvalues_ : ndarray (n_components,)
+    dist_matrix_ : float32 ndarray (n_samples, n_samples), or (n_landmarks, n_samples) for landmark Isomap
+        Geodesic distances on the graph.
     n_connected_components_ : int
         Components of the graph before connecting.
     landmarks_ : int ndarray (n_landmarks,) or None
@@ -217,51 +253,63 @@ class Isomap(Estimator):
     >>> import numpy as np
     >>> from repviz.manifold import Isomap
     >>> t = np.linspace(0, 3, 200)
-    >>> Isomap(n_neighbors=5).fit_transform(np.c_[np.cos(t), np.sin(t), t]).shape
-    (200, 2)
+    >>> X = np.c_[np.cos(t), np.sin(t), t]
+    >>> iso = Isomap(n_neighbors=5).fit(X)
+    >>> iso.embedding_.shape, iso.transform(X[:3] + 0.01).shape
+    ((200, 2), (3, 2))
     """
 
+    _accepts_sparse = True
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left"), NONE],
         "radius": [Interval(float, 0, None, "neither"), NONE],
         "n_components": [Interval(int, 1, None, "left")],
-        "metric": [Options("euclidean", "cosine", "precomputed")],
+        "metric": METRIC_RULES,
+        "p": [Interval(float, 0, None, "neither")],
+        "metric_params": [Rule(lambda v: isinstance(v, dict), "a dict"), NONE],
         "n_landmarks": [Interval(int, 2, None, "left"), NONE],
         "eigen_solver": [Options(*SOLVERS)],
         "tol": [Interval(float, 0, None, "left")],
         "max_iter": [Interval(int, 1, None, "left"), NONE],
+        "path_method": [Options("auto", "FW", "D")],
+        "neighbors_algorithm": [Options("auto", "brute", "kd_tree", "ball_tree")],
         "neighbors": [Options(*KNN_METHODS)],
         "connect": [BOOLEAN],
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, *, n_neighbors=5, radius=None, n_components=2, metric="euclidean", n_landmarks=None,
-                 eigen_solver="auto", tol=0.0, max_iter=None, neighbors="exact", connect=True,
-                 random_state=None):
+    def __init__(self, *, n_neighbors=5, radius=None, n_components=2, metric="euclidean", p=2, metric_params=None,
+                 n_landmarks=None, eigen_solver="auto", tol=0.0, max_iter=None, path_method="auto",
+                 neighbors_algorithm="auto", neighbors="exact", connect=True, random_state=None):
         self.n_neighbors = n_neighbors
         self.radius = radius
         self.n_components = n_components
         self.metric = metric
+        self.p = p
+        self.metric_params = metric_params
         self.n_landmarks = n_landmarks
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
+        self.path_method = path_method
+        self.neighbors_algorithm = neighbors_algorithm
         self.neighbors = neighbors
         self.connect = connect
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        """Build the graph, compute geodesics and embed them."""
+        """Build the graph, compute geodesics and embed them. ``X``: (n_samples, n_features) array or sparse
+        matrix, or with ``metric="precomputed"`` a square distance matrix or sparse neighbour graph."""
         self._validate_params()
         if (self.n_neighbors is None) == (self.radius is None):
             raise ValueError("Both n_neighbors and radius are provided (or neither). Use "
                              "Isomap(radius=..., n_neighbors=None) for a radius graph, or "
                              "Isomap(n_neighbors=..., radius=None) for a kNN graph.")
-        X = check_array(X, "Isomap", min_samples=2)
+        metric, params = resolve_metric(self.metric, self.metric_params, self.p)
+        X = check_data(X, "Isomap", min_samples=2, dtype=np.float32, metric=metric)
         n = X.shape[0]
-        if self.metric == "precomputed":
-            check_distance_matrix(X, "Isomap")
-        X, scale = rescaled(X, self.metric)  # geodesics scale with X: the embedding is multiplied back
+        # geodesics scale with X: the embedding is multiplied back (not for sparse input or a callable metric)
+        X, scale = (X, 1.0) if sp.issparse(X) or callable(metric) else rescaled(X, metric)
         k = self.n_components
         m = n if self.n_landmarks is None else self.n_landmarks
         if m > n:
@@ -269,12 +317,12 @@ class Isomap(Estimator):
         if k >= m:
             raise ValueError(f"n_components ({k}) must be less than the number of points embedded by classical "
                              f"MDS ({m}: n_landmarks, or n_samples).")
-        check_dense_memory(4.0 * m * n, "Isomap", f"a {m}×{n} float32 geodesic-distance matrix",
+        check_dense_memory(8.0 * m * n, "Isomap", f"two {m}×{n} float32 geodesic-distance matrices",
                            "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
-        nbrs = neighbour_graph(X, owner="Isomap", metric=self.metric, n_neighbors=self.n_neighbors,
+        nbrs = neighbour_graph(X, owner="Isomap", metric=metric, n_neighbors=self.n_neighbors,
                                radius=None if self.radius is None else self.radius / scale,
                                neighbors=self.neighbors, connect=self.connect,
-                               random_state=self.random_state)
+                               random_state=self.random_state, metric_params=params)
         G = nbrs.graph
         if self.n_landmarks is None:
             self.landmarks_ = None
@@ -282,26 +330,102 @@ class Isomap(Estimator):
             perm = np.random.default_rng(0).permutation(n).astype(np.int64)  # fixed: results are reproducible
             _geodesics(G, _independent_last(G.indptr.astype(np.int64), G.indices.astype(np.int64), perm), B,
                        reuse=True)
+            self.dist_matrix_ = B * np.float32(scale)
             np.square(B, out=B)
+            mean_sq = B.mean(axis=0, dtype=np.float64)
             Y, w = torgerson(double_centre(B), k, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
                              random_state=self.random_state, owner="Isomap")
             del B
+            proj = Y / np.where(w > 0, w, np.inf)  # V / sqrt(lambda); a null direction projects to 0
         else:
             landmarks = np.sort(rng_from(self.random_state).choice(n, size=m, replace=False))
             D2 = np.empty((m, n), dtype=np.float32)
             _geodesics(G, landmarks.astype(np.int64), D2, reuse=False)
+            self.dist_matrix_ = D2 * np.float32(scale)
             np.square(D2, out=D2)
-            Y, w = _landmark_mds(D2, landmarks, k, self)
+            Y, w, mean_sq, proj = _landmark_mds(D2, landmarks, k, self)
             self.landmarks_ = landmarks
-        self.embedding_ = fix_signs(Y * scale).astype(np.float32)
+        embedding = fix_signs(Y * scale)
+        signs = np.where(np.sum(embedding * Y, axis=0) < 0, -1.0, 1.0)
+        self.embedding_ = embedding.astype(np.float32)
         self.eigenvalues_ = w * scale**2
         self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
+        # what transform needs, in the units of X: mean squared geodesic per reference point, projection
+        self._mean_sq, self._proj = mean_sq * scale**2, proj * signs / scale
+        self._fit_X, self._scale, self._metric = X, scale, (metric, params)
         return self
 
+    def transform(self, X) -> np.ndarray:
+        """Place new points: their geodesic distances to the fitted points run through their ``n_neighbors``
+        nearest fitted points (or those within ``radius``), then the kernel-PCA projection of the fit (see the
+        module docstring); the fitted points themselves get their ``embedding_`` back. ``X``: (m, n_features),
+        or with ``metric="precomputed"`` the (m, n_samples) distances to the fitted points (dense or a sparse
+        graph). Time O(m n (d + k)), memory O(m n)."""
+        self._check_fitted()
+        metric, params = self._metric
+        Q = check_data(X, "Isomap", dtype=np.float32)
+        if metric == "precomputed":
+            if Q.shape[1] != self._fit_X.shape[0]:
+                raise ValueError(f"With metric='precomputed', Isomap.transform expects distances to the "
+                                 f"{self._fit_X.shape[0]} fitted points (shape (n_queries, "
+                                 f"{self._fit_X.shape[0]})); got shape {Q.shape}.")
+        else:
+            check_n_features(self, Q)
+        Q = Q / np.float32(self._scale) if self._scale != 1.0 else Q
+        graph = self._query_graph(Q, metric, params)
+        graph.data *= self._scale
+        DT = self.dist_matrix_ if self.landmarks_ is None else np.ascontiguousarray(self.dist_matrix_.T)
+        g = np.empty((Q.shape[0], DT.shape[1]))
+        _through_neighbours(graph.indptr.astype(np.int64), graph.indices.astype(np.int64),
+                            graph.data.astype(np.float64), DT, g)
+        np.square(g, out=g)
+        g -= self._mean_sq
+        return (-0.5 * g @ self._proj).astype(np.float32)
 
-def _landmark_mds(D2: np.ndarray, landmarks: np.ndarray, k: int, est: Isomap) -> tuple[np.ndarray, np.ndarray]:
-    """Landmark MDS: classical MDS of the landmarks, then y_a = -1/2 L# (delta_a - mean delta) for every point."""
+    def _query_graph(self, Q, metric, params) -> sp.csr_matrix:
+        """CSR (queries × fitted points) of the distances to each query's neighbours (kNN, or within radius)."""
+        n = self._fit_X.shape[0]
+        if self.n_neighbors is not None:
+            ind, dist = kneighbors(Q, self._fit_X, self.n_neighbors, metric=metric, metric_params=params)
+            k = ind.shape[1]
+            return sp.csr_matrix((dist.ravel(), ind.ravel(), np.arange(0, ind.size + 1, k)), shape=(Q.shape[0], n))
+        radius = self.radius / self._scale
+        blocks = []
+        for s in range(0, Q.shape[0], block_rows(n, 64 << 20)):
+            rows = Q[s:s + block_rows(n, 64 << 20)]
+            if metric == "precomputed" and sp.issparse(rows):
+                C = rows.tocoo()
+                keep = C.data <= radius  # stored entries only: the graph's candidate edges
+                r, c, d = C.row[keep], C.col[keep], C.data[keep]
+            else:
+                D = rows if metric == "precomputed" else distances(rows, self._fit_X, metric, params)
+                r, c = np.nonzero(D <= radius)
+                d = D[r, c]
+            blocks.append(sp.csr_matrix((d, (r, c)), shape=(rows.shape[0], n)))  # explicit zeros are kept
+        graph = sp.vstack(blocks).tocsr()
+        lonely = np.flatnonzero(np.diff(graph.indptr) == 0)
+        if lonely.size:
+            raise ValueError(f"{lonely.size} new point(s) (the first: row {lonely[0]}) have no fitted point within "
+                             f"radius ({self.radius:g}); Isomap cannot place them. Use a larger radius, or "
+                             f"n_neighbors.")
+        return graph
+
+    def reconstruction_error(self) -> float:
+        """scikit-learn's reconstruction error: ||K(D) - K(embedding)||_F / n_samples, with K(D) = -1/2 H D² H
+        the kernel of the geodesics, computed as sqrt(||K(D)||² - sum of the kept eigenvalues²) / n. Time and
+        memory O(n²) (a float64 copy of ``dist_matrix_``)."""
+        self._check_fitted()
+        if self.landmarks_ is not None:
+            raise ValueError("reconstruction_error needs the full geodesic matrix; landmark Isomap keeps only "
+                             "the landmarks' rows. Fit without n_landmarks to compute it.")
+        K = double_centre(np.square(self.dist_matrix_.astype(np.float64)))
+        return float(np.sqrt(max(np.sum(K**2) - np.sum(self.eigenvalues_**2), 0.0)) / K.shape[0])
+
+
+def _landmark_mds(D2: np.ndarray, landmarks: np.ndarray, k: int, est: Isomap) -> tuple:
+    """Landmark MDS: classical MDS of the landmarks, then y_a = -1/2 L# (delta_a - mean delta) for every point.
+    Returns the coordinates, eigenvalues, mean delta and L# (what places a new point the same way)."""
     D2_ll = D2[:, landmarks].astype(np.float64)
     D2_ll = 0.5 * (D2_ll + D2_ll.T)
     mean_sq = D2_ll.mean(axis=1)
@@ -312,4 +436,4 @@ def _landmark_mds(D2: np.ndarray, landmarks: np.ndarray, k: int, est: Isomap) ->
                          f"use more landmarks (n_landmarks) or fewer components.")
     pinv = L / w  # columns v_j / sqrt(lambda_j), since L = V sqrt(lambda)
     Y = -0.5 * ((D2.astype(np.float64) - mean_sq[:, None]).T @ pinv)
-    return Y, w
+    return Y, w, mean_sq, pinv
