@@ -191,3 +191,33 @@ def test_fuzz_gives_no_5xx_and_one_line_errors(logdir, monkeypatch):
         if r.status_code >= 400:
             assert "\n" not in r.json["error"] and len(r.json["error"]) < 600, (fields, r.json)
             assert r.status_code == 400 or r.json["computed"] is False
+
+
+def test_serving_a_stored_matrix_loads_no_numba_keras_or_tensorflow(logdir):
+    """The TensorBoard process reads the cache with numpy alone: the numerics load only in the job's worker."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    similarity(logdir, "x", 0)
+    script = textwrap.dedent(f"""
+        import sys
+        from tensorboard.backend import application
+        from tensorboard.plugins import base_plugin
+        from werkzeug import test, wrappers
+        from tensorboard_plugin_repviz.loader import RepvizLoader
+        plugin = RepvizLoader().load(base_plugin.TBContext(logdir={str(logdir)!r}))
+        client = test.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        for route, code in [("runs", 200), ("similarity?run=x&step=0", 200), ("similarity?run=x&step=2", 404),
+                            ("similarity?run=x&run2=ghost&step=0", 400)]:
+            assert client.get("/data/plugin/repviz/" + route).status_code == code, route
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("keras", "tensorflow", "numba")))
+    """)
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tb_plugin"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
