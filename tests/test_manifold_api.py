@@ -77,7 +77,7 @@ def test_the_neighbors_option_reaches_the_knn_search(Est, data):
     X = data[0][:60].astype(np.float64)
     D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
     assert Est(metric="precomputed", n_neighbors=12, neighbors="exact").fit(D).embedding_.shape == (60, 2)
-    with pytest.raises(ValueError, match="method='nndescent' needs feature vectors, not a precomputed distance"):
+    with pytest.raises(ValueError, match="method='nndescent' needs dense feature vectors .* not metric='precomputed'"):
         Est(metric="precomputed", n_neighbors=12, neighbors="nndescent").fit(D)
 
 
@@ -92,3 +92,64 @@ def test_a_disconnected_graph_is_joined_with_a_warning_or_refused(Est, digits):
     assert est.n_connected_components_ == 2 and np.isfinite(est.embedding_).all()
     with pytest.raises(ValueError, match="has 2 connected components. Increase n_neighbors"):
         Est(n_neighbors=15, connect=False, **kwargs).fit(X)
+
+
+ALL = ESTIMATORS + [manifold.TSNE, manifold.SNE]
+
+
+@pytest.mark.parametrize("Est", ALL, ids=lambda e: e.__name__)
+def test_scikit_learn_tools_read_the_tags(Est):
+    """check_is_fitted reads __sklearn_tags__ (it raised AttributeError), then __sklearn_is_fitted__."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils import get_tags
+    from sklearn.utils.validation import check_is_fitted
+
+    with pytest.raises(NotFittedError, match=f"This {Est.__name__} instance is not fitted yet"):
+        check_is_fitted(Est())
+    tags = get_tags(Est())
+    assert tags.requires_fit and not tags.target_tags.required
+    assert tags.transformer_tags.preserves_dtype == ["float32"]
+    assert not tags.input_tags.pairwise
+
+
+def test_tags_without_scikit_learn(monkeypatch):
+    """With scikit-learn not importable the tags are a namespace with the same fields."""
+    monkeypatch.setitem(__import__("sys").modules, "sklearn.utils", None)
+    tags = manifold.MDS(metric="precomputed").__sklearn_tags__()
+    assert tags.input_tags.pairwise and tags.requires_fit and tags.transformer_tags.preserves_dtype == ["float32"]
+
+
+def test_feature_names_out_and_output_containers(data):
+    X = data[0][:80]
+    est = manifold.Isomap(n_neighbors=12)
+    Y = est.fit_transform(X)
+    np.testing.assert_array_equal(est.get_feature_names_out(), ["isomap0", "isomap1"])
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 64
+    with pytest.raises(ValueError, match="input_features should have length equal to number of features"):
+        est.get_feature_names_out(["a"])
+    with pytest.raises(ValueError, match=r"set_output\(transform=...\) must be one of"):
+        est.set_output(transform="xarray")
+    assert isinstance(manifold.PCA().set_output(transform="default").fit_transform(X), np.ndarray)
+    assert type(Y) is np.ndarray
+
+
+def test_pandas_output_and_feature_names_in(data):
+    pd = pytest.importorskip("pandas")
+    from sklearn import config_context
+
+    X = data[0][:80]
+    frame = pd.DataFrame(X, columns=[f"pixel{i}" for i in range(64)], index=np.arange(100, 180))
+    est = manifold.PCA().set_output(transform="pandas")
+    out = est.fit_transform(frame)
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == ["pca0", "pca1"]
+    np.testing.assert_array_equal(out.index, frame.index)
+    np.testing.assert_array_equal(est.feature_names_in_, frame.columns)
+    np.testing.assert_array_equal(out.to_numpy(), manifold.PCA().fit_transform(X))
+    with pytest.raises(ValueError, match="The feature names should match those that were passed during fit"):
+        est.transform(frame.rename(columns={"pixel0": "other"}))
+    with pytest.warns(UserWarning, match="X does not have valid feature names, but PCA was fitted with"):
+        est.transform(X)
+    with config_context(transform_output="pandas"):  # the global configuration is honoured
+        tsne = manifold.TSNE(perplexity=10, max_iter=250, random_state=0).fit_transform(frame)
+        assert isinstance(tsne, pd.DataFrame) and list(tsne.columns) == ["tsne0", "tsne1"]
+    assert isinstance(manifold.MDS(max_iter=5).fit_transform(frame), np.ndarray)  # back to the default

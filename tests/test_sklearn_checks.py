@@ -1,12 +1,8 @@
-"""scikit-learn's estimator checks on every estimator of repviz.manifold.
-
-repviz never imports scikit-learn, so each estimator is mixed with sklearn's ``BaseEstimator`` (for its tags)
-and ``TransformerMixin`` here, as a test-only subclass; our own ``get_params``/``set_params``/``fit_transform``
-come first in the method order. Checks an estimator cannot pass by design are listed in ``EXPECTED_FAILURES``
-with a one-line reason each.
+"""scikit-learn's estimator checks on every estimator of repviz.manifold, run on the real classes: the estimators
+provide ``__sklearn_tags__`` themselves (repviz.manifold._base). Checks an estimator cannot pass by design are
+listed in ``EXPECTED_FAILURES`` with a one-line reason each.
 """
 
-from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import repviz.manifold as manifold
@@ -37,34 +33,18 @@ SETTINGS = {
 _DISCONNECTED = ("its data (two far-apart blobs, or iris) has a disconnected kNN graph, which LLE refuses by "
                  "design (local weights have no rule to join components)")
 EXPECTED_FAILURES: dict[str, dict[str, str]] = {
-    "CheckedLocallyLinearEmbedding": {check: _DISCONNECTED for check in (
+    "LocallyLinearEmbedding": {check: _DISCONNECTED for check in (
         "check_pipeline_consistency", "check_positive_only_tag_during_fit", "check_estimators_pickle")},
-    "CheckedKernelPCA": {"check_transformer_n_iter": "max_iter caps ARPACK, which reports no iteration count "
+    "KernelPCA": {"check_transformer_n_iter": "max_iter caps ARPACK, which reports no iteration count "
                                                      "(scikit-learn exempts its own KernelPCA from this check)"},
 }
-
-
-def _checked(Est):
-    """``Est`` with scikit-learn's tags, as a test-only subclass ``Checked<name>`` defined in this module (so
-    that it pickles). Outputs are float32 whatever the input (repviz's default), which the tags declare."""
-
-    def __sklearn_tags__(self):
-        tags = TransformerMixin.__sklearn_tags__(self)
-        tags.transformer_tags.preserves_dtype = ["float32"]
-        return tags
-
-    name = f"Checked{Est.__name__}"
-    cls = type(name, (Est, TransformerMixin, BaseEstimator), {"__module__": __name__, "__qualname__": name,
-                                                             "__sklearn_tags__": __sklearn_tags__})
-    globals()[name] = cls
-    return cls
 
 
 def test_every_estimator_is_checked():
     assert sorted(Est.__name__ for Est in SETTINGS) == sorted(manifold.__all__[1:])
 
 
-@parametrize_with_checks([_checked(Est)(**kw) for Est, kw in SETTINGS.items()],
+@parametrize_with_checks([Est(**kw) for Est, kw in SETTINGS.items()],
                          expected_failed_checks=lambda est: EXPECTED_FAILURES.get(type(est).__name__, {}))
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -1,19 +1,31 @@
-"""Estimator plumbing shared by the manifold methods: parameters, validation at fit time, memory guard.
+"""Estimator plumbing shared by the manifold methods: parameters, validation at fit time, tags, output
+containers, memory guard.
 
 Follows scikit-learn's conventions without importing it: ``__init__`` only stores its arguments, a declarative
 ``_parameter_constraints`` table is checked when ``fit`` runs, ``get_params``/``set_params`` read the
 ``__init__`` signature, so ``sklearn.base.clone`` and ``parametrize_with_checks`` work on our estimators.
+``__sklearn_tags__`` returns scikit-learn's ``Tags`` when scikit-learn is importable (its tools, such as
+``check_is_fitted``, read them) and a namespace with the same fields otherwise. ``fit`` records
+``feature_names_in_`` from a DataFrame's columns; ``fit_transform`` and ``transform`` return a pandas or polars
+DataFrame when ``set_output(transform=...)`` or scikit-learn's ``config_context(transform_output=...)`` asks
+(the configuration is read only when scikit-learn is already imported: it cannot be set otherwise).
 The rules and the array checks themselves live in :mod:`repviz._validation`.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import sys
+import warnings
+from types import SimpleNamespace
 
 import numpy as np
 
 from .._validation import validate_params
+
+_OUTPUTS = ("default", "pandas", "polars")
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -21,9 +33,21 @@ class NotFittedError(ValueError, AttributeError):
 
 
 class Estimator:
-    """Base class: parameter handling, validation at fit time and ``fit_transform`` returning ``embedding_``."""
+    """Base class: parameter handling, validation at fit time, tags, feature names, output containers and
+    ``fit_transform`` returning ``embedding_``."""
 
     _parameter_constraints: dict = {}
+    #: Whether ``fit`` takes scipy sparse input (the tags say so).
+    _accepts_sparse = False
+
+    def __init_subclass__(cls, **kwargs):
+        """Wrap the ``fit``, ``transform`` and ``fit_transform`` a subclass defines (feature names, output)."""
+        super().__init_subclass__(**kwargs)
+        for name, wrap in (("fit", _recording_feature_names), ("transform", _wrapped_output),
+                           ("fit_transform", _wrapped_output)):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_repviz_wrapped", False):
+                setattr(cls, name, wrap(method))
 
     @classmethod
     def _get_param_names(cls) -> list[str]:
@@ -59,6 +83,130 @@ class Estimator:
     def fit_transform(self, X, y=None, **fit_params) -> np.ndarray:
         """Fit to ``X`` and return ``embedding_`` (``fit_params``, e.g. t-SNE's ``progress``, go to ``fit``)."""
         return self.fit(X, y, **fit_params).embedding_
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "embedding_") or hasattr(self, "n_features_in_")
+
+    def __sklearn_tags__(self):
+        """scikit-learn's ``Tags`` of a transformer that needs no ``y``, outputs float32, takes a precomputed
+        (pairwise) matrix when ``metric`` or ``affinity`` is "precomputed"; a namespace with the same fields when
+        scikit-learn is not installed."""
+        pairwise = "precomputed" in (getattr(self, "metric", None), getattr(self, "affinity", None))
+        try:
+            from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+        except ImportError:
+            InputTags, Tags, TargetTags, TransformerTags = (SimpleNamespace,) * 4
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(preserves_dtype=["float32"]), regressor_tags=None,
+                    classifier_tags=None, input_tags=InputTags(pairwise=pairwise, sparse=self._accepts_sparse),
+                    array_api_support=False, no_validation=False, non_deterministic=False, requires_fit=True,
+                    _skip_test=False)
+
+    def set_output(self, *, transform: str | None = None):
+        """Container of ``transform``/``fit_transform`` outputs: "default" (ndarray), "pandas" or "polars"
+        (a DataFrame with :meth:`get_feature_names_out` as columns); None leaves it unchanged."""
+        if transform is not None:
+            if transform not in _OUTPUTS:
+                raise ValueError(f"set_output(transform=...) must be one of {_OUTPUTS}; got {transform!r}.")
+            self._output_container = transform
+        return self
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Output column names, ``<lowercase class name><i>`` as scikit-learn names them."""
+        self._check_fitted()
+        if input_features is not None:
+            _check_input_features(self, input_features)
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self.embedding_.shape[1])], dtype=object)
+
+
+def _check_input_features(est, input_features) -> None:
+    names = np.asarray(input_features, dtype=object)
+    known = getattr(est, "feature_names_in_", None)
+    if known is not None and not np.array_equal(names, known):
+        raise ValueError("input_features is not equal to feature_names_in_")
+    if len(names) != getattr(est, "n_features_in_", len(names)):
+        raise ValueError(f"input_features should have length equal to number of features "
+                         f"({est.n_features_in_}), got {len(names)}")
+
+
+def _column_names(X) -> np.ndarray | None:
+    """A DataFrame's column names if all are strings (scikit-learn's rule), else None."""
+    columns = getattr(X, "columns", None)
+    if columns is None or not hasattr(X, "shape"):
+        return None
+    names = np.asarray(list(columns), dtype=object)
+    return names if len(names) and all(isinstance(c, str) for c in names) else None
+
+
+def _check_feature_names(est, X) -> None:
+    """scikit-learn's rule for data after fit: other column names raise, names present on one side only warn."""
+    fitted, names = getattr(est, "feature_names_in_", None), _column_names(X)
+    owner = type(est).__name__
+    if fitted is None and names is not None:
+        warnings.warn(f"X has feature names, but {owner} was fitted without feature names", UserWarning,
+                      stacklevel=3)
+    elif fitted is not None and names is None:
+        warnings.warn(f"X does not have valid feature names, but {owner} was fitted with feature names",
+                      UserWarning, stacklevel=3)
+    elif fitted is not None and not np.array_equal(fitted, names):
+        raise ValueError(f"The feature names should match those that were passed during fit; {owner} was fitted "
+                         f"with {list(fitted)[:5]}... and got {list(names)[:5]}...")
+
+
+def _recording_feature_names(fit):
+    @functools.wraps(fit)
+    def wrapper(self, X, *args, **kwargs):
+        names = _column_names(X)
+        result = fit(self, X, *args, **kwargs)
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        return result
+
+    wrapper._repviz_wrapped = True
+    return wrapper
+
+
+def _output_container(est) -> str:
+    """The container ``est`` should return: its ``set_output`` choice, else scikit-learn's global configuration
+    if scikit-learn has been imported, else "default"."""
+    own = getattr(est, "_output_container", None)
+    if own is not None:
+        return own
+    if "sklearn" in sys.modules:
+        return sys.modules["sklearn"].get_config().get("transform_output", "default")
+    return "default"
+
+
+def _wrapped_output(method):
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        if method.__name__ == "transform" and hasattr(self, "n_features_in_"):
+            _check_feature_names(self, X)
+        names = _column_names(X) if method.__name__ == "fit_transform" else None
+        result = method(self, X, *args, **kwargs)
+        if names is not None:
+            self.feature_names_in_ = names
+        container = _output_container(self)
+        if container == "default" or isinstance(result, tuple) or type(result).__name__ == "DataFrame":
+            return result
+        columns = list(self.get_feature_names_out())
+        if container == "pandas":
+            import pandas as pd
+
+            return pd.DataFrame(result, columns=columns, index=getattr(X, "index", None) if
+                                type(X).__name__ == "DataFrame" else None, copy=False)
+        import polars as pl
+
+        return pl.DataFrame(result, schema=columns, orient="row")
+
+    wrapper._repviz_wrapped = True
+    return wrapper
+
+
+Estimator.fit_transform = _wrapped_output(Estimator.fit_transform)
 
 
 def _same(a, b) -> bool:
