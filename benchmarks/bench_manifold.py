@@ -52,7 +52,7 @@ METHODS = {
                           "eigen_solver='arpack', random_state=0)"),
     "KernelPCA rbf": ("KernelPCA(n_components=2, kernel='rbf', random_state=0)",
                       "KernelPCA(n_components=2, kernel='rbf', eigen_solver='arpack', random_state=0)"),
-    "MDS (SMACOF)": ("MDS(n_components=2, max_iter=300, tol=1e-6)",
+    "MDS (SMACOF)": ("MDS(n_components=2, max_iter=300, eps=1e-6)",
                      "MDS(n_components=2, n_init=1, init='classical_mds', max_iter=300, eps=1e-6, "
                      "metric_mds=True)"),
     "Sammon": ("Sammon(n_components=2, max_iter=200)", None),

@@ -6,7 +6,7 @@ repviz's classes replace scikit-learn's; scikit-learn's functions and private he
 tests of scikit-learn's private helpers and function-only API (listed in ``SKIPPED`` with a reason each), runs
 pytest and prints collected / passed / failed / skipped per file. Failures are listed with their first line.
 
-Usage: ``python benchmarks/sklearn_manifold_suite.py [test_mds.py ...] [--failures] [-- pytest args]``
+Usage: ``python benchmarks/sklearn_manifold_suite.py [test_mds.py ...] [--failures] [--skips] [pytest options]``
 """
 
 from __future__ import annotations
@@ -155,8 +155,7 @@ def main() -> int:
     parser.add_argument("files", nargs="*", help="test files to run (default: all)")
     parser.add_argument("--failures", action="store_true", help="list every failure with its message")
     parser.add_argument("--skips", action="store_true", help="list the runner's skips with their reasons")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()  # the rest (e.g. -k expr, -x) goes to pytest
     source = Path(sklearn.__file__).parent / "manifold" / "tests"
     files = sorted(p for p in source.glob("test_*.py") if not args.files or p.name in args.files)
     if args.skips:
@@ -168,7 +167,6 @@ def main() -> int:
         tmp = Path(tmp)
         prepare(tmp, files)
         report = tmp / "report.xml"
-        extra = [a for a in args.pytest_args if a != "--"]
         # scikit-learn's conftest provides its fixtures (global_dtype, global_random_seed) and skip rules
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "sklearn.conftest",
                "--rootdir", str(tmp),

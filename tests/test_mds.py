@@ -56,7 +56,7 @@ def test_classical_mds_iterative_solver_matches_dense(digits):
 def test_smacof_exact_for_euclidean_points_and_close_to_sklearn(points, digits300):
     mds = MDS(random_state=0).fit(points)
     assert mds.normalized_stress_ < 1e-4
-    ours = MDS(max_iter=300, tol=1e-6).fit(digits300)
+    ours = MDS(max_iter=300, eps=1e-6).fit(digits300)
     ref = SkMDS(n_components=2, n_init=1, init="classical_mds", max_iter=300, eps=1e-6, metric_mds=True,
                 normalized_stress=False).fit(digits300)
     D = cdist(digits300, digits300)
@@ -120,3 +120,62 @@ def test_precomputed_asymmetric_or_nonzero_diagonal_is_refused(Est, D, match):
     """The matrix was symmetrised by its element-wise maximum before: a wrong matrix gave a silent answer."""
     with pytest.raises(ValueError, match=match):
         Est(metric="precomputed").fit(D)
+
+
+def test_nonmetric_mds_recovers_points_from_a_monotone_transform(points):
+    """Only the order of the dissimilarities counts: D**2 (same order as D) gives the points back up to a
+    similarity transform, where metric MDS of D**2 cannot."""
+    D = cdist(points[:60], points[:60])
+    nonmetric = MDS(metric="precomputed", metric_mds=False, max_iter=500, eps=1e-10).fit(D**2)
+    metric = MDS(metric="precomputed", normalized_stress=True).fit(D**2)
+    assert nonmetric.stress_ == nonmetric.normalized_stress_  # "auto": stress-1 for non-metric MDS
+    assert procrustes(points[:60], nonmetric.embedding_)[2] < 1e-3
+    assert procrustes(points[:60], metric.embedding_)[2] > 10 * procrustes(points[:60], nonmetric.embedding_)[2]
+
+
+def test_disparities_are_sklearns_isotonic_regression():
+    from sklearn.isotonic import IsotonicRegression
+
+    from repviz.manifold.mds import _disparities, _pair_order
+
+    rng = np.random.default_rng(1)
+    delta = np.round(cdist(*(2 * [rng.random((12, 2))])), 1).astype(np.float32)  # rounded: ties
+    Y = rng.random((12, 2))
+    got = _disparities(delta, Y, _pair_order(delta))
+    i, j = np.triu_indices(12, 1)
+    keep = delta[i, j] != 0
+    ref = IsotonicRegression().fit_transform(delta[i, j][keep].astype(np.float64), cdist(Y, Y)[i, j][keep])
+    ref *= np.sqrt(12 * 11 / 2 / np.square(ref).sum())
+    np.testing.assert_allclose(got[i, j][keep], ref, rtol=1e-10)
+    np.testing.assert_array_equal(got, got.T)
+
+
+def test_nonmetric_stress_decreases_with_iterations(digits300):
+    stress = [MDS(metric_mds=False, init="random", max_iter=it, random_state=42).fit(digits300).stress_
+              for it in (2, 3, 10)]
+    assert stress[0] > stress[1] > stress[2]
+
+
+def test_n_init_keeps_the_best_random_start(digits300):
+    one = MDS(init="random", n_init=1, max_iter=30, random_state=0).fit(digits300[:100])
+    three = MDS(init="random", n_init=3, max_iter=30, random_state=0).fit(digits300[:100])
+    assert three.stress_ <= one.stress_  # the first of the three starts is the single run's
+    assert MDS(init="random", n_init=3, max_iter=30, random_state=1).fit(digits300[:100]).stress_ != three.stress_
+
+
+def test_init_given_to_fit_transform_takes_precedence(digits300):
+    X = digits300[:80]
+    start = ClassicalMDS().fit_transform(X) + 1.0
+    np.testing.assert_array_equal(MDS(init="random").fit_transform(X, init=start),
+                                  MDS(init=start).fit_transform(X))
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_stress_is_that_of_the_returned_embedding(digits300, normalized):
+    X = digits300[:80]
+    est = MDS(max_iter=50, normalized_stress=normalized).fit(X)
+    d, D = cdist(est.embedding_, est.embedding_), cdist(X, X)
+    raw = 0.5 * np.square(d - D).sum()
+    stress1 = np.sqrt(raw / (0.5 * np.square(d).sum()))
+    assert est.normalized_stress_ == pytest.approx(stress1, rel=1e-4)
+    assert est.stress_ == pytest.approx(stress1 if normalized else raw, rel=1e-4)

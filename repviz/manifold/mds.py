@@ -11,10 +11,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 from scipy.linalg import eigh
+from scipy.optimize import isotonic_regression
 
 from .._kernels import sq_dist
 from .._validation import (
     ARRAY_LIKE,
+    BOOLEAN,
+    INTEGER,
     NONE,
     RANDOM_STATE,
     Interval,
@@ -24,7 +27,7 @@ from .._validation import (
     rescaled,
 )
 from ..neighbors import block_rows
-from ._base import Estimator, check_dense_memory
+from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, eigsolve, fix_signs
 from ._graph import distance_rows
 from .pca import principal_axes
@@ -180,12 +183,15 @@ class ClassicalMDS(Estimator):
 
 @njit(cache=True, parallel=True, fastmath=True)
 def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
-    """One SMACOF step without forming B(Y): Y_new_i = (1/n) sum_j delta_ij / d_ij (Y_i - Y_j); returns stress."""
+    """One SMACOF step without forming B(Y): Y_new_i = (1/n) sum_j delta_ij / d_ij (Y_i - Y_j). Returns the raw
+    stress sum_{i<j} (d_ij - delta_ij)² of ``Y`` and sum_{i<j} d_ij²."""
     n, k = Y.shape
     stress_rows = np.zeros(n)
+    sq_rows = np.zeros(n)
     for i in prange(n):
         acc = np.zeros(k)
         s = 0.0
+        q = 0.0
         for j in range(n):
             if j == i:
                 continue
@@ -193,6 +199,7 @@ def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
             d = np.sqrt(d2)
             r = delta[i, j] - d
             s += r * r
+            q += d2
             if d > 1e-12:
                 ratio = delta[i, j] / d
                 for c in range(k):
@@ -200,89 +207,187 @@ def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
         for c in range(k):
             Y_new[i, c] = acc[c] / n
         stress_rows[i] = s
-    return 0.5 * stress_rows.sum()
+        sq_rows[i] = q
+    return 0.5 * stress_rows.sum(), 0.5 * sq_rows.sum()
 
 
 class MDS(Estimator):
-    """Metric multidimensional scaling by SMACOF (de Leeuw 1977), started from classical MDS.
+    """Multidimensional scaling by SMACOF (de Leeuw 1977): metric, or non-metric (Kruskal 1964).
 
-    Minimises the raw stress sum_{i<j} (||y_i - y_j|| - delta_ij)² by Guttman transforms, each of which never
-    increases it. Starting from the classical solution makes the result deterministic and usually close to
-    the optimum. Time O(n² k) per iteration, memory O(n²) (4 n² bytes for the float32 dissimilarities).
+    Metric MDS minimises the raw stress sum_{i<j} (||y_i - y_j|| - delta_ij)² by Guttman transforms, each of which
+    never increases it. Non-metric MDS (``metric_mds=False``) fits the distances to disparities, the monotone
+    (isotonic) regression of the distances on the order of the dissimilarities, rescaled so that
+    sum_{i<j} disparity² = n(n - 1) / 2; pairs of dissimilarity 0 are treated as missing, as in scikit-learn.
+    The default start, classical MDS, makes the result deterministic and usually close to the optimum.
+    Time O(n² k) per iteration (non-metric: plus O(n²) for the regression, after one O(n² log n) sort), memory
+    O(n²) (4 n² bytes for the float32 dissimilarities; non-metric: 24 n² bytes more).
 
     Parameters
     ----------
     n_components : int, default=2
-    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+    metric_mds : bool, default=True
+        False: non-metric MDS (only the order of the dissimilarities counts).
+    n_init : int, default=1
+        Runs from different random starts (``init="random"``), the one of lowest stress kept; a fixed start
+        (classical MDS or an array) is run once.
+    init : {"classical_mds", "random"}, ndarray (n_samples, n_components) or None, default="classical_mds"
+        Starting configuration: classical MDS of the dissimilarities (None means the same), uniform random
+        coordinates spread as the dissimilarities are, or an array. An ``init`` array given to ``fit`` or
+        ``fit_transform`` takes precedence.
     max_iter : int, default=300
-    tol : float, default=1e-6
-        Stop when the relative decrease of the stress in one iteration falls below ``tol``.
-    init : ndarray (n_samples, n_components) or None, default=None
-        Starting configuration; None starts from classical MDS.
+        Iterations per run.
+    verbose : int, default=0
+        Print the stress at every iteration if > 0.
+    eps : float, default=1e-6
+        Stop when the decrease of the stress in one iteration falls below ``eps`` times sum_{i<j} d_ij², the
+        squared distances of the embedding (scikit-learn's criterion: independent of the scale of the data).
+    n_jobs : None
+        Accepted for scikit-learn compatibility; the Guttman transform runs on numba's threads.
     random_state : int, Generator or None, default=None
-        Seeds the eigensolver of the classical start.
+        Seeds the random starts and the eigensolver of the classical start.
+    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+        Dissimilarities between the rows of ``X``, or "precomputed": ``X`` is a symmetric (n, n) matrix with a
+        zero diagonal.
+    normalized_stress : bool or "auto", default="auto"
+        Report Kruskal's stress-1 in ``stress_`` instead of the raw stress; "auto": True for non-metric MDS.
 
     Attributes
     ----------
     embedding_ : float32 ndarray (n_samples, n_components)
     stress_ : float
-        Raw stress at the end.
+        Raw stress at the end (against the disparities for non-metric MDS), or stress-1 with
+        ``normalized_stress``.
     normalized_stress_ : float
-        Kruskal's stress-1, sqrt(stress / sum_{i<j} delta_ij²).
+        Kruskal's stress-1, sqrt(stress / sum_{i<j} d_ij²) with d the distances of the embedding.
+    dissimilarity_matrix_ : float32 ndarray (n_samples, n_samples)
     n_iter_ : int
+        Iterations of the run kept.
     """
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
-        "metric": [Options(*_METRICS)],
+        "metric_mds": [BOOLEAN],
+        "n_init": [Interval(int, 1, None, "left")],
+        "init": [NONE, Options("classical_mds", "random"), ARRAY_LIKE],
         "max_iter": [Interval(int, 1, None, "left")],
-        "tol": [Interval(float, 0, None, "left")],
-        "init": [NONE, ARRAY_LIKE],
+        "verbose": [Interval(int, 0, None, "left"), BOOLEAN],
+        "eps": [Interval(float, 0, None, "left")],
+        "n_jobs": [NONE, INTEGER],
         "random_state": [RANDOM_STATE],
+        "metric": [Options(*_METRICS)],
+        "normalized_stress": [BOOLEAN, Options("auto")],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", max_iter=300, tol=1e-6, init=None, random_state=None):
+    def __init__(self, n_components=2, *, metric_mds=True, n_init=1, init="classical_mds", max_iter=300,
+                 verbose=0, eps=1e-6, n_jobs=None, random_state=None, metric="euclidean",
+                 normalized_stress="auto"):
         self.n_components = n_components
-        self.metric = metric
-        self.max_iter = max_iter
-        self.tol = tol
+        self.metric_mds = metric_mds
+        self.n_init = n_init
         self.init = init
+        self.max_iter = max_iter
+        self.verbose = verbose
+        self.eps = eps
+        self.n_jobs = n_jobs
         self.random_state = random_state
+        self.metric = metric
+        self.normalized_stress = normalized_stress
 
-    def fit(self, X, y=None):
-        """Embed the rows of ``X`` (or the points of a precomputed distance matrix) by SMACOF."""
+    def fit(self, X, y=None, init=None):
+        """Embed the rows of ``X`` (or the points of a precomputed distance matrix); ``init``: an array
+        (n_samples, n_components) to start from instead of the ``init`` parameter."""
         self._validate_params()
         delta, scale = _dissimilarities(X, self.metric, type(self).__name__)
-        Y, stress, self.n_iter_ = self._optimize(delta, _start(self, delta, scale))
-        self.embedding_, self.stress_ = (Y * scale).astype(np.float32), stress * scale**2
+        start = self.init if init is None else np.asarray(init)
+        rng = rng_from(self.random_state)
+        runs = self.n_init if isinstance(start, str) and start == "random" else 1
+        order = None if self.metric_mds else _pair_order(delta)
+        best = None
+        for _ in range(runs):
+            Y0 = _start(self, delta, scale, start, rng)
+            run = self._optimize(delta, Y0, order)
+            if best is None or run[1] < best[1]:
+                best = run
+        Y, stress, stress1, self.n_iter_ = best
+        normalized = (not self.metric_mds) if self.normalized_stress == "auto" else self.normalized_stress
+        self.embedding_ = (Y * scale).astype(np.float32)
+        self.normalized_stress_ = stress1
+        self.stress_ = stress1 if normalized else stress * scale**2
+        self.dissimilarity_matrix_ = delta * np.float32(scale)
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
 
-    def _optimize(self, delta, Y):
+    def _optimize(self, delta, Y, order):
+        """One SMACOF run from ``Y``: (Y, raw stress, stress-1, iterations). Each Guttman transform returns the
+        stress of the configuration it starts from, so convergence is judged one step behind, at no extra cost."""
         Y_new = np.empty_like(Y)
-        stress = np.inf
+        target = delta if order is None else _disparities(delta, None, order)
+        old = None
         it = 0
-        for it in range(1, self.max_iter + 1):  # noqa: B007 (the count after the loop is n_iter_)
-            new = _guttman_transform(delta, Y, Y_new)
+        for it in range(1, self.max_iter + 1):
+            stress, sq = _guttman_transform(target, Y, Y_new)
             Y, Y_new = Y_new, Y
-            done = stress - new <= self.tol * max(new, 1e-300)
-            stress = new
-            if done:
+            if order is not None:
+                target = _disparities(delta, Y, order)
+            if self.verbose:
+                print(f"[MDS] iteration {it}, stress {stress:.6g}")
+            if old is not None and old - stress < self.eps * sq:
                 break
-        stress = _guttman_transform(delta, Y, Y_new)  # stress of the returned configuration
-        total = 0.5 * float(np.square(delta, dtype=np.float64).sum())
-        self.normalized_stress_ = float(np.sqrt(stress / total)) if total > 0 else 0.0
-        return Y.astype(np.float32), float(stress), it
+            old = stress
+        Y = Y.astype(np.float32)  # the stress reported is that of the float32 configuration returned
+        stress, sq = _guttman_transform(target, Y.astype(np.float64), Y_new)
+        return Y, float(stress), float(np.sqrt(stress / sq)) if sq > 0 else 0.0, it
 
 
-def _start(est, delta: np.ndarray, scale: float) -> np.ndarray:
-    """Starting configuration of MDS / Sammon: ``init`` if given (divided by the ``scale`` that ``delta`` was
-    divided by), else classical MDS of ``delta``."""
+def _pair_order(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For non-metric MDS: the pairs i < j of non-zero dissimilarity (flat indices into the n×n matrix) sorted by
+    it, and the tie groups (start of each run of equal dissimilarities, and its length)."""
+    n = delta.shape[0]
+    i, j = np.triu_indices(n, 1)
+    flat = i * n + j
+    values = delta.ravel()[flat]
+    keep = values != 0
+    flat, values = flat[keep], values[keep]
+    order = np.argsort(values, kind="stable")
+    flat, values = flat[order], values[order]
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return flat, starts, np.diff(np.r_[starts, len(values)])
+
+
+def _disparities(delta: np.ndarray, Y: np.ndarray | None, order) -> np.ndarray:
+    """Symmetric disparities: the isotonic regression of the distances of ``Y`` on the order of ``delta`` (tied
+    dissimilarities pooled, as scikit-learn's IsotonicRegression does), or ``delta`` itself when ``Y`` is None (the
+    first iteration), scaled so that sum_{i<j} disparity² = n(n - 1) / 2."""
+    n = delta.shape[0]
+    flat, starts, counts = order
+    if Y is None:
+        values = delta.ravel()[flat].astype(np.float64)
+    else:
+        i, j = np.divmod(flat, n)
+        d = np.sqrt(np.square(Y[i] - Y[j]).sum(axis=1))
+        means = np.add.reduceat(d, starts) / counts if len(d) else d
+        values = np.repeat(isotonic_regression(means, weights=counts).x, counts)
+    total = float(np.square(values).sum())
+    if total > 0:
+        values *= np.sqrt(n * (n - 1) / 2 / total)
+    D = np.zeros(n * n)
+    D[flat] = values
+    D = D.reshape(n, n)
+    return D + D.T
+
+
+def _start(est, delta: np.ndarray, scale: float, init=None, rng=None) -> np.ndarray:
+    """Starting configuration of MDS / Sammon, in the units of ``delta`` (divided by ``scale``): the array
+    ``init`` (divided by ``scale``), uniform random coordinates with the spread of ``delta`` ("random", drawn
+    from ``rng``), else classical MDS of ``delta``."""
     n, k = delta.shape[0], est.n_components
     if k >= n:
         raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in {type(est).__name__}.")
-    if est.init is not None:
-        Y = np.array(est.init, dtype=np.float64)
+    if isinstance(init, str) and init == "random":
+        spread = float(np.sqrt(np.mean(np.square(delta, dtype=np.float64)))) or 1.0
+        return rng.uniform(0, spread, (n, k))
+    if init is not None and not isinstance(init, str):
+        Y = np.array(init, dtype=np.float64)
         if Y.shape != (n, k):
             raise ValueError(f"init must have shape (n_samples, n_components) = {(n, k)}; got {Y.shape}.")
         return Y / scale
@@ -370,7 +475,7 @@ class Sammon(Estimator):
         "max_iter": [Interval(int, 1, None, "left")],
         "tol": [Interval(float, 0, None, "left")],
         "max_halves": [Interval(int, 1, None, "left")],
-        "init": MDS._parameter_constraints["init"],
+        "init": [NONE, ARRAY_LIKE],
         "random_state": [RANDOM_STATE],
     }
 
@@ -391,7 +496,7 @@ class Sammon(Estimator):
         total = 0.5 * float(delta.sum(dtype=np.float64))
         if total <= 0:
             raise ValueError("Sammon needs at least two distinct points; all dissimilarities are zero.")
-        Y = _start(self, delta, scale)
+        Y = _start(self, delta, scale, self.init)
         E = _sammon_error(delta, Y)
         step = np.empty_like(Y)
         it = 0
