@@ -94,7 +94,7 @@ def test_deterministic(digits300):
      ValueError),
     (MDS(init=np.zeros((3, 2))), np.random.default_rng(0).random((6, 3)), "init must have shape", ValueError),
     (Sammon(metric="precomputed"), np.zeros((4, 4)), "at least two distinct points", ValueError),
-    (MDS(metric="manhattan"), np.ones((3, 3)), "The 'metric' parameter of MDS must be a str among", ValueError),
+    (MDS(metric="bogus"), np.ones((3, 3)), "The 'metric' parameter of MDS must be a str among", ValueError),
     (Sammon(max_iter=0), np.ones((3, 3)), r"The 'max_iter' parameter of Sammon must be an int in the range \[1, inf\)",
      ValueError),
 ])
@@ -179,3 +179,15 @@ def test_stress_is_that_of_the_returned_embedding(digits300, normalized):
     stress1 = np.sqrt(raw / (0.5 * np.square(d).sum()))
     assert est.normalized_stress_ == pytest.approx(stress1, rel=1e-4)
     assert est.stress_ == pytest.approx(stress1 if normalized else raw, rel=1e-4)
+
+
+@pytest.mark.parametrize("Est", [ClassicalMDS, MDS])
+@pytest.mark.parametrize("metric, params, scipy_name", [("manhattan", None, "cityblock"),
+                                                         ("minkowski", {"p": 3}, "minkowski"),
+                                                         ("chebyshev", None, "chebyshev")])
+def test_metrics_of_repviz_neighbors_equal_their_precomputed_matrix(Est, metric, params, scipy_name, digits300):
+    X = digits300[:60]
+    kwargs = {"max_iter": 20} if Est is MDS else {}
+    ours = Est(metric=metric, metric_params=params, **kwargs).fit_transform(X)
+    D = cdist(X, X, scipy_name, **(params or {}))
+    np.testing.assert_allclose(ours, Est(metric="precomputed", **kwargs).fit_transform(D), rtol=1e-4, atol=1e-4)

@@ -22,11 +22,12 @@ from .._validation import (
     RANDOM_STATE,
     Interval,
     Options,
+    Rule,
     check_array,
     check_distance_matrix,
     rescaled,
 )
-from ..neighbors import block_rows
+from ..neighbors import METRIC_RULES, block_rows, distances, resolve_metric
 from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, eigsolve, fix_signs
 from ._graph import distance_rows
@@ -90,11 +91,14 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return fix_signs(V[:, :n_components] * top), w
 
 
-def _dissimilarities(X, metric: str, owner: str) -> tuple[np.ndarray, float]:
-    """Dense float32 (n, n) dissimilarities from data or a precomputed matrix (refused unless symmetric with a
-    zero diagonal, as scikit-learn and TSNE do), after the memory check, divided by ``scale`` (see
-    :func:`repviz._validation.rescaled`), and ``scale``: the embedding of these is multiplied by it."""
-    X, scale = rescaled(check_array(X, owner, min_samples=2), metric)
+def _dissimilarities(X, metric, owner: str, metric_params: dict | None = None) -> tuple[np.ndarray, float]:
+    """Dense float32 (n, n) dissimilarities from data (any metric of :mod:`repviz.neighbors`) or a precomputed
+    matrix (refused unless symmetric with a zero diagonal, as scikit-learn and TSNE do), after the memory check,
+    divided by ``scale`` (see :func:`repviz._validation.rescaled`; 1 for a callable metric, whose scaling is
+    unknown), and ``scale``: the embedding of these is multiplied by it."""
+    metric, params = resolve_metric(metric, metric_params)
+    X = check_array(X, owner, min_samples=2)
+    X, scale = (X, 1.0) if callable(metric) else rescaled(X, metric)
     n = X.shape[0]
     check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
                        "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
@@ -105,12 +109,19 @@ def _dissimilarities(X, metric: str, owner: str) -> tuple[np.ndarray, float]:
     step = block_rows(n, 64 << 20)
     for s in range(0, n, step):
         rows = np.arange(s, min(n, s + step))
-        D[rows] = distance_rows(X, rows, metric)
+        D[rows] = (distance_rows(X, rows, metric) if metric in ("euclidean", "cosine")
+                   else distances(X[rows], X, metric, params))
     np.fill_diagonal(D, 0)
     return D, scale
 
 
 _METRICS = ("euclidean", "cosine", "precomputed")
+_METRIC_DOC = """metric : str or callable, default="euclidean"
+        A metric of :mod:`repviz.neighbors` ("euclidean", "cosine", "manhattan", "chebyshev", "minkowski",
+        "mahalanobis", ...) or a callable on two rows (slow: scipy calls it once per pair), or "precomputed": ``X``
+        is a symmetric (n, n) matrix with a zero diagonal.
+    metric_params : dict or None, default=None
+        Arguments of the metric: {"p": ...} for minkowski, {"V": ...} or {"VI": ...} for mahalanobis."""
 
 
 class ClassicalMDS(Estimator):
@@ -123,7 +134,7 @@ class ClassicalMDS(Estimator):
     Parameters
     ----------
     n_components : int, default=2
-    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
+    {metric}
     eigen_solver : {"auto", "dense", "arpack", "lobpcg"}, default="auto"
         See :func:`repviz.manifold._eigen.eigsolve`.
     random_state : int, Generator or None, default=None
@@ -140,14 +151,17 @@ class ClassicalMDS(Estimator):
 
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
-        "metric": [Options(*_METRICS)],
+        "metric": METRIC_RULES,
+        "metric_params": [NONE, Rule(lambda v: isinstance(v, dict), "a dict")],
         "eigen_solver": [Options(*SOLVERS)],
         "random_state": [RANDOM_STATE],
     }
 
-    def __init__(self, n_components=2, *, metric="euclidean", eigen_solver="auto", random_state=None):
+    def __init__(self, n_components=2, *, metric="euclidean", metric_params=None, eigen_solver="auto",
+                 random_state=None):
         self.n_components = n_components
         self.metric = metric
+        self.metric_params = metric_params
         self.eigen_solver = eigen_solver
         self.random_state = random_state
 
@@ -155,7 +169,7 @@ class ClassicalMDS(Estimator):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix)."""
         self._validate_params()
         k = self.n_components
-        if self.metric == "euclidean":
+        if resolve_metric(self.metric, self.metric_params)[0] == "euclidean":
             X = check_array(X, "ClassicalMDS", min_samples=2)
             n = X.shape[0]
             if k > min(X.shape):
@@ -166,7 +180,7 @@ class ClassicalMDS(Estimator):
             Y = (X.astype(np.float64) - mean) @ V.T
             w, trace = w * (n - 1), total * (n - 1)
         else:
-            D, scale = _dissimilarities(X, self.metric, "ClassicalMDS")
+            D, scale = _dissimilarities(X, self.metric, "ClassicalMDS", self.metric_params)
             n = D.shape[0]
             if k >= n:
                 raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in ClassicalMDS.")
@@ -245,9 +259,7 @@ class MDS(Estimator):
         Accepted for scikit-learn compatibility; the Guttman transform runs on numba's threads.
     random_state : int, Generator or None, default=None
         Seeds the random starts and the eigensolver of the classical start.
-    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
-        Dissimilarities between the rows of ``X``, or "precomputed": ``X`` is a symmetric (n, n) matrix with a
-        zero diagonal.
+    {metric}
     normalized_stress : bool or "auto", default="auto"
         Report Kruskal's stress-1 in ``stress_`` instead of the raw stress; "auto": True for non-metric MDS.
 
@@ -274,12 +286,13 @@ class MDS(Estimator):
         "eps": [Interval(float, 0, None, "left")],
         "n_jobs": [NONE, INTEGER],
         "random_state": [RANDOM_STATE],
-        "metric": [Options(*_METRICS)],
+        "metric": METRIC_RULES,
+        "metric_params": ClassicalMDS._parameter_constraints["metric_params"],
         "normalized_stress": [BOOLEAN, Options("auto")],
     }
 
     def __init__(self, n_components=2, *, metric_mds=True, n_init=1, init="classical_mds", max_iter=300,
-                 verbose=0, eps=1e-6, n_jobs=None, random_state=None, metric="euclidean",
+                 verbose=0, eps=1e-6, n_jobs=None, random_state=None, metric="euclidean", metric_params=None,
                  normalized_stress="auto"):
         self.n_components = n_components
         self.metric_mds = metric_mds
@@ -291,13 +304,14 @@ class MDS(Estimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.metric = metric
+        self.metric_params = metric_params
         self.normalized_stress = normalized_stress
 
     def fit(self, X, y=None, init=None):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix); ``init``: an array
         (n_samples, n_components) to start from instead of the ``init`` parameter."""
         self._validate_params()
-        delta, scale = _dissimilarities(X, self.metric, type(self).__name__)
+        delta, scale = _dissimilarities(X, self.metric, "MDS", self.metric_params)
         start = self.init if init is None else np.asarray(init)
         rng = rng_from(self.random_state)
         runs = self.n_init if isinstance(start, str) and start == "random" else 1
@@ -519,3 +533,7 @@ class Sammon(Estimator):
         self.n_iter_ = it
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
+
+
+ClassicalMDS.__doc__ = ClassicalMDS.__doc__.replace("{metric}", _METRIC_DOC)
+MDS.__doc__ = MDS.__doc__.replace("{metric}", _METRIC_DOC)
