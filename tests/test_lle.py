@@ -98,3 +98,32 @@ def test_disconnected_graph_names_the_fix(roll):
     X = np.vstack([roll, roll + 500.0])
     with pytest.raises(ValueError, match="has 2 connected components.*Increase n_neighbors"):
         LocallyLinearEmbedding(n_neighbors=8).fit(X)
+
+
+@pytest.mark.parametrize("method", ["standard", "modified", "hessian", "ltsa"])
+def test_transform_is_scikit_learns_barycentric_placement(roll, method):
+    """Every variant places new points as scikit-learn's transform does: its barycenter_weights (test-only
+    reference) on the nearest fitted points, applied to the embedding; a fitted point lands on its own."""
+    from sklearn.manifold._locally_linear import barycenter_weights
+    from sklearn.neighbors import NearestNeighbors
+
+    lle = LocallyLinearEmbedding(n_neighbors=12, method=method).fit(roll)
+    Q = roll[:50] + 0.05 * np.random.default_rng(0).normal(size=(50, 3))
+    ind = NearestNeighbors(n_neighbors=12).fit(roll).kneighbors(Q, return_distance=False)
+    w = barycenter_weights(Q, roll, ind, reg=1e-3)
+    expected = np.einsum("ik,ikc->ic", w, lle.embedding_[ind].astype(np.float64))
+    np.testing.assert_allclose(lle.transform(Q), expected, atol=1e-5 * np.abs(lle.embedding_).max())
+    np.testing.assert_allclose(lle.transform(roll[:20]), lle.embedding_[:20], atol=1e-2 * np.abs(lle.embedding_).max())
+
+
+def test_transform_in_a_pipeline():
+    """LocallyLinearEmbedding as the middle step of a Pipeline (it was refused: no transform)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+
+    X, y = make_blobs(n_samples=300, centers=3, random_state=0)
+    assert make_pipeline(LocallyLinearEmbedding(n_neighbors=10, random_state=0),
+                         KNeighborsClassifier()).fit(X, y).score(X, y) > 0.9
+    with pytest.raises(ValueError, match="X has 3 features, but LocallyLinearEmbedding is expecting 2"):
+        LocallyLinearEmbedding().fit(X).transform(np.c_[X, X[:, :1]])

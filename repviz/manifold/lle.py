@@ -23,10 +23,11 @@ from .._validation import (
     Options,
     check_array,
     check_n_components,
+    check_n_features,
     check_n_neighbors,
     rescaled,
 )
-from ..neighbors import KNN_METHODS
+from ..neighbors import KNN_METHODS, kneighbors
 from ._base import Estimator
 from ._eigen import SOLVERS, eigsolve
 from ._graph import neighbour_graph
@@ -45,15 +46,16 @@ def _centred_neighbourhood(X, nbrs):  # pragma: no cover - compiled
     return Z - Z.sum(axis=0) / Z.shape[0]
 
 
-def _barycentric_weights(X: np.ndarray, ind: np.ndarray, reg: float, block_bytes: int = 64 << 20) -> np.ndarray:
-    """Weights reconstructing each point from its neighbours (sum 1), by a regularised local Gram solve; numpy's
-    stacked matmul and solve over blocks of points (no compiled kernel: numba's linear algebra took 5 s to
-    compile, longer than the solves themselves)."""
+def _barycentric_weights(Q: np.ndarray, X: np.ndarray, ind: np.ndarray, reg: float,
+                         block_bytes: int = 64 << 20) -> np.ndarray:
+    """Weights reconstructing each point of Q from its neighbours ``X[ind]`` (sum 1), by a regularised local
+    Gram solve; numpy's stacked matmul and solve over blocks of points (no compiled kernel: numba's linear
+    algebra took 5 s to compile, longer than the solves themselves)."""
     n, k = ind.shape
     weights = np.empty((n, k))
     rows = max(1, block_bytes // (8 * k * max(X.shape[1], k)))
     for start in range(0, n, rows):
-        Z = X[ind[start:start + rows]] - X[start:start + rows, None, :]
+        Z = X[ind[start:start + rows]] - Q[start:start + rows, None, :]
         C = Z @ Z.transpose(0, 2, 1)
         tr = np.trace(C, axis1=1, axis2=2)
         # a singular local Gram (k > d, duplicates) is made invertible
@@ -238,8 +240,10 @@ class LocallyLinearEmbedding(Estimator):
     >>> import numpy as np
     >>> from repviz.manifold import LocallyLinearEmbedding
     >>> t = np.linspace(0, 3, 200)
-    >>> LocallyLinearEmbedding(n_neighbors=8).fit_transform(np.c_[np.cos(t), np.sin(t), t]).shape
-    (200, 2)
+    >>> X = np.c_[np.cos(t), np.sin(t), t]
+    >>> lle = LocallyLinearEmbedding(n_neighbors=8).fit(X)
+    >>> lle.embedding_.shape, lle.transform(X[:3] + 0.01).shape
+    ((200, 2), (3, 2))
     """
 
     _parameter_constraints = {
@@ -276,7 +280,7 @@ class LocallyLinearEmbedding(Estimator):
     def fit(self, X, y=None):
         """Compute the embedding of ``X`` (n_samples, n_features)."""
         self._validate_params()
-        X, _ = rescaled(check_array(X, "LocallyLinearEmbedding", min_samples=2), self.metric)  # scale-invariant
+        X, scale = rescaled(check_array(X, "LocallyLinearEmbedding", min_samples=2), self.metric)  # scale-invariant
         n = X.shape[0]
         k, nc = check_n_neighbors(self.n_neighbors, n, "LocallyLinearEmbedding"), self.n_components
         check_n_components(nc, n, "LocallyLinearEmbedding")
@@ -294,7 +298,20 @@ class LocallyLinearEmbedding(Estimator):
         self.embedding_ = V[:, 1:].astype(np.float32)
         self.reconstruction_error_ = float(w[1:].sum())
         self.n_features_in_ = X.shape[1]
+        self._fit_X, self._scale = X, scale
         return self
+
+    def transform(self, X) -> np.ndarray:
+        """Place new points as scikit-learn does, for every variant: the barycentric weights (``reg`` as in the
+        fit) of each point on its ``n_neighbors`` nearest fitted points, applied to their ``embedding_``.
+        Time O(m (n d + k³)), memory O(block)."""
+        self._check_fitted()
+        Q = check_array(X, "LocallyLinearEmbedding")
+        check_n_features(self, Q)
+        Q = Q / Q.dtype.type(self._scale) if self._scale != 1.0 else Q
+        ind = kneighbors(Q, self._fit_X, self.n_neighbors, metric=self.metric)[0]
+        weights = _barycentric_weights(Q.astype(np.float64), self._fit_X.astype(np.float64), ind, self.reg)
+        return np.einsum("ik,ikc->ic", weights, self.embedding_[ind].astype(np.float64)).astype(np.float32)
 
     def _alignment_matrix(self, X: np.ndarray, ind: np.ndarray):
         """M, and for standard LLE an operator applying M⁻¹ (see :func:`_inverse_of_gram`), else None."""
@@ -302,7 +319,7 @@ class LocallyLinearEmbedding(Estimator):
         nc = self.n_components
         with_self = np.concatenate([np.arange(n)[:, None], ind], axis=1)
         if self.method == "standard":
-            weights = _barycentric_weights(X, ind, self.reg)
+            weights = _barycentric_weights(X, X, ind, self.reg)
             B = (sp.identity(n, format="csr") - sp.csr_matrix(
                 (weights.ravel(), ind.ravel(), np.arange(0, n * k + 1, k)), shape=(n, n))).tocsc()
             return (B.T @ B).tocsr(), _inverse_of_gram(B)
