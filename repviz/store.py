@@ -753,6 +753,10 @@ _SIDECAR_FIELDS = {"method": _typed(str), "key": _typed(str), "params": _typed(d
 _METHOD_FIELDS = {"method": _typed(str), "params": _typed(dict), "align": _typed((str, type(None))),
                   "default": _typed(bool), "requests": lambda v: isinstance(v, list) and all(isinstance(r, str)
                                                                                           for r in v)}
+#: Density contours as :func:`repviz.density.density_contours` returns them (a damaged cache is computed again).
+_DENSITY_FIELDS = {"levels": _typed(list),
+                   "contours": lambda v: type(v) is list and all(type(c) is dict and type(c.get("paths")) is list
+                                                                 for c in v)}
 _STEP_FILE = re.compile(r"(0|-?[1-9][0-9]*)\.npy")
 
 
@@ -1227,10 +1231,15 @@ class Run:
     def neighbor_graph(self, layer: str, step: int, variant: str) -> np.ndarray | None:
         """The cached k-nearest-neighbour graph of the activations of ``layer`` at ``step`` (row i: the probe
         indices of point i's neighbours, nearest first), as computed by ``variant`` (e.g. ``"k10-exact"``);
-        None when it is not cached, or cached for activations since stored again."""
+        None when it is not cached, cached for activations since stored again, or damaged (not a graph of probe
+        indices: computed again and replaced)."""
         path = self._graph_path(layer, step, variant)
-        bounds = self._bounds_of(path)
-        return _array_inside(path, bounds) if _intact_inside(path, bounds) is not None else None
+        graph = _complete_array_inside(path, self._bounds_of(path))
+        n = self.record(layer, step)["shape"][0]
+        if graph is None or graph.ndim != 2 or graph.dtype.kind not in "iu" or len(graph) != n or \
+                (graph.size and not 0 <= graph.min() <= graph.max() < n):
+            return None
+        return graph
 
     def write_neighbor_graph(self, layer: str, step: int, variant: str, indices: np.ndarray) -> None:
         """Cache a k-nearest-neighbour graph (see :meth:`neighbor_graph`), atomically."""
@@ -1248,9 +1257,11 @@ class Run:
         were drawn, e.g. ``"class-l4"``); None when not cached or the embedding has changed since."""
         path = self._density_path(method_key, layer, step, variant)
         try:
-            return _json_inside(path, self._bounds_of(path))
+            contours = _json_inside(path, self._bounds_of(path))
         except (OSError, ValueError, UnsafeFileError):  # not cached: computed again, and the file replaced
             return None
+        complete = type(contours) is dict and _DENSITY_FIELDS.keys() <= contours.keys()
+        return contours if complete and not _bad_fields(contours, _DENSITY_FIELDS) else None
 
     def write_density(self, method_key: str, layer: str, step: int, variant: str, contours: dict) -> None:
         """Cache density contours (see :meth:`density`), atomically."""

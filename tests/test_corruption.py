@@ -105,6 +105,19 @@ def _int32_activation(log: Path) -> None:
     np.save(path, (X * 1000).astype(np.int32))  # the same shape and byte size, another dtype
 
 
+def _graph_cache(log: Path) -> None:
+    """A cached k-NN graph (the neighbourhood-change route's k=10) of indices out of range."""
+    path = open_logdir(log).run("a")._graph_path("dense", STEP, "k10-exact", write=True)
+    path.parent.mkdir(parents=True)
+    np.save(path, np.full((N, 10), 10**6, np.int64))
+
+
+def _density_cache(log: Path) -> None:
+    path = open_logdir(log).run("a")._density_path(_key(log), "dense", STEP, "all-l4", write=True)
+    path.parent.mkdir(parents=True)
+    path.write_text('[{"levels": "x"}]')
+
+
 def _meta_file(log: Path, name: str) -> Path:
     return log / "plugins" / "repviz-meta" / "m" / name
 
@@ -123,6 +136,7 @@ class Case:
     # `repviz meta` compares runs over the probe set they share: a run whose probe cannot be read stops it (exit 2,
     # one line naming the file); `--runs` leaves that run out
     probe: bool = False
+    recomputed: tuple[str, ...] = ()  # routes that answer 200, computing a damaged cache again
 
 
 CASES = [
@@ -158,6 +172,8 @@ CASES = [
     Case("activation: int32 of the same byte size", _int32_activation, f"{STEP}.npy", refused=("knn",)),
     Case("activation .npy cut short", lambda log: _cut(_root(log) / "activations" / "dense" / f"{STEP}.npy"),
          f"{STEP}.npy", refused=("knn",)),
+    Case("k-NN graph cache: indices out of range", _graph_cache, "k10-exact", recomputed=("neighborhood_change",)),
+    Case("density cache: not contours", _density_cache, "all-l4", recomputed=("density",)),
     Case("meta result.json: 5 keys for 6 coordinates",
          lambda log: _edit_json(_meta_file(log, "result.json"), lambda r: {**r, "keys": r["keys"][:5]}),
          "result.json", refused=("meta_result",)),
@@ -301,6 +317,15 @@ def _routes(run: str, key: str) -> dict[str, str]:
             "meta_result": "name=m"}
 
 
+def _change(log: Path) -> np.ndarray:
+    """The neighbourhood change (k=10) from run a to run b at STEP, computed here from the activations."""
+    from repviz.neighbourhood import neighborhood_change, neighbour_graph
+
+    lg = open_logdir(log)
+    graphs = [neighbour_graph(np.asarray(lg.run(r).activations("dense", STEP)), 10, random_state=0) for r in "ab"]
+    return neighborhood_change(*graphs)
+
+
 def _route_path(route: str, query: str) -> str:
     return "/data/plugin/repviz/" + route.removesuffix("_key") + "?" + query
 
@@ -348,6 +373,11 @@ def test_plugin_routes(damaged):
                 assert case.names in error and "\n" not in error, f"LINES {route}: {error}"
             if route in case.refused:
                 assert r.status_code != 200, f"WRONG DATA {route} served the damaged file"
+            if route in case.recomputed:
+                assert r.status_code == 200, f"UNUSABLE {route}: {r.status_code} {r.data[:200]}"
+                assert route != "density" or isinstance(r.get_json(), dict), f"WRONG DATA {route}: {r.data[:200]}"
+                assert route != "neighborhood_change" or np.allclose(np.frombuffer(r.data, "<f4"), _change(log)), \
+                    f"WRONG DATA {route}: {np.frombuffer(r.data, '<f4')[:5]}"
         for route, query in _routes("b", key).items():
             if route == "meta_result" and route in case.refused:
                 continue

@@ -534,7 +534,7 @@ def test_derived_caches_are_named_by_their_source_and_written_to_the_results(tmp
     w.write_activation("dense", 0, np.ones((5, 3), np.float32))
     run = open_logdir(tmp_path / "logs", out=tmp_path / "out").run("run")
     assert run.neighbor_graph("dense", 0, "k2-exact") is None
-    graph = np.arange(10, dtype=np.int32).reshape(5, 2)
+    graph = (np.arange(10, dtype=np.int32) % 5).reshape(5, 2)
     run.write_neighbor_graph("dense", 0, "k2-exact", graph)
     np.testing.assert_array_equal(run.neighbor_graph("dense", 0, "k2-exact"), graph)
     assert run.neighbor_graph("dense", 0, "k3-exact") is None
@@ -543,8 +543,9 @@ def test_derived_caches_are_named_by_their_source_and_written_to_the_results(tmp
     assert open_logdir(tmp_path / "logs", out=tmp_path / "out").run("run").neighbor_graph("dense", 0, "k2-exact") is None
     run.write_embedding("pca-1", "dense", 0, np.zeros((5, 2)), {"scores": {}})
     assert run.density("pca-1", "dense", 0, "all-l4") is None
-    run.write_density("pca-1", "dense", 0, "all-l4", {"levels": [0.5]})
-    assert run.density("pca-1", "dense", 0, "all-l4") == {"levels": [0.5]}
+    contours = {"levels": [0.5], "contours": [{"class": None, "level": 0.5, "paths": []}]}
+    run.write_density("pca-1", "dense", 0, "all-l4", contours)
+    assert run.density("pca-1", "dense", 0, "all-l4") == contours
     run.write_embedding("pca-1", "dense", 0, np.ones((5, 2)), {"scores": {}})  # computed again
     assert run.density("pca-1", "dense", 0, "all-l4") is None
 
