@@ -61,6 +61,9 @@ class Method:
         Values hashed (and described) with the parameters although the estimator no longer takes them: a
         parameter that moved out of the estimator without changing any result keeps the keys, and so the cached
         results, it had.
+    added : dict
+        Parameters the estimator gained later, with the value at which its results are what they were before:
+        left out of the hash while they have it, so the keys, and the cached results, stay.
     """
 
     name: str
@@ -71,6 +74,7 @@ class Method:
     supervised: bool = False
     continue_with: str | None = None
     fixed: dict = field(default_factory=dict)
+    added: dict = field(default_factory=dict)
 
     def estimator_class(self) -> type:
         """The estimator class (imported now)."""
@@ -95,7 +99,7 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
                     continuation: dict | None = None, supervised: bool = False,
-                    continue_with: str | None = None, fixed: dict | None = None) -> Method:
+                    continue_with: str | None = None, fixed: dict | None = None, added: dict | None = None) -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
@@ -105,7 +109,7 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     if (continuation or continue_with) and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with,
-                    dict(fixed or {}))
+                    dict(fixed or {}), dict(added or {}))
     METHODS[name] = method
     return method
 
@@ -119,14 +123,19 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
                 continue_with="repviz.continuation:continue_tsne",
                 # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
                 # the race moved into repviz.continuation: same results, same keys
-                fixed={"neighbour_start": None, "rescale_init": "auto"})
+                fixed={"neighbour_start": None, "rescale_init": "auto"},
+                # scikit-learn's options (issue #31), off at these values
+                added={"metric_params": None, "n_iter_without_progress": None, "min_grad_norm": 0.0})
 # Iterative stress minimisers continue from the previous layout as it is.
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
+# scikit-learn's options (issue #31) that leave the results as they were at these values
+_ADDED = {"isomap": {"p": 2, "metric_params": None, "path_method": "auto", "neighbors_algorithm": "auto"}}
 for _name, _target in (("pca", "PCA"), ("cmds", "ClassicalMDS"), ("isomap", "Isomap"),
                        ("lle", "LocallyLinearEmbedding"), ("spectral", "SpectralEmbedding"),
                        ("diffusion", "DiffusionMap"), ("kpca", "KernelPCA"), ("force", "ForceDirectedLayout")):
-    register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0})
+    register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0},
+                    added=_ADDED.get(_name))
 register_method("lda", "repviz.manifold:LinearDiscriminantAnalysis", align="procrustes",
                 defaults={"n_components": 2}, supervised=True)
 # The elastic embedding continues from the previous layout as it is, with fewer iterations (it starts near a
@@ -184,7 +193,9 @@ class Resolved:
         return None if self.align == "none" else self.method.align
 
     def describe(self) -> dict:
-        hashed = {**self.method.fixed, **{k: v for k, v in self.params.items() if k not in _NOT_HASHED}}
+        added = self.method.added
+        hashed = {**self.method.fixed, **{k: v for k, v in self.params.items() if k not in _NOT_HASHED
+                                          and not (k in added and _canonical(v) == _canonical(added[k]))}}
         return {"method": self.method.name, "params": hashed, "align": self.align, "default": self.default,
                 "continuation": self.method.continuation if self.chain_align == "init" else {},
                 "pipeline_version": PIPELINE_VERSION}

@@ -189,3 +189,12 @@ def test_disconnected_sparse_graph_is_refused():
     X = np.array([0, 1, 2, 5, 6, 7], dtype=float)[:, None]
     with pytest.raises(RuntimeError, match="has 2 connected components; the distances that would join them"):
         Isomap(n_neighbors=1, metric="precomputed").fit(kneighbors_graph(X, 2, mode="distance"))
+
+
+def test_pipeline_cache_key_kept():
+    """scikit-learn's options at their defaults leave the pipeline's Isomap key, and so its cached results, as
+    they were (the key at 39b5a74, before them)."""
+    from repviz.methods import resolve
+
+    assert resolve("isomap").key == "isomap-ee4ccc8e0e"
+    assert resolve("isomap", {"p": 1, "metric": "minkowski"}).key != "isomap-ee4ccc8e0e"
