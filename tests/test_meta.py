@@ -357,6 +357,46 @@ def test_a_flipped_bit_in_an_activation_file_is_left_out_as_embed_reports_it(tmp
     assert capsys.readouterr().err.count("does not match the checksum recorded") == 1  # steps 2 and 3, one line
 
 
+def test_rank_correlation_is_spearman_of_the_upper_triangles_ties_included():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    A = rng.integers(0, 6, size=(40, 40)).astype(float)  # many ties
+    A = A + A.T
+    B = A + rng.integers(0, 4, size=(40, 40))
+    B = B + B.T
+    iu = np.triu_indices(40, 1)
+    assert meta_distances.rank_correlation(A, B) == pytest.approx(spearmanr(A[iu], B[iu]).statistic, abs=1e-12)
+    assert meta_distances.rank_correlation(A, A) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_large_map_peaks_at_about_four_r_by_r_matrices(tmp_path):
+    # the README's figure: the squared chords, the distances and classical MDS's work, the robustness check
+    # included, about 4 R x R float64 matrices at the peak (13.4 here before the in-place chords and ranks)
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    for r in range(4):
+        writer = RunWriter(tmp_path / f"r{r}")
+        writer.begin({"fingerprint": {"model": "m", "probe": "p"},
+                      "layers": {f"l{i}": {"stored_shape": [8, 3]} for i in range(10)}})
+        writer.write_probe(np.arange(8), np.arange(8) % 2)
+        for s in range(10):
+            for i in range(10):
+                writer.write_activation(f"l{i}", s, rng.normal(size=(8, 3)).astype(np.float32))
+    MetaSNE(robustness=True).fit(tmp_path)  # the vectors, banked
+    for chords in tmp_path.rglob("chord2.npy"):
+        chords.unlink()  # the R x R part from scratch
+    tracemalloc.start()
+    try:
+        result = MetaSNE(robustness=True).fit(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    R = len(result)
+    assert R == 400 and peak < 5.5 * 8 * R * R, peak / (8 * R * R)  # 4.2 at R = 1,500, where R-sized lists weigh less
+
+
 @needs_tsne
 def test_tsne_mode_embeds_precomputed_distances_from_mds():
     rng = np.random.default_rng(12)

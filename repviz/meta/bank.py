@@ -80,7 +80,25 @@ def block_gram(artifacts: Artifacts, rows: list[str], cols: list[str] | None, le
             G = dsyrk(1.0, B.T, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
         else:
             G += B[:len(rows)] @ B[len(rows):].T
-    return np.triu(G) + np.triu(G, 1).T if cols is None else G
+    return mirror_upper(G) if cols is None else G
+
+
+def mirror_upper(A: np.ndarray, *, average: bool = False, block: int = 512) -> np.ndarray:
+    """``A`` made exactly symmetric in place, block by block (no n × n temporary): its upper triangle copied onto
+    the lower one, or (``average``) both replaced by their mean. Returns ``A``."""
+    n = len(A)
+    for i in range(0, n, block):
+        for j in range(i, n, block):
+            upper, lower = A[i:i + block, j:j + block], A[j:j + block, i:i + block]
+            if average:
+                m = (upper + lower.T) / 2
+            elif i == j:
+                m = np.triu(upper) + np.triu(upper, 1).T
+            else:
+                m = upper.copy()
+            upper[...] = m
+            lower[...] = m.T
+    return A
 
 
 class VectorBank:
@@ -126,7 +144,7 @@ class VectorBank:
             return
         keep = [i for i, r in enumerate(rows) if r in self]
         self.rows = [rows[i] for i in keep]
-        self.chord2 = chord2[np.ix_(keep, keep)]
+        self.chord2 = chord2 if len(keep) == len(rows) else chord2[np.ix_(keep, keep)]
         self.norms2 = norms2[keep]
         self.info = {r: index.get("info", {}).get(r, {}) for r in self.rows}
 
@@ -168,8 +186,10 @@ class VectorBank:
         """Squared chord distances ||v̂_a - v̂_b||² (R, R) float64 between the stored vectors ``vids``.
 
         Vectors not yet in the cached matrix add rows to it (time O(k · R_all · length) for k new vectors);
-        the cache is saved before returning. ``gram`` computes the dot products of the new rows instead of this
-        process (:func:`repviz.meta.cluster.cluster_gram`); it is called as ``self._gram`` is.
+        the cache is saved before returning. When ``vids`` are all the bank's vectors in its order, the bank's own
+        matrix is returned (no R × R copy): do not modify it while the bank is in use. ``gram`` computes the dot
+        products of the new rows instead of this process (:func:`repviz.meta.tasks.gram_with`); it is called as
+        ``self._gram`` is.
         """
         missing = [v for v in vids if v not in self]
         if missing:
@@ -179,6 +199,8 @@ class VectorBank:
         new = [v for v in dict.fromkeys(vids) if v not in cached]
         if new:
             self._extend(new, progress, gram or self._gram)
+        if vids == self.rows:
+            return self.chord2
         pos = {v: i for i, v in enumerate(self.rows)}
         ix = np.array([pos[v] for v in vids], dtype=np.intp)
         return self.chord2[np.ix_(ix, ix)]
@@ -188,10 +210,16 @@ class VectorBank:
         everyone = self.rows + new
         G = gram(everyone, old, progress)  # (k, R_all): new rows against everyone
         norms2 = np.concatenate([self.norms2, np.diagonal(G[:, old:]).copy()])
-        cos = G / np.sqrt(norms2[old:, None] * norms2[None, :])
+        # in place, G -> cosines -> squared chords (the peak memory of a large map is a few R x R matrices)
+        cos = G
+        for i, row in enumerate(cos):
+            row /= np.sqrt(norms2[old + i] * norms2)
         cos[np.arange(len(new)), old + np.arange(len(new))] = 1.0
-        rows2 = np.maximum(2.0 - 2.0 * cos, 0.0)
-        near = np.argwhere(1.0 - cos < self.near)
+        near = np.argwhere(cos > 1.0 - self.near)
+        rows2 = cos
+        rows2 *= -2.0
+        rows2 += 2.0
+        np.maximum(rows2, 0.0, out=rows2)
         I, J = near[:, 0] + old, near[:, 1]
         # each unordered pair once, as (i, j) with i > j; i is always a new row
         pairs = np.unique(np.stack([np.maximum(I, J), np.minimum(I, J)], axis=1)[I != J], axis=0)
@@ -200,11 +228,14 @@ class VectorBank:
             rows2[pairs[:, 0] - old, pairs[:, 1]] = values
             both_new = pairs[:, 1] >= old
             rows2[pairs[both_new, 1] - old, pairs[both_new, 0]] = values[both_new]
-        chord2 = np.zeros((len(everyone), len(everyone)))
-        chord2[:old, :old] = self.chord2
-        chord2[old:, :] = rows2
-        chord2[:old, old:] = rows2[:, :old].T
-        chord2[old:, old:] = (chord2[old:, old:] + chord2[old:, old:].T) / 2  # exact symmetry
+        if old:
+            chord2 = np.empty((len(everyone), len(everyone)))
+            chord2[:old, :old] = self.chord2
+            chord2[old:, :] = rows2
+            chord2[:old, old:] = rows2[:, :old].T
+            mirror_upper(chord2[old:, old:], average=True)  # exact symmetry
+        else:  # every row is new: the rows are the matrix
+            chord2 = mirror_upper(rows2, average=True)
         self.rows, self.norms2, self.chord2 = everyone, norms2, chord2
         self._save_index()
 
@@ -228,8 +259,8 @@ class VectorBank:
                 _kernels.cross_dots(B32[first_new:], B32, G)
             report(progress, "distances", b + 1, len(blocks))
         if first_new == 0:
-            G = np.triu(G) + np.triu(G, 1).T
-        return np.ascontiguousarray(G)
+            G = mirror_upper(G).T  # C order: symmetric, so its transpose is itself
+        return G
 
     def _direct(self, vids: list[str], norms2: np.ndarray, I: np.ndarray, J: np.ndarray,
                 progress: ProgressCallback | None) -> np.ndarray:

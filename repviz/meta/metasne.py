@@ -204,11 +204,15 @@ class MetaSNE:
             chords = {t: bank.sq_chords([vector_id(r, t) for r in kept], self.progress,
                                         None if executor is None else gram_with(executor, bank))
                       for t, bank in banks.items()}
+            del banks  # the chords are the banks' own matrices: from here on they are this function's alone
         warn_skipped(skipped)
-        D = from_sq_chords(chords[self.transform], self.metric)
+        # the distances overwrite their squared chords and the others go before the embedding: R x R matrices
+        # are the memory of a large map (README: about 5 at the peak)
+        robustness = rank_correlation(chords["dist"], chords["cka"]) if self.robustness else None
+        D = from_sq_chords(chords.pop(self.transform), self.metric, overwrite=True)
+        chords.clear()
         seconds["distances"] = time.perf_counter() - t0 - seconds["vectors"]
         coords, info = embed(D, self.embedding, self.n_components, self.perplexity, self.random_state)
-        robustness = rank_correlation(chords["dist"], chords["cka"]) if self.robustness else None
         seconds["embedding"] = time.perf_counter() - t0 - seconds["vectors"] - seconds["distances"]
         seconds["total"] = time.perf_counter() - t0
         params = {k: v for k, v in vars(self).items() if k != "progress"}
