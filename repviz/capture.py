@@ -20,6 +20,7 @@ import hashlib
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -32,7 +33,7 @@ import keras
 import numpy as np
 
 from . import _reduction, store
-from ._validation import INTEGER, NONE, Interval, Options, Rule, check_option, check_param, param_error
+from ._validation import INTEGER, NONE, Interval, Rule, check_option, check_param, param_error
 from .chief import ChiefOnly
 from .datasets import thumbnails
 
@@ -85,7 +86,7 @@ class _Capture:
     call: int
     output: int
     sample_shape: tuple[int, ...]
-    pooling: str | None
+    pooling: str | None  # a reduction kind of _POOLING_KINDS, or None
     flat_width: int  # columns after pooling, before the random reduction
     sketch: Any  # count sketch, applied to the flat output in numpy: (bucket, sign) per column, or None
     reduction: dict
@@ -114,10 +115,18 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     log_dir : path
         The run directory. A directory that already holds a run of the same model and probe continues it
         (resumed training); one of a different model or probe set is refused with ``IncompatibleRunError``.
-    probe : array or (x, y)
+    probe : array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
         Fixed inputs recorded at every snapshot, with optional labels ``y`` (class ids, or one-hot rows that
-        are stored as class ids). ``x`` may be a list or dict of arrays for multi-input models; pass
-        ``(x, None)`` for a multi-input probe without labels, since a bare pair is read as ``(x, y)``.
+        are stored as class ids). What ``model.fit`` accepts as ``x``: ``x`` may be a list of arrays for a
+        multi-input model, or a dict keyed by input name (matched to ``model.inputs`` by name, as Keras does);
+        an array one rank short of its input whose last axis is 1 (``(n, 28, 28)`` for ``Input((28, 28, 1))``)
+        gets that axis, as Keras's ``fit`` adds it. Pass ``(x, None)`` for a multi-input probe without labels,
+        since a bare pair is read as ``(x, y)``. A dataset, generator or ``PyDataset`` yields batches as for
+        ``fit`` (``x``, ``(x, y)`` or ``(x, y, sample_weight)``): its first ``probe_size`` examples are taken once,
+        with their labels when it yields ``y`` (a generator is consumed that far: pass a fresh one).
+    probe_size : int, default=None
+        At most this many probe rows: the first ``probe_size`` of an array probe; for a dataset, generator or
+        ``PyDataset`` None means 1,000.
     layers : None, str, layer class, callable or list of str / classes, default=None
         Which layers to record. Names are paths such as ``"dense"`` or ``"encoder/dense"`` for layers of nested
         models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each
@@ -125,11 +134,20 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         EinsumDense, Embedding, every convolution, pooling, activation layers (Activation, ReLU, LeakyReLU,
         PReLU, ELU, Softmax) and RNN layers; it skips Dropout, Flatten, Reshape, normalisation, merging and
         Input layers, whose output is (nearly) a copy of another's, and records no tensor twice (see
-        :func:`_duplicates`; ``repviz info`` lists what was skipped and why). A layer called several times is recorded
+        :func:`_duplicates`). It also keeps custom layers (classes defined outside Keras, such as a
+        ``TransformerBlock``) and nested models, whose outputs are what their authors made them for, unless the
+        output is the same tensor as one of their layers'. The manifest's ``skipped`` lists every layer left out
+        with its reason (also outputs without a batch axis, such as a position embedding shared by every example),
+        and ``repviz info`` prints it. A layer called several times is recorded
         once per call as ``name#0``, ``name#1``, ...; a layer with several outputs as ``name:0``, ``name:1``, ...
     freq : int or list of int, default=1
         Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch).
-        Steps are epoch numbers, 0 being before training (``manifest['step_unit'] == 'epoch'``).
+        Steps are epoch numbers, 0 being before training (``manifest['step_unit'] == 'epoch'``). A later ``fit``
+        into the same run (a second ``fit`` call, fine-tuning after training a head) continues the count where
+        the run stopped: its epoch ``e`` is step ``last + e``, and its first snapshot, the state the previous fit
+        ended in, is not taken again when stored. ``manifest['fits']`` lists each fit's first and last step
+        (``repviz info`` shows them); nothing stored is overwritten. ``fit(initial_epoch=k)`` resuming an
+        interrupted run numbers from ``k`` as before.
     batch_freq : int, default=None
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
@@ -156,9 +174,17 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         ``1 / sqrt(2 * projection_dim)`` (4.4% at 256, 3.1% at 512; a median relative error of 2.4-3.9% at 256
         on the conv and pooling layers of an MNIST CNN, see ``benchmarks/bench_reduction.py``); the disk per
         snapshot grows with it (2,000 probes x 256 float32 = 2 MB per wide layer).
-    pooling : {None, "avg", "max"}, default=None
-        Global pooling over the spatial axes of maps of rank >= 3 (channel last) before anything else: a
-        (H, W, C) map becomes C values.
+    pooling : None, str or dict, default=None
+        How an output with a position axis becomes one vector per example, before anything else.
+        ``"avg"`` / ``"max"``: global pooling over the positions of a sequence ``(T, d)`` or the spatial axes of a
+        map ``(H, W, C)`` (channel last): ``d`` or ``C`` values. For sequences also ``"mean"`` (the mean over
+        the positions the Keras mask keeps, when the layer carries one: the padding of ``Embedding(mask_zero=True)``
+        is left out), ``"first"`` (position 0: a CLS token), ``"last"`` (the last unmasked position: an RNN's
+        last step), and ``"max"`` (over the unmasked positions); ``"flatten"`` keeps every position. None:
+        sequences ``(n, T, d)`` get ``"mean"`` (mask-aware), which kept the classes' neighbourhoods best on a
+        token transformer and a BiLSTM (10-NN accuracy and trustworthiness, see ``docs``/the issue #27 notes),
+        maps of rank >= 3 are flattened. A dict maps layer names to policies (the rest get the default). The
+        manifest records each layer's pooling as its reduction (``sequence_mean_pooling``, ...).
     batch_size : int, default=None
         Probe rows per inference batch; bounds the memory a snapshot needs. None: the probe set in the fewest
         equal batches that keep one batch of the recorded outputs, at full width before the sketch, within
@@ -184,6 +210,14 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         the choice; None picks the first (in ``keras.tree.flatten`` order, so the first key in sorted order for
         a dict). An unknown name is refused before training, listing the model's outputs.
 
+    model : keras.Model or layer, default=None
+        Log this model (e.g. ``vae.encoder``) instead of the one being trained: its layers are recorded and the
+        probe goes through it. For a model that trains through ``train_step`` and has no ``call()`` (the keras-io
+        VAE), which cannot run on a probe itself.
+    forward : callable, default=None
+        ``forward(x) -> outputs`` run on each probe batch instead of ``model(x, training=False)``, e.g.
+        ``lambda x: vae.decoder(vae.encoder(x)[2])``; the layers it calls (of ``model``) are recorded.
+
     Examples
     --------
     >>> logger = ActivationLogger("logs/relu", probe=(x_test[:2000], y_test[:2000]))  # doctest: +SKIP
@@ -197,13 +231,16 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             cls = _BatchActivationLogger
         return super().__new__(cls)
 
-    def __init__(self, log_dir, probe, *, layers=None, freq: int | Sequence[int] | None = None,
-                 batch_freq: int | None = None, probe_ids=None, dtype: str = "float32", max_width: int | None = None,
-                 projection_dim: int = 256, pooling: str | None = None, batch_size: int | None = None, seed: int = 0,
-                 prediction_output: str | None = None, embed: str | Sequence[str] | None = None):
+    def __init__(self, log_dir, probe, *, probe_size: int | None = None, layers=None,
+                 freq: int | Sequence[int] | None = None, batch_freq: int | None = None, probe_ids=None,
+                 dtype: str = "float32", max_width: int | None = None, projection_dim: int = 256,
+                 pooling: str | dict | None = None, batch_size: int | None = None, seed: int = 0,
+                 prediction_output: str | None = None, embed: str | Sequence[str] | None = None, model=None,
+                 forward: Callable | None = None):
         super().__init__()
         self.log_dir = log_dir
-        self._x, self._y = _split_probe(probe)
+        check_param(probe_size, [_POSITIVE, NONE], "probe_size", "ActivationLogger")
+        self._x, self._y = _split_probe(probe, probe_size)
         self.n_probe = _probe_length(self._x, self._y)
         self.probe_ids = _check_ids(probe_ids, self.n_probe)
         _warn_nonfinite_inputs(self._x)
@@ -223,7 +260,12 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                              f"projection would then widen the layers it is meant to shrink.")
         self.max_width, self.projection_dim = int(max_width), int(projection_dim)
         self.batch_size = None if batch_size is None else int(batch_size)
-        self.pooling = check_param(pooling, [Options("avg", "max"), NONE], "pooling", "ActivationLogger")
+        self.pooling = _check_pooling(pooling)
+        if model is not None and not isinstance(model, keras.layers.Layer):
+            raise _param_error("model", "a keras Model or Layer (e.g. vae.encoder)", model)
+        if forward is not None and not callable(forward):
+            raise _param_error("forward", "a callable x -> outputs", forward)
+        self.logged_model, self.forward = model, forward
         self.seed = int(check_param(seed, [INTEGER], "seed", "ActivationLogger"))
         self.prediction_output = check_param(prediction_output, [_STRING, NONE], "prediction_output",
                                              "ActivationLogger")
@@ -242,11 +284,13 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
                 0 < f <= epochs for f in self.freq):
             warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
-                          f"the snapshot before training will be recorded", RuntimeWarning, stacklevel=2)
-        recorded = (self._writer.stored_manifest() or {}).get("layers") or {}
-        self._captures, self._outputs = self._plan(self.model, recorded)
+                          f"the snapshot before training will be recorded", RuntimeWarning,
+                          stacklevel=_user_stacklevel())
+        stored = self._writer.stored_manifest() or {}
+        target = self._target()
+        self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or _auto_batch_rows(self.n_probe, self._captures, self._outputs)
-        self._writer.begin(self._manifest(self.model))
+        self._writer.begin(self._manifest(target))
         try:
             self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
         except BaseException:
@@ -261,31 +305,50 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self._first = True
         self._epoch = 0
         self._batches = 0
+        self._offset = 0  # step of this fit's epoch 0 (a later fit into the run continues the count)
         self._warned: set[str] = set()
+
+    def _target(self):
+        """The model whose layers are recorded: ``model=`` when given, else the one being trained."""
+        return self.model if self.logged_model is None else self.logged_model
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
         if self._first:  # snapshot 0 (or the resumed position when fit starts at initial_epoch > 0)
             self._first = False
+            last = self._writer.last_step()
+            fits = list(self._writer.manifest.get("fits") or [])
             if self.batch_freq is None:
-                self._snapshot(epoch, epoch=epoch)
+                # Where the run stopped: a fit starting below it continues the count (epoch e is step
+                # offset + e), so a second fit overwrites nothing; fit(initial_epoch=k) resuming it does not move.
+                ends = [s for s in (last, fits[-1].get("end_step") if fits else None) if isinstance(s, int)]
+                self._offset = max(0, max(ends) - epoch) if ends else 0
+                first = self._offset + epoch
+                if first != last:  # else: the state the run's last snapshot holds
+                    self._snapshot(first, epoch=epoch)
             else:
                 # Batches since the run began: from the epoch when the epoch length is known, and never a step
                 # the run already holds (a resumed generator of unknown length would otherwise restart at 0).
-                last = self._writer.last_step()
                 self._batches = max(epoch * int(self.params.get("steps") or 0), -1 if last is None else last + 1)
-                self._snapshot(self._batches, epoch=epoch, batch=0)
+                first = self._batches
+                self._snapshot(first, epoch=epoch, batch=0)
+            self._writer.update_manifest(fits=[*fits, {"first_step": first, "end_step": None,
+                                                       "initial_epoch": int(epoch), "started": time.time()}])
 
     def on_epoch_end(self, epoch, logs=None):
         step = epoch + 1
         if self.batch_freq is None and (step % self.freq == 0 if _is_int(self.freq) else step in self.freq):
-            self._snapshot(step, epoch=step)
+            self._snapshot(self._offset + step, epoch=step)
 
     def on_train_end(self, logs=None):
         try:
             self._report(self._background.close())  # waits for the snapshots still being written
         finally:
-            self._writer.update_manifest(finished=time.time())
+            fits = list(self._writer.manifest.get("fits") or [])
+            if fits and not self._first:
+                end = self._batches if self.batch_freq is not None else self._offset + self._epoch + 1
+                fits[-1] = {**fits[-1], "end_step": int(end)}
+            self._writer.update_manifest(finished=time.time(), fits=fits)
             self._end_follower()
 
     def wait_embeddings(self, timeout: float | None = None) -> bool:
@@ -317,7 +380,9 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         this fit continues) keeps its reduction."""
         paths = dict(_walk(model))
         chosen, explicit = _select_layers(paths, self.layers_spec)
-        _check_input_shapes(model, self._x)
+        if self.forward is None:
+            _check_callable(model)
+            self._x = _conform_probe(model, self._x)
         n_head = min(2, self.n_probe)
         head = keras.tree.map_structure(lambda a: a[:n_head], self._x)
         try:
@@ -325,21 +390,35 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             for _ in range(2):
                 calls, outputs = self._forward(model, head, [layer for _, layer in chosen])
         except Exception as e:
-            raise ValueError(f"the probe (inputs of shape {_shapes(self._x)}) does not fit model "
-                             f"{model.name!r}: running the model on it failed with {type(e).__name__}: {e}"
-                             ) from e
-        self._skipped = _duplicates(chosen, calls) if self.layers_spec is None else {}
+            through = "forward=" if self.forward is not None else f"model {model.name!r}"
+            raise ValueError(f"the probe (inputs of shape {_shapes(self._x)}) does not fit {through}: running it "
+                             f"on the probe failed with {type(e).__name__}: {e}") from e
+        self._skipped = {}
+        if self.layers_spec is None:
+            chosen_ids = {id(layer) for _, layer in chosen}
+            self._skipped = {p: f"a {type(layer).__name__}: not in the default set (its output is (nearly) a copy "
+                                f"of another's); name it in layers= to record it"
+                             for p, layer in paths.items() if id(layer) not in chosen_ids}
+            self._skipped.update(_duplicates(chosen, calls))
+            self._skipped.update(_container_copies(chosen, calls, self._skipped))
         captures = []
         for path, layer in chosen:
             if path in self._skipped:
                 continue
             results = calls[id(layer)]
-            if not results and path in explicit:
-                raise ValueError(f"layer {path!r} is not called when model {model.name!r} runs on the probe, so "
-                                 f"it has no activations to record; choose another layer.")
+            if not results:
+                if path in explicit:
+                    raise ValueError(f"layer {path!r} is not called when model {model.name!r} runs on the probe, "
+                                     f"so it has no activations to record; choose another layer.")
+                self._skipped[path] = "not called when the model runs on the probe"
             for c, result in enumerate(results):
                 flat = keras.tree.flatten(result)
                 batched = [i for i, t in enumerate(flat) if _is_batched(t, n_head)]
+                for i, t in enumerate(flat):
+                    if i not in batched:
+                        where = path + (f"#{c}" if len(results) > 1 else "") + (f":{i}" if len(flat) > 1 else "")
+                        self._skipped[where] = (f"output of shape {tuple(getattr(t, 'shape', ()))} has no batch "
+                                                f"axis (the same for every example)")
                 for o, i in enumerate(batched):
                     name = path + (f"#{c}" if len(results) > 1 else "") + (f":{o}" if len(batched) > 1 else "")
                     captures.append(self._capture(name, path, layer, c, i, tuple(flat[i].shape[1:]),
@@ -370,7 +449,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             reduction = self._new_reduction(name, shape)
         kind = reduction["kind"]
         pooling = reduction.get("before", kind)
-        pooling = pooling[len("global_"):-len("_pooling")] if pooling.startswith("global_") else None
+        pooling = pooling if pooling in _POOLING_KINDS else None
         width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
         sketch = None
         if kind == _reduction.COUNT_SKETCH:
@@ -384,9 +463,9 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
 
     def _new_reduction(self, name: str, shape: tuple[int, ...]) -> dict:
         """The reduction of a layer recorded for the first time, as the manifest stores it."""
-        pooling = self.pooling if self.pooling and len(shape) >= 2 else None
-        width = int(shape[-1]) if pooling else int(np.prod(shape, dtype=np.int64))
-        reduction: dict = {"kind": f"global_{pooling}_pooling", "dim": width} if pooling else {"kind": "none"}
+        kind = _pooling_kind(self.pooling, name, shape)
+        width = int(shape[-1]) if kind else int(np.prod(shape, dtype=np.int64))
+        reduction: dict = {"kind": kind, "dim": width} if kind else {"kind": "none"}
         if width <= self.max_width:
             return reduction
         return {"kind": _reduction.COUNT_SKETCH, "dim": self.projection_dim,
@@ -425,7 +504,10 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         return y.astype(np.int64) if y.dtype.kind in "iub" else y
 
     def _thumbnails(self) -> np.ndarray | None:
-        return thumbnails(self._x) if isinstance(self._x, np.ndarray) else None
+        x = self._x
+        if not isinstance(x, np.ndarray):
+            return None
+        return _line_thumbnails(x) if x.ndim == 3 and x.shape[2] == 1 else thumbnails(x)
 
     # ---------------------------------------------------------------------------------------------------------
     # Snapshots
@@ -437,7 +519,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         with contextlib.ExitStack() as stack:
             for layer in {id(layer): layer for layer in layers}.values():
                 stack.enter_context(_recording(layer, calls[id(layer)]))
-            outputs = model(x, training=False)
+            outputs = model(x, training=False) if self.forward is None else self.forward(x)
         return calls, outputs
 
     def _capture_fn(self, model) -> Callable:
@@ -460,7 +542,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self._report(self._background.done())  # also raises here what failed in the writer since
         n = self.n_probe
         if self._run_fn is None:
-            self._run_fn = self._capture_fn(self.model)
+            self._run_fn = self._capture_fn(self._target())
             _SKETCH_KERNEL.join()
         acts = [np.empty((n, c.width), self.dtype) for c in self._captures]
         preds = [np.empty((n, *o.sample_shape), np.float32) for o in self._outputs]
@@ -527,7 +609,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                         if self.dtype == np.float16 else "")
                 warnings.warn(f"layer {r['layer']!r} has {r['nonfinite']} non-finite activation value(s) at "
                               f"{self._writer.manifest['step_unit']} {r['step']}; they are stored as they are and "
-                              f"counted in the record{hint}.", RuntimeWarning, stacklevel=3)
+                              f"counted in the record{hint}.", RuntimeWarning, stacklevel=_user_stacklevel())
 
 
 class _CaptureCall:
@@ -634,13 +716,40 @@ class _BatchActivationLogger(ActivationLogger):
                                   f"{snapshot / training:.0%} of the {training:.2f} s of training before it: training "
                                   f"runs at least that much slower. A larger batch_freq, or a smaller probe set (its "
                                   f"forward pass costs in proportion to its rows), costs less.", RuntimeWarning,
-                                  stacklevel=2)
+                                  stacklevel=_user_stacklevel())
         self._since = end
 
 
 # -------------------------------------------------------------------------------------------------------------
 # Helpers
 # -------------------------------------------------------------------------------------------------------------
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised here point at the user's line (the ``fit`` call): the
+    first frame outside repviz, Keras and the backends."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _LIBRARIES:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_LIBRARIES = {"repviz", "keras", "tensorflow", "jax", "torch", "optree", "contextlib"}
+
+
+def _line_thumbnails(x: np.ndarray, height: int = 32, width: int = 64) -> np.ndarray:
+    """uint8 line plots (black on white, ``height`` rows) of series ``x`` (n, T, 1), each over its own range, T
+    binned to at most ``width`` means: the hover picture of a time-series probe."""
+    n, steps = x.shape[:2]
+    v = np.nan_to_num(x.reshape(n, steps).astype(np.float32))
+    edges = np.linspace(0, steps, min(width, steps) + 1).astype(np.int64)
+    means = np.add.reduceat(v, edges[:-1], axis=1) / np.diff(edges)
+    lo, hi = means.min(axis=1, keepdims=True), means.max(axis=1, keepdims=True)
+    rows = np.round((height - 1) * (hi - means) / np.maximum(hi - lo, 1e-12)).astype(np.int64)
+    before = np.concatenate([rows[:, :1], rows[:, :-1]], axis=1)  # a vertical stroke joins consecutive points
+    r = np.arange(height)[None, :, None]
+    on = (r >= np.minimum(before, rows)[:, None, :]) & (r <= np.maximum(before, rows)[:, None, :])
+    return np.where(on, 0, 255).astype(np.uint8)
+
 
 @contextlib.contextmanager
 def _recording(layer, sink: list):
@@ -664,10 +773,59 @@ def _reduce(tensor, c: _Capture):
     request; the count sketch follows in numpy."""
     ops = keras.ops
     x = ops.cast(tensor, "float32")
-    if c.pooling:
+    if c.pooling in ("global_avg_pooling", "global_max_pooling"):
         axes = tuple(range(1, len(x.shape) - 1))
-        x = ops.mean(x, axis=axes) if c.pooling == "avg" else ops.max(x, axis=axes)
+        x = ops.mean(x, axis=axes) if c.pooling == "global_avg_pooling" else ops.max(x, axis=axes)
+    elif c.pooling:
+        x = _pool_sequence(x, _keras_mask(tensor), c.pooling.split("_")[1])
     return ops.reshape(x, (-1, c.flat_width))
+
+
+_SEQUENCE_DEFAULT = "mean"  # pooling=None for (n, T, d) outputs: measured in the issue #27 notes
+_POLICIES = ("avg", "mean", "max", "first", "last", "flatten")
+#: The stored reduction kind of each policy for sequences (n, T, d) and maps (n, H, W, C), as the manifest says.
+_SEQUENCE_KINDS = {"avg": "global_avg_pooling",
+                   **{p: f"sequence_{p}_pooling" for p in ("mean", "max", "first", "last")}}
+_MAP_KINDS = {"avg": "global_avg_pooling", "mean": "global_avg_pooling", "max": "global_max_pooling"}
+_POOLING_KINDS = {*_SEQUENCE_KINDS.values(), *_MAP_KINDS.values()}
+
+
+def _pooling_kind(pooling, name: str, shape: tuple[int, ...]) -> str | None:
+    """The reduction kind that ``pooling=`` gives layer ``name`` of sample shape ``shape``; None: flattened. A
+    dict names layers (``name`` or the layer path before ``#``/``:``); the rest get the default."""
+    if isinstance(pooling, dict):
+        pooling = pooling.get(name, pooling.get(name.split("#")[0].split(":")[0]))
+    if len(shape) == 2:
+        return _SEQUENCE_KINDS.get(_SEQUENCE_DEFAULT if pooling is None else pooling)
+    return _MAP_KINDS.get(pooling) if len(shape) > 2 else None
+
+
+def _keras_mask(tensor):
+    """The Keras mask (batch, T) a layer attached to its output, or None."""
+    try:
+        return keras.backend.get_keras_mask(tensor)
+    except (AttributeError, TypeError):
+        return getattr(tensor, "_keras_mask", None)
+
+
+def _pool_sequence(x, mask, policy: str):
+    """Pool (batch, T, d) over T by ``policy``, leaving out the positions ``mask`` (batch, T) drops: the mean or
+    max over the kept ones, the first position, or the last kept one (0 for an example with none kept)."""
+    ops = keras.ops
+    if policy == "first":
+        return x[:, 0]
+    if mask is None:
+        mask = ops.ones(ops.shape(x)[:2], "float32")
+    m = ops.cast(mask, "float32")
+    if policy == "mean":
+        return ops.sum(x * m[:, :, None], axis=1) / ops.maximum(ops.sum(m, axis=1, keepdims=True), 1.0)
+    if policy == "max":
+        kept = ops.where(m[:, :, None] > 0, x, ops.full_like(x, -np.inf))
+        return ops.where(ops.sum(m, axis=1, keepdims=True) > 0, ops.max(kept, axis=1), ops.zeros_like(x[:, 0]))
+    positions = ops.cast(ops.arange(ops.shape(x)[1]), "float32")[None, :] * m + m  # kept position + 1, else 0
+    last = ops.cast(ops.maximum(ops.argmax(positions, axis=1), 0), "int32")
+    picked = ops.take_along_axis(x, last[:, None, None], axis=1)[:, 0]
+    return ops.where(ops.sum(m, axis=1, keepdims=True) > 0, picked, ops.zeros_like(picked))
 
 
 _BATCH_BYTES = 96 << 20  # batch_size=None: the full-width outputs of one probe batch fit in this
@@ -715,7 +873,7 @@ def _select_layers(paths: dict[str, Any], spec) -> tuple[list[tuple[str, Any]], 
     """Resolve ``layers=`` against the model's layer paths; returns the choice and the explicitly named paths."""
     if spec is None:
         types = _default_types()
-        return [(p, layer) for p, layer in paths.items() if isinstance(layer, types)], set()
+        return [(p, layer) for p, layer in paths.items() if isinstance(layer, types) or _is_container(layer)], set()
     items = spec if isinstance(spec, list) else [spec]
     by_name: dict[str, list[str]] = {}
     for p, layer in paths.items():
@@ -814,38 +972,129 @@ def _output_names(model, paths: list[tuple]) -> list[str]:
     return names if len(set(names)) == len(names) else [f"output_{i}" for i in range(len(paths))]
 
 
-def _check_input_shapes(model, x) -> None:
-    """Compare the probe with a model's declared inputs (Functional/Sequential with Input) before running it."""
+def _is_container(layer) -> bool:
+    """A nested model or a custom layer (a class defined outside Keras): recorded by default."""
+    return isinstance(layer, keras.Model) or type(layer).__module__.split(".")[0] != "keras"
+
+
+def _container_copies(chosen: list[tuple[str, Any]], calls: dict[int, list], skipped: dict) -> dict[str, str]:
+    """The nested models and custom layers of the default set whose output is the same tensor as that of a
+    recorded layer inside them (a nested Sequential's output is its last layer's): the inner one is recorded."""
+    copies = {}
+    for path, layer in chosen:
+        mine = [keras.tree.flatten(r) for r in calls[id(layer)]]
+        if not _is_container(layer) or path in skipped or not mine:
+            continue
+        for inner, other in chosen:
+            theirs = [keras.tree.flatten(r) for r in calls[id(other)]]
+            if (inner.startswith(path + "/") and inner not in skipped and len(theirs) == len(mine)
+                    and all(len(a) == len(b) and all(map(_same_values, a, b)) for a, b in zip(mine, theirs))):
+                copies[path] = f"same tensor as {inner!r} (the {type(layer).__name__}'s output is that layer's)"
+                break
+    return copies
+
+
+def _check_callable(model) -> None:
+    """Refuse, naming the way out, a model that trains through ``train_step`` and has no ``call()``."""
+    if isinstance(model, keras.Model) and type(model).call is keras.Model.call:
+        parts = [f"{model.name}.{a}" for a, v in vars(model).items()
+                 if isinstance(v, keras.layers.Layer) and not a.startswith("_")]
+        which = f" (it has {', '.join(parts)})" if parts else ""
+        raise ValueError(f"model {model.name!r} has no call() (it trains through train_step), so no probe can run "
+                         f"through it; log one of its models with ActivationLogger(..., model={model.name}.encoder)"
+                         f"{which} or pass forward=lambda x: ...")
+
+
+def _conform_probe(model, x):
+    """The probe as the model's ``fit`` reads it: a dict matched to ``model.inputs`` by input name (not in
+    sorted-key order), an array one rank short of an input whose last axis is 1 expanded (one rank long with a
+    last axis of 1, squeezed), as Keras's Functional models adjust their inputs. Refused only where Keras
+    would refuse it: another count of arrays, another rank or size."""
     try:
         inputs = model.inputs
     except (AttributeError, ValueError):  # subclassed models declare none: the dry run checks them
-        return
+        return x
     if not inputs:
-        return
-    arrays = keras.tree.flatten(x)
+        return x
+    struct = getattr(model, "_inputs_struct", None)  # a Functional model's inputs as declared (list or dict)
+    keys = [i.name for i in inputs]
+    named = isinstance(x, dict) and not isinstance(struct, dict) and set(keys) <= set(x)
+    arrays = [x[k] for k in keys] if named else keras.tree.flatten(x)
     if len(arrays) != len(inputs):
-        raise ValueError(f"the probe has {len(arrays)} input array(s) but model {model.name!r} takes "
-                         f"{len(inputs)}")
+        raise ValueError(f"the probe has {len(arrays)} input array(s) but model {model.name!r} takes {len(inputs)} "
+                         f"({', '.join(keys)}); pass them as a list in that order or a dict keyed by these names.")
+    fixed = []
     for a, inp in zip(arrays, inputs):
         want = tuple(inp.shape[1:])
-        if len(a.shape) - 1 != len(want) or any(w is not None and w != s for w, s in zip(want, a.shape[1:])):
-            raise ValueError(f"the probe's inputs have shape {a.shape} but model {model.name!r} expects "
-                             f"{(None, *want)}; pass probe inputs shaped like the training inputs.")
+        if a.ndim == len(want) and want and want[-1] == 1:
+            a = a[..., None]
+        elif a.ndim == len(want) + 2 and a.shape[-1] == 1:
+            a = a[..., 0]
+        if a.ndim - 1 != len(want) or any(w is not None and w != s for w, s in zip(want, a.shape[1:])):
+            raise ValueError(f"the probe's input {inp.name!r} has shape {a.shape} but model {model.name!r} expects "
+                             f"{(None, *want)} (so would its fit); pass probe inputs shaped like the training "
+                             f"inputs.")
+        fixed.append(a)
+    if named:
+        return dict(zip(keys, fixed))
+    return keras.tree.pack_sequence_as(x, fixed) if isinstance(x, (list, tuple, dict)) else fixed[0]
 
 
-def _split_probe(probe) -> tuple[Any, np.ndarray | None]:
-    if isinstance(probe, tuple) and len(probe) == 2:
+_STREAM_ROWS = 1000  # probe_size=None: the examples taken from a dataset, generator or PyDataset
+
+
+def _split_probe(probe, size: int | None = None) -> tuple[Any, np.ndarray | None]:
+    if _is_stream(probe):
+        x, y = _take_examples(probe, size or _STREAM_ROWS)
+    elif isinstance(probe, tuple) and len(probe) == 2:
         x, y = probe
     else:
         x, y = probe, None
     try:
         x = keras.tree.map_structure(np.asarray, x)
     except Exception as e:
-        raise _param_error("probe", "an array, a list/dict of arrays or a pair (x, y)", type(probe)) from e
+        raise _param_error("probe", "an array, a list/dict of arrays, a pair (x, y), a tf.data.Dataset, a generator "
+                           "or a keras.utils.PyDataset", type(probe)) from e
     for a in keras.tree.flatten(x):
         if a.dtype.kind not in "biuf":
-            raise ValueError(f"probe inputs must be numeric arrays; got dtype {a.dtype}")
-    return x, None if y is None else np.asarray(y)
+            raise ValueError(f"probe inputs must be numeric arrays (as model.fit takes them); got dtype {a.dtype}")
+    y = None if y is None else np.asarray(y)
+    if size is not None:
+        x = keras.tree.map_structure(lambda a: a[:size], x)
+        y = None if y is None else y[:size]
+    return x, y
+
+
+def _is_stream(probe) -> bool:
+    """A dataset, generator or PyDataset (batches to iterate), not arrays."""
+    if isinstance(probe, (list, tuple, dict, np.ndarray, str, bytes)) or hasattr(probe, "shape"):
+        return False
+    return isinstance(probe, keras.utils.PyDataset) or hasattr(probe, "__iter__")
+
+
+def _take_examples(source, n: int) -> tuple[Any, np.ndarray | None]:
+    """The first ``n`` examples of the batches a dataset, generator or PyDataset yields (as ``fit`` reads them:
+    ``x``, ``(x, y)`` or ``(x, y, sample_weight)``), as numpy arrays."""
+    if isinstance(source, keras.utils.PyDataset):
+        batches = (source[i] for i in range(len(source)))
+    elif hasattr(source, "as_numpy_iterator"):  # tf.data
+        batches = source.as_numpy_iterator()
+    else:
+        batches = iter(source)
+    xs, ys, rows = [], [], 0
+    for batch in batches:
+        x, y, _ = keras.utils.unpack_x_y_sample_weight(tuple(batch) if isinstance(batch, list) else batch)
+        x = keras.tree.map_structure(keras.ops.convert_to_numpy, x)
+        xs.append(x)
+        ys.append(None if y is None else keras.ops.convert_to_numpy(y))
+        rows += len(keras.tree.flatten(x)[0])
+        if rows >= n:
+            break
+    if not xs:
+        raise ValueError("the probe dataset yielded no batch; pass one that yields the examples to record")
+    x = keras.tree.map_structure(lambda *a: np.concatenate(a)[:n], *xs)
+    y = None if any(v is None for v in ys) else np.concatenate(ys)[:n]
+    return x, y
 
 
 def _probe_length(x, y) -> int:
@@ -898,6 +1147,15 @@ def _check_freq(freq):
     if isinstance(freq, (list, tuple)) and freq and all(_is_int(f) and f >= 0 for f in freq):
         return sorted({int(f) for f in freq})
     raise _param_error("freq", "an int >= 1 (every N epochs) or a non-empty list of epoch numbers >= 0", freq)
+
+
+def _check_pooling(pooling):
+    if pooling is None or (isinstance(pooling, str) and pooling in _POLICIES):
+        return pooling
+    if isinstance(pooling, dict) and all(isinstance(k, str) and v in _POLICIES for k, v in pooling.items()):
+        return dict(pooling)
+    raise _param_error("pooling", f"None, one of {list(_POLICIES)} or a dict of layer name -> one of them",
+                       pooling)
 
 
 def _check_embed(embed) -> list[str]:

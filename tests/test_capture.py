@@ -235,7 +235,7 @@ def test_subclassed_model_with_sublayer_block(tmp_path):
     x, y = rng.normal(size=(96, 4)).astype(np.float32), rng.integers(0, 2, 96)
     model = Net()
     run = _fit(model, tmp_path / "run", x, y)
-    assert run.layers == ["block/inner", "head"]  # found inside the custom block
+    assert run.layers == ["block", "block/inner", "head"]  # the custom block's output, and inside it
     inner = keras.ops.convert_to_numpy(model.block.inner(x[:N]))
     np.testing.assert_allclose(run.activations("block/inner", 2), inner, rtol=1e-5, atol=1e-6)
     run2 = _fit(model, tmp_path / "by_class", x, y, layers=Block)
@@ -570,7 +570,8 @@ def test_default_layers_record_no_tensor_twice(tmp_path, functional, capsys):
     # relu and act repeat conv (ReLU is idempotent); ident repeats relu2; conv2 is linear, so relu2 is new.
     assert run.layers == ["conv", "pool", "conv2", "relu2", "out"]
     skipped = run.manifest["skipped"]
-    assert set(skipped) == {"relu", "act", "ident"}
+    assert set(skipped) == {"relu", "act", "ident", "flat"}
+    assert skipped["flat"].startswith("a Flatten: not in the default set")
     assert "same tensor as 'conv'" in skipped["act"] and "same tensor as 'relu2'" in skipped["ident"]
     # The pooled maps that Flatten reshapes are recorded once, under the pooling layer (a reshape is never
     # in the default set), whole and in Flatten's order.
@@ -727,8 +728,8 @@ def test_unknown_layer_lists_available(tmp_path):
 
 
 def test_probe_shape_not_fitting_functional_model(tmp_path):
-    with pytest.raises(ValueError, match=r"the probe's inputs have shape \(8, 27, 28\) but model .* expects "
-                                         r"\(None, 28, 28\)"):
+    with pytest.raises(ValueError, match=r"the probe's input 'keras_tensor.*' has shape \(8, 27, 28\) but model .* "
+                                         r"expects \(None, 28, 28\) \(so would its fit\)"):
         _fit_fails(tmp_path, _mlp(), np.zeros((8, 27, 28), np.float32))
 
 
