@@ -179,3 +179,69 @@ def test_diffusion_map_converges_and_matches_dense(data, n):
     lam, Y = _dense_diffusion(X, dm.epsilon_)
     np.testing.assert_allclose(dm.eigenvalues_, lam, rtol=1e-9)
     assert procrustes(dm.embedding_, Y)[2] < 1e-6
+
+
+def _rbf(X, gamma):
+    return np.exp(-gamma * cdist(X, X, "sqeuclidean"))
+
+
+def test_rbf_precomputed_and_callable_affinities_match_sklearn(digits):
+    X = digits[:300].astype(np.float64)
+    gamma = 1e-3
+    rbf = SpectralEmbedding(affinity="rbf", gamma=gamma, random_state=0).fit(X)
+    np.testing.assert_allclose(rbf.affinity_matrix_, _rbf(X, gamma), rtol=1e-12)
+    pre = SpectralEmbedding(affinity="precomputed", random_state=0).fit(_rbf(X, gamma))
+    pre_sparse = SpectralEmbedding(affinity="precomputed", random_state=0).fit(sp.csr_matrix(_rbf(X, gamma)))
+    call = SpectralEmbedding(affinity=lambda Z: _rbf(Z, gamma), random_state=0).fit(X)
+    for other in (pre, pre_sparse, call):
+        np.testing.assert_allclose(other.embedding_, rbf.embedding_, rtol=1e-5, atol=1e-6)
+    ref = SkSpectral(affinity="rbf", gamma=gamma, eigen_solver="arpack", random_state=0).fit(X)
+    assert procrustes(rbf.embedding_, ref.embedding_)[2] < 1e-8
+    default = SpectralEmbedding(affinity="rbf", random_state=0).fit(X[:100] / 16)
+    np.testing.assert_allclose(default.affinity_matrix_, _rbf(X[:100] / 16, 1 / 64), rtol=1e-12)  # 1/n_features
+
+
+def test_sklearns_neighbour_counts_include_the_point_itself(digits):
+    """"nearest_neighbors" and "precomputed_nearest_neighbors" count the point itself, as scikit-learn does; a
+    precomputed graph with more stored neighbours is cut to n_neighbors."""
+    from sklearn.neighbors import KNeighborsTransformer
+
+    X = digits[:400]
+    binary = SpectralEmbedding(n_neighbors=10, random_state=0).fit(X)
+    sk_name = SpectralEmbedding(affinity="nearest_neighbors", n_neighbors=11, random_state=0).fit(X)
+    np.testing.assert_array_equal(sk_name.embedding_, binary.embedding_)
+    assert sk_name.n_neighbors_ == 10
+    for stored in (11, 20):
+        graph = KNeighborsTransformer(n_neighbors=stored, mode="distance").fit_transform(X)
+        pre = SpectralEmbedding(affinity="precomputed_nearest_neighbors", n_neighbors=11, random_state=0).fit(graph)
+        np.testing.assert_allclose(pre.embedding_, binary.embedding_, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="counts the point itself among its n_neighbors"):
+        SpectralEmbedding(affinity="nearest_neighbors", n_neighbors=1).fit(X)
+
+
+@pytest.mark.parametrize("Est", [SpectralEmbedding, DiffusionMap])
+def test_sparse_data_equals_dense(digits, Est):
+    X = digits[:400]
+    dense = Est(random_state=0).fit(X)
+    sparse = Est(random_state=0).fit(sp.csr_matrix(X))
+    np.testing.assert_allclose(sparse.embedding_, dense.embedding_, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("affinity, match", [
+    (np.array([[0, 1, 2], [1, 0, 1], [0, 1, 0]], dtype=float), r"must be symmetric; max \|A - A.T\| = 2"),
+    (np.array([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]], dtype=float), "has 2 connected components"),
+    (-np.ones((3, 3)), "must be non-negative"),
+])
+def test_bad_affinity_matrices(affinity, match):
+    with pytest.raises(ValueError, match=match):
+        SpectralEmbedding(n_components=1, affinity="precomputed").fit(affinity)
+
+
+def test_eigen_tol_and_solver_spellings(digits):
+    X = digits[:400]
+    ref = SpectralEmbedding(random_state=0).fit(X).embedding_
+    loose = SpectralEmbedding(eigen_solver="lobpcg", eigen_tol=1e-8, random_state=0).fit(X).embedding_
+    assert procrustes(ref, loose)[2] < 1e-6
+    np.testing.assert_array_equal(SpectralEmbedding(eigen_solver=None, random_state=0).fit(X).embedding_, ref)
+    with pytest.raises(ValueError, match="The eigen_solver was set to 'amg', but pyamg is not available"):
+        SpectralEmbedding(eigen_solver="amg").fit(X)

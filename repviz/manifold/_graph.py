@@ -20,8 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._validation import check_array, check_distance_matrix, check_n_components, check_n_neighbors, rescaled
-from ..neighbors import GRAM_METRICS, block_rows, distances, knn
+from .._validation import check_n_components, check_n_neighbors, rescaled
+from ..neighbors import GRAM_METRICS, block_rows, check_data, distances, knn
 from ._eigen import check_connected
 
 _BLOCK_BYTES = 64 << 20
@@ -196,22 +196,25 @@ def neighbour_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int 
     return NeighbourGraph(joined, bridges, n_comp, ind, dist)
 
 
-def check_graph_input(X, owner: str, metric: str, n_components: int) -> np.ndarray:
-    """Validated input of a graph-based method: a finite 2-D array of at least 2 points (a square, non-negative
-    matrix for ``metric="precomputed"``) with more points than ``n_components``."""
-    X = check_array(X, owner, min_samples=2)
-    if metric == "precomputed":
-        check_distance_matrix(X, owner)
+def check_graph_input(X, owner: str, metric: str, n_components: int):
+    """Validated input of a graph-based method: a finite 2-D float32 array or scipy sparse matrix of at least 2
+    points (a square, non-negative matrix or sparse neighbour graph for ``metric="precomputed"``) with more points
+    than ``n_components``."""
+    X = check_data(X, owner, min_samples=2, dtype=np.float32, metric=metric)
     check_n_components(n_components, X.shape[0], owner)
     return X
 
 
-def graph_of(est, X) -> tuple[np.ndarray, NeighbourGraph, float]:
+def graph_of(est, X, **overrides) -> tuple[np.ndarray, NeighbourGraph, float]:
     """Validated input, its kNN graph and the scale it was divided by (see :func:`repviz._validation.rescaled`;
-    the graph's distances are in those units) for an estimator with the parameters n_components, n_neighbors,
-    metric, neighbors, connect and random_state (reads them; sets nothing on ``est``)."""
+    the graph's distances are in those units; 1 for sparse input) for an estimator with the parameters
+    n_components, n_neighbors, metric, neighbors, connect and random_state (reads them, or takes them from
+    ``overrides``; sets nothing on ``est``)."""
     owner = type(est).__name__
-    X, scale = rescaled(check_graph_input(X, owner, est.metric, est.n_components), est.metric)
-    return X, neighbour_graph(X, owner=owner, metric=est.metric, n_neighbors=est.n_neighbors,
-                              neighbors=est.neighbors, connect=est.connect,
-                              random_state=est.random_state, stacklevel=5), scale
+    p = {name: overrides.get(name, getattr(est, name)) for name in ("n_components", "n_neighbors", "metric",
+                                                                     "neighbors", "connect", "random_state")}
+    X = check_graph_input(X, owner, p["metric"], p["n_components"])
+    X, scale = (X, 1.0) if sp.issparse(X) else rescaled(X, p["metric"])
+    return X, neighbour_graph(X, owner=owner, metric=p["metric"], n_neighbors=p["n_neighbors"],
+                              neighbors=p["neighbors"], connect=p["connect"],
+                              random_state=p["random_state"], stacklevel=5), scale
