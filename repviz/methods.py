@@ -130,12 +130,15 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
 # scikit-learn's options (issue #31) that leave the results as they were at these values
-_ADDED = {"isomap": {"p": 2, "metric_params": None, "path_method": "auto", "neighbors_algorithm": "auto"}}
+_ADDED = {"isomap": {"p": 2, "metric_params": None, "path_method": "auto", "neighbors_algorithm": "auto"},
+          "cmds": {"metric_params": None}, "spectral": {"eigen_tol": "auto"}}
+# SpectralEmbedding's tol became scikit-learn's eigen_tol ("auto" is the old 0.0)
+_FIXED = {"spectral": {"tol": 0.0}}
 for _name, _target in (("pca", "PCA"), ("cmds", "ClassicalMDS"), ("isomap", "Isomap"),
                        ("lle", "LocallyLinearEmbedding"), ("spectral", "SpectralEmbedding"),
                        ("diffusion", "DiffusionMap"), ("kpca", "KernelPCA"), ("force", "ForceDirectedLayout")):
     register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0},
-                    added=_ADDED.get(_name))
+                    added=_ADDED.get(_name), fixed=_FIXED.get(_name))
 register_method("lda", "repviz.manifold:LinearDiscriminantAnalysis", align="procrustes",
                 defaults={"n_components": 2}, supervised=True)
 # The elastic embedding continues from the previous layout as it is, with fewer iterations (it starts near a

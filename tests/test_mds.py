@@ -191,3 +191,12 @@ def test_metrics_of_repviz_neighbors_equal_their_precomputed_matrix(Est, metric,
     ours = Est(metric=metric, metric_params=params, **kwargs).fit_transform(X)
     D = cdist(X, X, scipy_name, **(params or {}))
     np.testing.assert_allclose(ours, Est(metric="precomputed", **kwargs).fit_transform(D), rtol=1e-4, atol=1e-4)
+
+
+def test_classical_mds_pipeline_cache_key_kept():
+    """metric_params=None leaves the pipeline's cmds key, and so its cached results, as they were (at b37e822);
+    SMACOF's key changed with its stopping rule (eps, scikit-learn's), which changes its results."""
+    from repviz.methods import resolve
+
+    assert resolve("cmds").key == "cmds-89b5b368d5"
+    assert resolve("mds").key != "mds-048a178d74"

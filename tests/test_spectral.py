@@ -245,3 +245,12 @@ def test_eigen_tol_and_solver_spellings(digits):
     np.testing.assert_array_equal(SpectralEmbedding(eigen_solver=None, random_state=0).fit(X).embedding_, ref)
     with pytest.raises(ValueError, match="The eigen_solver was set to 'amg', but pyamg is not available"):
         SpectralEmbedding(eigen_solver="amg").fit(X)
+
+
+def test_pipeline_cache_key_kept():
+    """eigen_tol="auto" (the old tol=0) and n_jobs leave the pipeline's spectral key, and so its cached results,
+    as they were (the key at b37e822)."""
+    from repviz.methods import resolve
+
+    assert resolve("spectral").key == "spectral-a532d37ce4"
+    assert resolve("spectral", {"eigen_tol": 1e-3}).key != "spectral-a532d37ce4"
