@@ -167,10 +167,25 @@ def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
 #: Linux names the file an open descriptor holds: the path checked is the one opened, so a directory swapped for
 #: a link between a check and the open cannot lead a read out.
 _FD_NAMES = os.path.isdir("/proc/self/fd")
+#: Flags of a descriptor that only names a file (opens no FIFO, reads nothing), where the system has them.
+_O_PATH = (os.O_PATH | os.O_CLOEXEC) if _FD_NAMES and hasattr(os, "O_PATH") else 0
 
 
 def _real(path: str | os.PathLike) -> str:
-    """``path`` with every symbolic link resolved (a missing tail kept as it is)."""
+    """``path`` with every symbolic link resolved (a missing tail kept as it is): by the kernel where it names the
+    file an ``O_PATH`` descriptor holds (one open, half the time of ``realpath``'s ``lstat`` per component), else
+    by ``os.path.realpath``."""
+    if _O_PATH:
+        try:
+            fd = os.open(path, _O_PATH)
+        except (OSError, ValueError):  # missing (realpath keeps the tail), or not a path
+            return os.path.realpath(path)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        if os.path.isabs(real) and not real.endswith(" (deleted)"):
+            return real
     return os.path.realpath(path)
 
 
