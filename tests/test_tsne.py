@@ -507,9 +507,9 @@ def test_params_follow_sklearn_contract():
 @pytest.mark.parametrize("params,match", [
     ({"perplexity": -3}, r"The 'perplexity' parameter of TSNE must be a float in the range \(0, inf\)\. Got -3"),
     ({"method": "bh"}, r"The 'method' parameter of TSNE must be a str among"),
-    ({"metric": "manhattan"}, r"The 'metric' parameter of TSNE"),
+    ({"metric": "hamming"}, r"The 'metric' parameter of TSNE"),
     ({"init": "spectral"}, r"The 'init' parameter of TSNE"),
-    ({"angle": 0.0}, r"The 'angle' parameter"),
+    ({"angle": 1.5}, r"The 'angle' parameter"),
     ({"dof": 0}, r"The 'dof' parameter"),
     ({"max_iter": 0}, r"The 'max_iter' parameter"),
     ({"method": "fft", "n_components": 3}, r"method='fft' supports n_components=2 only"),
@@ -589,3 +589,104 @@ def test_progress_goes_through_the_one_protocol(capsys):
     events.clear()
     SNE(perplexity=5, max_iter=30, early_exaggeration_iter=10).fit_transform(X, progress=lambda *e: events.append(e))
     assert events[-1][:3] == ("optimise", 30, 30)
+
+
+# --- scikit-learn's options (issue #31) ---------------------------------------------------------------------
+
+_METRICS = [("manhattan", None, "cityblock", {}), ("chebyshev", None, "chebyshev", {}),
+            ("minkowski", {"p": 3}, "minkowski", {"p": 3}), ("mahalanobis", "V", "mahalanobis", "VI"),
+            (lambda a, b: np.abs(a - b).max(), None, lambda a, b: np.abs(a - b).max(), {})]
+
+
+@pytest.mark.parametrize("metric,params,ref_metric,ref_kwargs", _METRICS)
+def test_other_metrics_give_the_affinities_of_their_distances(metric, params, ref_metric, ref_kwargs):
+    """Each metric's P equals P of the same distances from scipy's cdist, passed precomputed (scikit-learn's
+    test compares the fits; ours diverge from float32 rounding of the two distance paths, t-SNE being chaotic)."""
+    from scipy.spatial.distance import cdist
+
+    X = np.random.default_rng(0).normal(size=(120, 4))
+    if params == "V":
+        params, ref_kwargs = {"V": np.cov(X.T)}, {"VI": np.linalg.inv(np.cov(X.T))}
+    D = cdist(X, X, ref_metric, **ref_kwargs)
+    ours = TSNE(perplexity=10, metric=metric, metric_params=params, method="exact")
+    ref = TSNE(perplexity=10, metric="precomputed", method="exact")
+    np.testing.assert_allclose(ours.prepare_affinities(X).P.toarray(), ref.prepare_affinities(D).P.toarray(),
+                               rtol=1e-4, atol=1e-9)
+
+
+def test_mahalanobis_without_its_matrix_is_refused():
+    with pytest.raises(ValueError, match="Must provide either V or VI for Mahalanobis distance"):
+        TSNE(metric="mahalanobis").fit(np.random.default_rng(0).normal(size=(50, 3)))
+
+
+def test_angle_zero():
+    """angle=0 is accepted: the exact method ignores it (the same layout as with any angle), Barnes-Hut opens
+    every cell (its gradient is then the exact one)."""
+    X, _ = _blobs(40, 3)
+    exact = TSNE(perplexity=10, method="exact", angle=0, random_state=0, max_iter=300).fit_transform(X)
+    np.testing.assert_array_equal(exact, TSNE(perplexity=10, method="exact", angle=0.5, random_state=0,
+                                              max_iter=300).fit_transform(X))
+    P = _affinities(X, 10)
+    Y = np.random.default_rng(0).normal(size=(len(X), 2))
+    bh = KLObjective(P, make_repulsion("barnes_hut", len(X), 2, 1.0, theta=0.0), 1.0)(Y)
+    ref = KLObjective(P, ExactRepulsion(1.0), 1.0)(Y)
+    np.testing.assert_allclose(bh[1], ref[1], rtol=1e-4, atol=1e-9)
+
+
+def test_scikit_learn_stopping_rules():
+    """n_iter_without_progress: with a KL that never falls after its first evaluation (iteration 25) and
+    evaluations every 25 iterations, 50 stops at iteration 100, the first evaluation more than 50 after the
+    best; min_grad_norm stops after the first step whose exact gradient (4x ours) is at most it. Through TSNE:
+    each phase stops after one step; None and 0 (the defaults) run every iteration."""
+    def flat(Y, exaggeration=1.0, compute_kl=True):
+        return 1.0, np.full_like(Y, 0.1)
+
+    Y = np.zeros((10, 2))
+    assert gradient_descent(Y.copy(), flat, 500, learning_rate=1.0, momentum=0.5,
+                            n_iter_without_progress=50).n_iter == 100
+    norm = 4 * np.sqrt(20 * 0.01)  # ||4 * grad||
+    assert gradient_descent(Y.copy(), flat, 500, learning_rate=1.0, momentum=0.5, min_grad_norm=1.01 * norm).n_iter == 1
+    assert gradient_descent(Y.copy(), flat, 500, learning_rate=1.0, momentum=0.5,
+                            min_grad_norm=0.99 * norm).n_iter == 500
+    X, _ = _blobs(30, 3)
+    kw = dict(perplexity=10, method="exact", random_state=0, max_iter=600, early_exaggeration_iter=100)
+    assert TSNE(**kw).fit(X).n_iter_ == 600
+    assert TSNE(min_grad_norm=1e6, **kw).fit(X).n_iter_ == 2
+
+
+def test_sparse_input_and_sparse_neighbour_graphs():
+    """Sparse X and scikit-learn's KNeighborsTransformer graph (the recipe ``KNeighborsTransformer(mode=
+    "distance") -> TSNE(metric="precomputed")``) give the affinities of the dense data, sparse data its PCA
+    start; a graph with fewer than 3 * perplexity neighbours, an exact fit of a graph and its PCA start (classical
+    MDS needs every distance) are refused."""
+    from sklearn.neighbors import KNeighborsTransformer
+
+    X = np.random.default_rng(0).normal(size=(200, 10))
+    P = TSNE(perplexity=10).prepare_affinities(X).P.toarray()
+    np.testing.assert_allclose(TSNE(perplexity=10).prepare_affinities(sp.csr_matrix(X)).P.toarray(), P,
+                               rtol=1e-4, atol=1e-9)
+    G = KNeighborsTransformer(n_neighbors=30, mode="distance").fit_transform(X)
+    np.testing.assert_allclose(TSNE(perplexity=10, metric="precomputed").prepare_affinities(G).P.toarray(), P,
+                               rtol=1e-4, atol=1e-9)
+    Y = TSNE(perplexity=10, metric="precomputed", init="random", random_state=0, max_iter=300).fit_transform(G)
+    assert Y.shape == (200, 2) and np.isfinite(Y).all()
+    with pytest.raises(ValueError, match=r"stores only 20 neighbour\(s\) in row 0, fewer than n_neighbors \(30\)"):
+        TSNE(perplexity=10, metric="precomputed", init="random").fit(
+            KNeighborsTransformer(n_neighbors=20, mode="distance").fit_transform(X))
+    with pytest.raises(TypeError, match="method='exact' needs every distance, not a sparse neighbour graph"):
+        TSNE(perplexity=10, metric="precomputed", method="exact", init="random").fit(G)
+    with pytest.raises(ValueError, match="'random' or an array-like with a sparse neighbour graph"):
+        TSNE(perplexity=10, metric="precomputed").fit(G)
+    from repviz.manifold.tsne import init
+
+    start = TSNE(perplexity=10, max_iter=1, learning_rate=1e-12, early_exaggeration_iter=0)
+    np.testing.assert_allclose(start.fit_transform(sp.csr_matrix(X)), init.rescale(init.pca(X, 2)), rtol=1e-4,
+                               atol=1e-9)  # a PCA start without densifying: the dense data's
+
+
+def test_pipeline_cache_key_kept():
+    """scikit-learn's options at their defaults leave the pipeline's t-SNE key, and so its cached results, as
+    they were (the key at 39b5a74, before them)."""
+    from repviz.methods import resolve
+
+    assert resolve("tsne").key == "tsne-aa1eb71325"

@@ -149,7 +149,8 @@ class TSNEEmbedding:
         return "+".join(name for name in ("fft", "direct") if counts[name]) or "direct"
 
     def optimize(self, n_iter: int, *, exaggeration: float = 1.0, momentum: float = 0.8, learning_rate="auto",
-                 tol: float = 0.0, progress: Callable[[int, float], None] | None = None) -> TSNEEmbedding:
+                 tol: float = 0.0, progress: Callable[[int, float], None] | None = None,
+                 n_iter_without_progress: int | None = None, min_grad_norm: float = 0.0) -> TSNEEmbedding:
         """Run ``n_iter`` more iterations of gradient descent (momentum, adaptive gains) on this embedding, in
         place, from the state the last call left; returns self.
 
@@ -170,6 +171,9 @@ class TSNEEmbedding:
         progress : callable or None, default=None
             ``progress(n_iter, kl_divergence)`` at each evaluation of the KL divergence, ``n_iter`` counted over
             every call.
+        n_iter_without_progress, min_grad_norm : int or None, float
+            scikit-learn's stopping rules, as TSNE's (see
+            :func:`~repviz.manifold.tsne.optimize.gradient_descent`); None and 0 never stop.
         """
         for name, value in (("n_iter", n_iter), ("exaggeration", exaggeration), ("momentum", momentum),
                             ("learning_rate", learning_rate), ("tol", tol)):
@@ -184,6 +188,7 @@ class TSNEEmbedding:
             self._state = gradient_descent(
                 self._Y, self._objective, n_iter, learning_rate=rate, momentum=momentum,
                 exaggeration=exaggeration, state=self._state, tol=tol, kl_every=KL_EVERY,
+                n_iter_without_progress=n_iter_without_progress, min_grad_norm=min_grad_norm,
                 progress=None if progress is None else (lambda state: progress(state.n_iter, state.kl)))
         return self
 

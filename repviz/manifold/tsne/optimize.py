@@ -155,7 +155,8 @@ class DescentState:
 
 def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learning_rate: float, momentum: float,
                      exaggeration: float = 1.0, min_gain: float = 0.01, state: DescentState | None = None,
-                     kl_every: int = 25, tol: float = 0.0, progress: Callable | None = None) -> DescentState:
+                     kl_every: int = 25, tol: float = 0.0, progress: Callable | None = None,
+                     n_iter_without_progress: int | None = None, min_grad_norm: float = 0.0) -> DescentState:
     """Run up to ``n_iter`` steps on Y in place: momentum, adaptive gains, re-centring.
 
     ``learning_rate`` follows the convention of bhtsne, FIt-SNE and openTSNE, whose gradient omits the factor 4
@@ -169,18 +170,27 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
     previous one, ``kl_every`` iterations earlier, extrapolated over the iterations left (at least one window),
     is below ``tol`` (``state.converged`` is then True). For a KL that falls ever more slowly, as it does, the
     iterations left could lower it by at most about ``tol``: a layout that barely moves stops after two
-    evaluations, one still moving runs on.
+    evaluations, one still moving runs on. scikit-learn's rules stop it too (``state.converged`` then True):
+    ``n_iter_without_progress``, at an evaluation more than that many iterations after the one with the lowest
+    KL of this call; ``min_grad_norm``, after a step whose gradient (the exact derivative, 4x the one here) has
+    a norm at most that. None and 0 never stop.
     """
     if state is None:
         state = DescentState(np.zeros_like(Y), np.ones_like(Y))
     step = learning_rate / 4.0
     previous = float("nan")
+    best_kl, best_it = float("inf"), 0
     for it in range(n_iter):
         last = it == n_iter - 1
         want_kl = last or (it + 1) % kl_every == 0
         kl, grad = objective(Y, exaggeration=exaggeration, compute_kl=want_kl and not last)
+        small = min_grad_norm > 0 and 4.0 * np.sqrt(np.vdot(grad, grad)) <= min_grad_norm  # before the step uses it
         _kernels.descent_step(Y, grad, state.update, state.gains, step, momentum, min_gain)
         state.n_iter += 1
+        if small:
+            state.converged = True
+            state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
+            break
         if want_kl:
             if last:  # the divergence of the embedding actually returned, not of the one before the step
                 kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
@@ -188,7 +198,10 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
             if progress is not None:
                 progress(state)
             windows_left = max(1.0, (n_iter - it - 1) / kl_every)
-            if tol > 0 and abs(previous - kl) * windows_left < tol * abs(kl):
+            stalled = kl >= best_kl and n_iter_without_progress is not None and it - best_it > n_iter_without_progress
+            if kl < best_kl:
+                best_kl, best_it = kl, it
+            if stalled or (tol > 0 and abs(previous - kl) * windows_left < tol * abs(kl)):
                 state.converged = True
                 if not last:
                     state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]

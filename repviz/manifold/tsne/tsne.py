@@ -9,6 +9,7 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from ..._validation import (
@@ -17,14 +18,16 @@ from ..._validation import (
     RANDOM_STATE,
     Interval,
     Options,
+    Rule,
     check_array,
     check_distance_matrix,
     param_error,
     rescaled,
 )
-from ...neighbors import knn
+from ...neighbors import METRIC_RULES, check_data, knn, resolve_metric
 from ...progress import ProgressCallback, TerminalProgress, fan_out, report
 from .._base import Estimator, rng_from
+from .._eigen import fix_signs
 from . import init as _init
 from ._threads import NumbaThreads
 from .affinity import Affinities, joint_affinities, n_neighbors_for
@@ -38,6 +41,19 @@ def _one_blas_thread() -> threadpool_limits:
     distances, PCA's covariance and eigensolver) by its thread count, so their last bits, and so every layout
     after them (t-SNE is chaotic), would depend on the cores of the machine and its ``OMP_NUM_THREADS``."""
     return threadpool_limits(1, user_api="blas")
+
+
+def _sparse_pca(X: sp.csr_matrix, n_components: int) -> np.ndarray:
+    """:func:`repviz.manifold.tsne.init.pca` of sparse X without densifying it: the d x d covariance from
+    X^T X - n mean mean^T (time O(nnz d + d³), memory O(d²), as the dense path)."""
+    n = X.shape[0]
+    mean = np.asarray(X.mean(axis=0), dtype=np.float64).ravel()
+    cov = np.asarray((X.T @ X).toarray(), dtype=np.float64) - n * np.outer(mean, mean)
+    top = np.linalg.eigh(cov)[1][:, ::-1][:, :n_components]
+    Y = np.asarray(X @ top) - mean @ top
+    if Y.shape[1] < n_components:  # fewer features than components: pad with zeros
+        Y = np.hstack([Y, np.zeros((n, n_components - Y.shape[1]))])
+    return fix_signs(Y)
 
 
 class _Log:
@@ -71,7 +87,10 @@ _COMMON_CONSTRAINTS = {
     "tol": [Interval(float, 0, None, closed="left")],
     "early_momentum": [Interval(float, 0, 1, closed="left")],
     "momentum": [Interval(float, 0, 1, closed="left")],
-    "metric": [Options("euclidean", "cosine", "precomputed")],
+    "metric": METRIC_RULES,
+    "metric_params": [Rule(lambda v: isinstance(v, dict), "a dict"), NONE],
+    "n_iter_without_progress": [NONE, Interval(int, -1, None, closed="left")],
+    "min_grad_norm": [Interval(float, 0, None, closed="left")],
     "init": [Options("pca", "random"), ARRAY_LIKE],
     "neighbors": [Options("auto", "exact", "nndescent")],
     "n_jobs": [NONE, Interval(int, None, None, closed="neither")],
@@ -85,13 +104,23 @@ class _BaseSNE(Estimator):
     ``_resolve_method`` (the gradient methods they allow) and ``_auto_learning_rate``."""
 
     def _check_input(self, X) -> tuple[np.ndarray, bool]:
-        """X checked and rescaled, and whether all its points are identical (with a warning)."""
+        """X (dense, or a scipy sparse matrix) checked and rescaled, and whether all its points are identical
+        (with a warning)."""
         owner = type(self).__name__
-        X = check_array(X, owner, min_samples=2)
-        if self.metric == "precomputed":
-            check_distance_matrix(X, owner, symmetric=True)
-        X = rescaled(X, self.metric)[0]  # P is calibrated by perplexity: the scale of X does not matter
-        identical = bool(np.all(X == X[0])) if self.metric != "precomputed" else bool(np.all(X == 0))
+        metric = resolve_metric(self.metric, self.metric_params)[0]
+        X = check_data(X, owner, min_samples=2, dtype=np.float32, metric=metric)
+        if sp.issparse(X):
+            if metric == "precomputed" and self._resolve_method(X.shape[0]) == "exact":
+                raise TypeError(f"{owner} with method='exact' needs every distance, not a sparse neighbour graph; "
+                                f"pass the dense distance matrix or use method='auto'.")
+            first = X[np.zeros(X.shape[0], dtype=np.int64)]  # row 0, n times
+            identical = not X.data.any() if metric == "precomputed" else (X - first).count_nonzero() == 0
+        else:
+            if metric == "precomputed":
+                check_distance_matrix(X, owner, symmetric=True)
+            if not callable(metric):  # P is calibrated by perplexity: the scale of X does not matter
+                X = rescaled(X, metric)[0]
+            identical = bool(np.all(X == X[0])) if metric != "precomputed" else bool(np.all(X == 0))
         if identical:
             warnings.warn(f"All {X.shape[0]} points of X are identical: every affinity is equal and the embedding "
                           f"is random noise with no structure.", UserWarning, stacklevel=4)
@@ -115,7 +144,8 @@ class _BaseSNE(Estimator):
             t = time.perf_counter()
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
             knn_method = "exact" if method == "exact" else self.neighbors
-            idx, dist = knn(X, k, metric=self.metric, method=knn_method, random_state=knn_seed)
+            metric, params = resolve_metric(self.metric, self.metric_params)
+            idx, dist = knn(X, k, metric=metric, method=knn_method, random_state=knn_seed, metric_params=params)
             log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}")
             t = time.perf_counter()
             P = joint_affinities(idx, dist, perplexity)
@@ -136,6 +166,11 @@ class _BaseSNE(Estimator):
         if X is None:
             raise param_error("init", type(self).__name__, "'random' or an array-like when X is precomputed "
                               "Affinities (PCA needs the data)", self.init)
+        if sp.issparse(X) and self.metric == "precomputed":
+            raise param_error("init", type(self).__name__, "'random' or an array-like with a sparse neighbour "
+                              "graph (classical MDS needs every distance)", self.init)
+        if sp.issparse(X):
+            return _init.rescale(_sparse_pca(X, k))
         if self.metric == "precomputed":
             if n > _MDS_INIT_MAX_N:
                 warnings.warn(f"init='pca' with metric='precomputed' needs classical MDS, O(n³) time; with "
@@ -217,7 +252,10 @@ class _BaseSNE(Estimator):
             t = time.perf_counter()
             # convergence is checked without exaggeration only (clusters form slowly under it)
             embedding.optimize(n_iter, exaggeration=exaggeration, momentum=momentum, learning_rate=rate,
-                               tol=float(self.tol) if exaggeration == 1.0 else 0.0, progress=log.iteration)
+                               tol=float(self.tol) if exaggeration == 1.0 else 0.0, progress=log.iteration,
+                               n_iter_without_progress=(self.n_iter_without_progress if name == "optimisation"
+                                                        else None),
+                               min_grad_norm=float(self.min_grad_norm))
             log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
                 f", KL {embedding.kl_divergence:.4f}" if name == "optimisation" else ""))
         Y = embedding.layout
@@ -236,7 +274,7 @@ class _BaseSNE(Estimator):
         self.timings_ = log.timings
         # what transform places new points against (None from precomputed affinities or distances)
         self.training_data_ = None if isinstance(X, Affinities) or self.metric == "precomputed" else \
-            check_array(X, type(self).__name__)
+            check_data(X, type(self).__name__, dtype=np.float32)
         return self
 
 
@@ -275,11 +313,27 @@ _SHARED_DOC = """
         Momentum during early exaggeration (0.5 as bhtsne, FIt-SNE and scikit-learn; openTSNE uses 0.8).
     momentum : float, default=0.8
         Momentum after early exaggeration.
-    metric : {"euclidean", "cosine", "precomputed"}, default="euclidean"
-        Input distances. "precomputed": X is a square, symmetric, non-negative distance matrix. Distances are
-        squared inside the Gaussian whatever the metric.
+    n_iter_without_progress : int or None, default=None
+        scikit-learn's rule: stop the main phase at a KL evaluation (every 25 iterations) more than this many
+        iterations after its lowest KL. None runs on (scikit-learn's default is 300).
+    min_grad_norm : float, default=0
+        scikit-learn's rule: stop a phase after a step whose gradient norm (of the exact KL derivative) is at most
+        this. 0 runs on (scikit-learn's default is 1e-7).
+    metric : str or callable, default="euclidean"
+        Input distances: "euclidean", "cosine", "sqeuclidean", "manhattan" ("l1", "cityblock"), "chebyshev",
+        "minkowski" (``p`` in ``metric_params``, default 2), "mahalanobis" (``V`` or ``VI`` in
+        ``metric_params``), a callable of two 1-D arrays, or "precomputed". Euclidean, cosine and sqeuclidean
+        distances come from matrix products (fast; sparse X stays sparse); the other names from scipy's cdist,
+        several times slower, and a callable is called once per pair from Python: about 1 µs each, minutes for
+        10,000 points. "precomputed": X is a square, symmetric, non-negative distance matrix, or a sparse
+        neighbour graph (scikit-learn's ``KNeighborsTransformer(n_neighbors=k, mode="distance")``, k at least
+        3 * perplexity; then ``init="random"``). Distances are squared inside the Gaussian whatever the metric
+        (scikit-learn squares the Euclidean ones only).
+    metric_params : dict or None, default=None
+        Arguments of the metric (see :func:`repviz.neighbors.knn`).
     init : {"pca", "random"} or array of shape (n_samples, n_components), default="pca"
-        "pca": the first principal components (classical MDS of the distances when precomputed), scaled to
+        "pca": the first principal components (classical MDS of the distances when precomputed; dense input
+        only, as in scikit-learn: sparse X needs "random" or an array), scaled to
         standard deviation 1e-4. An array: a start of your own (e.g. an earlier embedding, to keep views
         aligned), centred and rescaled the same way. To go on from a layout at its own scale, optimise a
         :class:`~repviz.manifold.tsne.TSNEEmbedding` of it (:func:`repviz.continuation.continue_tsne` is the
@@ -318,7 +372,9 @@ class TSNE(_BaseSNE):
         "auto" is exact up to 1,000 points, then "barnes_hut" (1 or 3 components) or "fft". "exact" also uses all
         n - 1 neighbours for the affinities (as scikit-learn's exact method); the others use 3 * perplexity.
     angle : float, default=0.5
-        Barnes-Hut's opening angle theta (cell width / distance): smaller is more accurate and slower.
+        Barnes-Hut's opening angle theta (cell width / distance), used by method="barnes_hut" only: smaller is
+        more accurate and slower, 0 opens every cell (exact, O(n²)). The exact, direct and FFT methods ignore it
+        (FFT's accuracy is set by its grid), so angle=0 with method="exact" is accepted as in scikit-learn.
     dof : float, default=1
         Degrees of freedom alpha of the Student-t kernel (1 + d²/alpha)^-alpha; alpha < 1 gives heavier tails
         and finer clusters (Kobak et al. 2019).
@@ -361,15 +417,17 @@ class TSNE(_BaseSNE):
     [750, 750]
     """
 
+    _accepts_sparse = True
     _parameter_constraints = {**_COMMON_CONSTRAINTS,
                               "method": [Options("auto", "direct", "exact", "barnes_hut", "fft")],
-                              "angle": [Interval(float, 0, 1, closed="right")],
+                              "angle": [Interval(float, 0, 1, closed="both")],
                               "dof": [Interval(float, 0, None, closed="neither")]}
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8,
-                 metric: str = "euclidean", init="pca",
+                 tol: float = 0.0, n_iter_without_progress: int | None = None, min_grad_norm: float = 0.0,
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric="euclidean",
+                 metric_params: dict | None = None, init="pca",
                  method: str = "auto", angle: float = 0.5, dof: float = 1.0, neighbors: str = "auto",
                  n_jobs: int | None = None, random_state: int | None = None, verbose: int = 0):
         self.n_components = n_components
@@ -379,9 +437,12 @@ class TSNE(_BaseSNE):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.tol = tol
+        self.n_iter_without_progress = n_iter_without_progress
+        self.min_grad_norm = min_grad_norm
         self.early_momentum = early_momentum
         self.momentum = momentum
         self.metric = metric
+        self.metric_params = metric_params
         self.init = init
         self.method = method
         self.angle = angle
@@ -446,12 +507,14 @@ class SNE(_BaseSNE):
     (100, 2)
     """
 
+    _accepts_sparse = True
     _parameter_constraints = _COMMON_CONSTRAINTS
 
     def __init__(self, n_components: int = 2, *, perplexity: float = 30.0, early_exaggeration: float = 12.0,
                  early_exaggeration_iter: int = 250, learning_rate="auto", max_iter: int = 750,
-                 tol: float = 0.0, early_momentum: float = 0.5, momentum: float = 0.8,
-                 metric: str = "euclidean", init="pca",
+                 tol: float = 0.0, n_iter_without_progress: int | None = None, min_grad_norm: float = 0.0,
+                 early_momentum: float = 0.5, momentum: float = 0.8, metric="euclidean",
+                 metric_params: dict | None = None, init="pca",
                  neighbors: str = "auto", n_jobs: int | None = None, random_state: int | None = None,
                  verbose: int = 0):
         self.n_components = n_components
@@ -461,9 +524,12 @@ class SNE(_BaseSNE):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.tol = tol
+        self.n_iter_without_progress = n_iter_without_progress
+        self.min_grad_norm = min_grad_norm
         self.early_momentum = early_momentum
         self.momentum = momentum
         self.metric = metric
+        self.metric_params = metric_params
         self.init = init
         self.neighbors = neighbors
         self.n_jobs = n_jobs
