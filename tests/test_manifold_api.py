@@ -125,6 +125,8 @@ def test_feature_names_out_and_output_containers(data):
     Y = est.fit_transform(X)
     np.testing.assert_array_equal(est.get_feature_names_out(), ["isomap0", "isomap1"])
     assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 64
+    with pytest.raises(ValueError, match="X has 3 features, but Isomap is expecting 64 features as input"):
+        est.transform(X[:5, :3])  # checked by the base class for every transform
     with pytest.raises(ValueError, match="input_features should have length equal to number of features"):
         est.get_feature_names_out(["a"])
     with pytest.raises(ValueError, match=r"set_output\(transform=...\) must be one of"):

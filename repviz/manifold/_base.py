@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .._validation import validate_params
+from .._validation import check_n_features, validate_params
 
 _OUTPUTS = ("default", "pandas", "polars")
 
@@ -185,6 +185,9 @@ def _wrapped_output(method):
     def wrapper(self, X, *args, **kwargs):
         if method.__name__ == "transform" and hasattr(self, "n_features_in_"):
             _check_feature_names(self, X)
+            shape = X.shape if hasattr(X, "shape") else np.shape(X)
+            if len(shape) == 2:
+                check_n_features(self, SimpleNamespace(shape=shape))
         names = _column_names(X) if method.__name__ == "fit_transform" else None
         result = method(self, X, *args, **kwargs)
         if names is not None:
