@@ -140,8 +140,11 @@ def distances(A, B, metric="euclidean", metric_params: dict | None = None, *, sq
     metric = canonical_metric(metric)
     if metric not in GRAM_METRICS:
         name, kwargs = _cdist_args(metric, metric_params)
-        return cdist(np.asarray(_dense(A), dtype=np.float64), np.asarray(_dense(B), dtype=np.float64), name,
-                     **kwargs)
+        D = cdist(np.asarray(_dense(A), dtype=np.float64), np.asarray(_dense(B), dtype=np.float64), name, **kwargs)
+        if callable(metric) and (D < 0).any():
+            raise ValueError(f"All distances must be non-negative, but the metric given ({metric!r}) returned "
+                             f"{D.min():g}; check the metric.")
+        return D
     if metric == "cosine":
         A, B = _unit_rows(A), _unit_rows(B)
         sq_b = None

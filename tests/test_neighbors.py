@@ -126,9 +126,11 @@ def test_other_metrics_match_sklearn(metric, params):
     np.testing.assert_array_equal(idx, ref_i)
 
 
-def test_mahalanobis_needs_its_matrix():
+def test_mahalanobis_needs_its_matrix_and_a_metric_its_sign():
     with pytest.raises(ValueError, match="Must provide either V or VI for Mahalanobis distance"):
         knn(_data(50), 5, metric="mahalanobis")
+    with pytest.raises(ValueError, match=r"All distances must be non-negative, but the metric given .* returned -1"):
+        knn(_data(20), 5, metric=lambda a, b: -1.0)
 
 
 @pytest.mark.parametrize("metric", ["euclidean", "cosine", "manhattan"])
