@@ -1,4 +1,9 @@
-"""Dimensionality-reduction methods with scikit-learn's estimator conventions."""
+"""Dimensionality-reduction methods with scikit-learn's estimator conventions.
+
+TSNE, Isomap, LocallyLinearEmbedding, SpectralEmbedding, MDS and ClassicalMDS are drop-ins for scikit-learn's
+(tags, ``set_output``, feature names, scikit-learn's keywords); docs/SKLEARN.md lists the deliberate differences
+(float32 outputs first) with their reasons.
+"""
 
 from .autoencoder import AutoencoderEmbedding
 from .elastic import ElasticEmbedding
