@@ -168,7 +168,7 @@ def main() -> None:
         print(json.dumps(WORKERS[kind](layer_paths(Path(root)), int(n), out)))
         return
 
-    from repviz.similarity.measures import AUTO_BATCH, AUTO_EXACT_PROBES
+    from repviz.similarity.options import AUTO_BATCH, AUTO_EXACT_PROBES
 
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-similarity-"))
     try:
