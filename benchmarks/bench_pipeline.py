@@ -13,6 +13,10 @@ Then, each in its own process:
 - the same command again (warm cache: nothing to compute; target < 2 s);
 - the peer: a plain loop of openTSNE (``n_jobs`` = all cores) and scikit-learn PCA (those of ``--methods``) over
   the representations of ``--peer-runs`` run(s), independently, with no alignment, scores or cache (what one writes by hand).
+  ``--methods umap``: a loop of umap-learn fits (``random_state=0``, its defaults), against ``repviz embed
+  --method umap``; with ``--rounds N`` the cold command and the peer alternate N times (median reported), and the
+  mean trustworthiness of each layer's last snapshot of the first run is compared (the peer's scored outside its
+  timing, as the pipeline scores: 10 neighbours, 1,000 query points).
 
 Reported: wall time of the call and of the whole process (interpreter, imports), representations computed and
 cached, and peak RSS (the process and its workers).
@@ -75,9 +79,11 @@ def worker_embed(args) -> None:
 
     result = embed_logdir(args.logdir, args.methods.split(","), jobs=args.jobs, progress=False)
     call = result.seconds
+    first = min(row["run"] for row in result.rows)
+    trust = [row["scores"]["trustworthiness"] for row in result.rows if row["run"] == first and row["scores"]]
     print(json.dumps({"call_s": call, "process_s": time.perf_counter() - start, "computed": result.computed,
                       "cached": result.cached, "failed": len(result.failed), "peak_mb": _peak_mb(),
-                      "table": result.table()}))
+                      "trust": sum(trust) / len(trust) if trust else None, "table": result.table()}))
 
 
 def worker_peer(args) -> None:
@@ -88,8 +94,10 @@ def worker_peer(args) -> None:
 
     from repviz.store import open_logdir
 
+    if "umap" in args.methods:
+        import umap
     log = open_logdir(args.logdir)
-    count, t0 = 0, time.perf_counter()
+    count, t0, last = 0, time.perf_counter(), []
     for name in list(log.runs)[: args.peer_runs]:
         run = log.run(name)
         for layer in run.layers:
@@ -101,8 +109,18 @@ def worker_peer(args) -> None:
                 if "pca" in args.methods:
                     PCA(2, random_state=0).fit_transform(X)
                     count += 1
-    print(json.dumps({"call_s": time.perf_counter() - t0, "process_s": time.perf_counter() - start,
-                      "computed": count, "cached": 0, "failed": 0, "peak_mb": _peak_mb()}))
+                if "umap" in args.methods:
+                    Y = umap.UMAP(random_state=0).fit_transform(X)
+                    count += 1
+            if "umap" in args.methods and name == min(log.runs):
+                last.append((X, Y, run.probe.labels))
+    call = time.perf_counter() - t0
+    from repviz.metrics import quality_scores
+
+    trust = [quality_scores(X, Y, y, n_neighbors=10, max_exact=1000)["trustworthiness"] for X, Y, y in last]
+    print(json.dumps({"call_s": call, "process_s": time.perf_counter() - start,
+                      "computed": count, "cached": 0, "failed": 0, "peak_mb": _peak_mb(),
+                      "trust": sum(trust) / len(trust) if trust else None}))
 
 
 def tsne_steps(logdir: Path) -> str:
@@ -163,6 +181,34 @@ def bench_info(layers: int, snapshots: int) -> None:
               f"{sorted(times)[1]:.2f} s (target < 1 s)")
 
 
+PEERS = {"tsne": "openTSNE", "pca": "sklearn PCA", "umap": "umap-learn"}
+
+
+def alternate(args, cores: int) -> None:
+    """The cold command and the peer loop, alternated ``args.rounds`` times (the stored embeddings removed before
+    each cold run); medians and the ratio of time per embedding, and the trustworthiness of both."""
+    import statistics
+
+    runs = {"repviz embed, cold": [], f"{PEERS[args.methods]} loop": []}
+    for _ in range(args.rounds):
+        for folder in Path(args.logdir).glob("*/plugins/repviz/embeddings"):
+            shutil.rmtree(folder)
+        runs["repviz embed, cold"].append(spawn("embed", args, cores))
+        if args.peer_runs:
+            runs[f"{PEERS[args.methods]} loop"].append(spawn("peer", args, cores))
+    print(f"{'configuration':<30} {'ms/embedding (median)':>22} {'rounds (s per call)':>28} {'trust':>7}")
+    per = {}
+    for name, rs in runs.items():
+        if not rs:
+            continue
+        per[name] = statistics.median(1000 * r["call_s"] / r["computed"] for r in rs)
+        calls = ", ".join(f"{r['call_s']:.1f}" for r in rs)
+        print(f"{name:<30} {per[name]:>22.0f} {calls:>28} {rs[-1]['trust']:7.4f}")
+    if len(per) == 2:
+        a, b = per.values()
+        print(f"ratio repviz / peer per embedding: {a / b:.2f}x")
+
+
 def logdir_arguments(p: argparse.ArgumentParser) -> None:
     """The options of the log directory :func:`write_logdir` builds (shared with bench_distributed.py)."""
     p.add_argument("--mnist", default=str(ROOT.parent / "shared" / "data" / "mnist.npz"))
@@ -177,7 +223,8 @@ def main() -> None:
     logdir_arguments(p)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--peer-runs", type=int, default=1, help="runs the peer loop covers (0: no peer)")
-    p.add_argument("--methods", default="tsne,pca", choices=["tsne,pca", "tsne", "pca"])
+    p.add_argument("--methods", default="tsne,pca", choices=["tsne,pca", "tsne", "pca", "umap"])
+    p.add_argument("--rounds", type=int, default=1, help="cold command and peer alternated this many times")
     p.add_argument("--worker", choices=["embed", "peer"], help=argparse.SUPPRESS)
     p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one)")
     p.add_argument("--warm-only", action="store_true",
@@ -210,13 +257,15 @@ def main() -> None:
         print(f"{args.runs} runs x {args.layers} layers x {args.snapshots} snapshots x {args.probe} probes "
               f"= {n} representations; {' + '.join(methods)} = {len(methods) * n} embeddings; {cores} cores, "
               f"jobs={args.jobs}; load average {os.getloadavg()[0]:.2f}")
+        if args.rounds > 1:
+            return alternate(args, cores)
         rows = [("repviz embed, cold", spawn("embed", args, cores)),
                 ("repviz embed, warm cache", spawn("embed", args, cores))]
         table = rows[0][1].pop("table")
         rows[1][1].pop("table")
         if args.peer_runs:
             per = args.layers * args.snapshots * len(methods) * min(args.peer_runs, args.runs)
-            peer = " + ".join({"tsne": "openTSNE", "pca": "sklearn PCA"}[m] for m in methods)
+            peer = " + ".join(PEERS[m] for m in methods)
             rows.append((f"{peer} loop ({per} fits)", spawn("peer", args, cores)))
         head = f"{'configuration':<38} {'call (s)':>9} {'process (s)':>11} {'ms/embedding':>12} " \
                f"{'computed':>8} {'cached':>6} {'peak RSS (MB)':>13}"

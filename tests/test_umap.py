@@ -39,6 +39,14 @@ def test_umap_gets_repviz_neighbours_self_first(digits):
     np.testing.assert_array_equal(model.umap_._knn_indices, idx)
 
 
+def test_a_start_that_does_not_move_keeps_its_coordinates(digits):
+    X = digits[0][:200]
+    start = np.random.default_rng(0).normal(size=(200, 2)) * [8.0, 1.0] + [3.0, -20.0]  # elongated, off-centre
+    # umap-learn rescales each axis of a start to [0, 10]; repviz rotates and scales it back
+    Y = UMAP(random_state=0, init=start, n_epochs=1, learning_rate=1e-9).fit_transform(X)
+    np.testing.assert_allclose(Y, start, atol=1e-3)
+
+
 def test_umap_layout_keeps_classes_and_transform_places_new_points(digits):
     X, y = digits[0][:900], digits[1][:900]
     model = UMAP(random_state=0).fit(X[:700])

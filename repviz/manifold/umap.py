@@ -59,6 +59,23 @@ def self_first_knn(X: np.ndarray, n_neighbors: int, metric: str, method: str,
     return idx, dist
 
 
+def square_rotation(Y: np.ndarray, steps: int = 40) -> np.ndarray:
+    """The rotation R (2 x 2) that gives the centred 2-D layout Y @ R the same range on both axes. The difference
+    of the ranges changes sign over a quarter turn (at 90 degrees the axes swap), so bisection finds an angle."""
+    def gap(theta: float) -> float:
+        c, s = np.cos(theta), np.sin(theta)
+        return float(np.ptp(Y @ [c, s]) - np.ptp(Y @ [-s, c]))
+
+    lo, hi = 0.0, np.pi / 2
+    if gap(lo) > 0:
+        lo, hi = hi, lo
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+    c, s = np.cos(lo), np.sin(lo)
+    return np.array([[c, -s], [s, c]])
+
+
 class UMAP(Estimator):
     """Uniform Manifold Approximation and Projection, by umap-learn on repviz's kNN graph.
 
@@ -75,8 +92,10 @@ class UMAP(Estimator):
         Epochs of the layout's optimisation; None: umap-learn's (500 below 10,000 points, else 200).
     metric : {"euclidean", "cosine", "manhattan", "chebyshev"}, default="euclidean"
     init : {"spectral", "pca", "random"} or array of shape (n_samples, n_components), default="spectral"
-        An array is a start of one's own (e.g. the previous snapshot's layout; umap-learn rescales it to a
-        10 x 10 box).
+        An array is a start of one's own (e.g. the previous snapshot's layout). umap-learn rescales each axis of
+        a start to [0, 10]; a 2-D start is first rotated so that its two axes span the same range
+        (:func:`square_rotation`), so that this rescaling is a uniform scale and distorts nothing, and the result
+        is rotated and scaled back: points that do not move keep their coordinates.
     neighbors : {"auto", "exact", "nndescent"}, default="auto"
         kNN method of :func:`repviz.neighbors.knn`.
     n_jobs : int or None, default=None
@@ -156,6 +175,10 @@ class UMAP(Estimator):
         if not isinstance(init, str) and init.shape != (n, self.n_components):
             raise ValueError(f"init has shape {init.shape}; it must be (n_samples, n_components) = "
                              f"{(n, self.n_components)}")
+        if not isinstance(init, str):
+            centre = init.mean(axis=0)
+            rotation = square_rotation(init - centre) if self.n_components == 2 else np.eye(self.n_components)
+            start = init = ((init - centre) @ rotation).astype(np.float32)
         threads = 1 if seed is not None or self.n_jobs is None else self.n_jobs
         model = umap.UMAP(n_neighbors=k, n_components=self.n_components, metric=self.metric,
                           n_epochs=self.n_epochs, learning_rate=float(self.learning_rate), init=init,
@@ -171,6 +194,9 @@ class UMAP(Estimator):
             Y = model.fit_transform(X)
         if not np.isfinite(Y).all():
             raise FloatingPointError("UMAP returned non-finite coordinates (points without neighbours in the graph)")
+        if not isinstance(init, str):  # undo umap-learn's rescaling of the start to [0, 10] per axis
+            lo, span = start.min(axis=0), np.ptp(start, axis=0)
+            Y = (lo + Y * (np.where(span > 0, span, 10.0) / 10.0)) @ rotation.T + centre
         self.umap_, self.n_neighbors_ = model, k
         self.embedding_ = np.asarray(Y, dtype=np.float32)
         self.n_features_in_ = X.shape[1]
