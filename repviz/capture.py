@@ -51,7 +51,7 @@ def _default_types() -> tuple[type, ...]:
         L.MaxPooling1D, L.MaxPooling2D, L.MaxPooling3D, L.AveragePooling1D, L.AveragePooling2D,
         L.AveragePooling3D, L.GlobalMaxPooling1D, L.GlobalMaxPooling2D, L.GlobalMaxPooling3D,
         L.GlobalAveragePooling1D, L.GlobalAveragePooling2D, L.GlobalAveragePooling3D,
-        L.Activation, L.ReLU, L.LeakyReLU, L.PReLU, L.ELU, L.Softmax, L.RNN,
+        L.Activation, L.ReLU, L.LeakyReLU, L.PReLU, L.ELU, L.Softmax, L.RNN, L.Bidirectional, L.TimeDistributed,
     )
 
 
@@ -132,8 +132,9 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each
         layer and returns True to keep it. None keeps the layers whose output is a representation: Dense,
         EinsumDense, Embedding, every convolution, pooling, activation layers (Activation, ReLU, LeakyReLU,
-        PReLU, ELU, Softmax) and RNN layers; it skips Dropout, Flatten, Reshape, normalisation, merging and
-        Input layers, whose output is (nearly) a copy of another's, and records no tensor twice (see
+        PReLU, ELU, Softmax), RNN layers and their Bidirectional and TimeDistributed wrappers; it skips
+        Dropout, Flatten, Reshape, normalisation, merging and Input layers, whose output is (nearly) a copy of
+        another's, and records no tensor twice (see
         :func:`_duplicates`). It also keeps custom layers (classes defined outside Keras, such as a
         ``TransformerBlock``) and nested models, whose outputs are what their authors made them for, unless the
         output is the same tensor as one of their layers'. The manifest's ``skipped`` lists every layer left out

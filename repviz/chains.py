@@ -17,6 +17,7 @@ import numpy as np
 
 from .align import align_to
 from .methods import Resolved
+from .narrow import narrow_layout
 from .store import Run, checksum
 
 
@@ -113,6 +114,9 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous:
     if resolved.method.supervised and labels is None:
         raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
     method, params = resolved.method, dict(resolved.params)
+    if X.shape[1] < (params.get("n_components") or 2):  # a 1-wide layer: its values, a strip per class
+        flag = "one_dimensional" if X.shape[1] == 1 else "narrow"
+        return narrow_layout(X, labels, params.get("n_components") or 2), {flag: True}
     if "n_jobs" in params and params["n_jobs"] is None:
         params["n_jobs"] = threads
     continues = resolved.chain_align == "init" and previous is not None
