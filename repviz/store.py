@@ -545,7 +545,7 @@ class RunWriter:
         if self.created:
             self.manifest = fresh
             return
-        old = _json_inside(path, self._own)
+        old = _check_manifest(path, _json_inside(path, self._own))  # a damaged one: refused, naming it
         if old.get("fingerprint") != manifest.get("fingerprint"):
             what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
                     != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
@@ -566,7 +566,7 @@ class RunWriter:
         """The manifest of the run already in this directory (None when there is none), read before
         :meth:`begin` so that a continued run is recorded as it was (each layer's reduction)."""
         path = self.root / _MANIFEST
-        return _json_inside(path, self._own) if path.exists() else None
+        return _check_manifest(path, _json_inside(path, self._own)) if path.exists() else None
 
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""

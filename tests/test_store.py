@@ -658,3 +658,21 @@ def test_a_probe_of_inconsistent_shapes_is_damaged(tmp_path, probe):
     np.save(w.root / "probe" / f"{name}.npy", array)
     with pytest.raises(store.DamagedFileError, match=f"{name}.npy holds shape"):
         len(open_logdir(tmp_path).run("run").probe)
+
+
+def test_continuing_a_run_reads_its_manifest_through_the_same_checks(tmp_path):
+    """Non-regression: a manifest that is a JSON array, or whose layer entry is a string, stopped a fit continuing
+    the run with an AttributeError; now the first is refused naming the file, the second continues the run."""
+    w = _writer(tmp_path, layers=("dense",))
+    w.write_activation("dense", 0, np.ones((5, 3), np.float32))
+    path = w.root / "manifest.json"
+    path.write_text(json.dumps({**w.manifest, "layers": {"dense": "x"}}))
+    with pytest.warns(RuntimeWarning, match="layers.dense"):
+        assert RunWriter(tmp_path / "run").stored_manifest()["layers"] == {"dense": {}}
+        again = _writer(tmp_path, layers=("dense",))
+    again.write_activation("dense", 1, np.ones((5, 3), np.float32))
+    assert open_logdir(tmp_path).run("run").steps("dense") == [0, 1]
+    path.write_text("[]")
+    with pytest.raises(store.DamagedFileError, match="holds a JSON list, not an object") as caught:
+        _writer(tmp_path, layers=("dense",))
+    assert caught.value.filename == str(path)
