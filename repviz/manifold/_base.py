@@ -185,7 +185,7 @@ def _wrapped_output(method):
     def wrapper(self, X, *args, **kwargs):
         if method.__name__ == "transform" and hasattr(self, "n_features_in_"):
             _check_feature_names(self, X)
-            shape = X.shape if hasattr(X, "shape") else np.shape(X)
+            shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
             if len(shape) == 2:
                 check_n_features(self, SimpleNamespace(shape=shape))
         names = _column_names(X) if method.__name__ == "fit_transform" else None
