@@ -36,6 +36,7 @@ from . import _reduction, store
 from ._validation import INTEGER, NONE, Interval, Rule, check_option, check_param, param_error
 from .chief import ChiefOnly
 from .datasets import thumbnails
+from .metadata import columns_from
 
 _SKETCH_KERNEL = _reduction.load_sketch_kernel()  # while the script goes on to load data and build its model
 
@@ -218,6 +219,10 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     forward : callable, default=None
         ``forward(x) -> outputs`` run on each probe batch instead of ``model(x, training=False)``, e.g.
         ``lambda x: vae.decoder(vae.encoder(x)[2])``; the layers it calls (of ``model``) are recorded.
+    metadata : mapping or pandas DataFrame, default=None
+        Per-example columns stored once with the probe (``{"text": [...], "source": [...], "score": [...]}``:
+        strings, numbers, booleans; see :mod:`repviz.metadata`), one value per probe example; the tab colours by,
+        searches and shows them. :func:`repviz.store.write_metadata` adds or replaces them later.
 
     Examples
     --------
@@ -237,13 +242,14 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                  dtype: str = "float32", max_width: int | None = None, projection_dim: int = 256,
                  pooling: str | dict | None = None, batch_size: int | None = None, seed: int = 0,
                  prediction_output: str | None = None, embed: str | Sequence[str] | None = None, model=None,
-                 forward: Callable | None = None):
+                 forward: Callable | None = None, metadata: Any = None):
         super().__init__()
         self.log_dir = log_dir
         check_param(probe_size, [_POSITIVE, NONE], "probe_size", "ActivationLogger")
         self._x, self._y = _split_probe(probe, probe_size)
         self.n_probe = _probe_length(self._x, self._y)
         self.probe_ids = _check_ids(probe_ids, self.n_probe)
+        self.metadata = None if metadata is None else columns_from(metadata, self.n_probe)
         _warn_nonfinite_inputs(self._x)
         self.layers_spec = _check_layers_spec(layers)
         if freq is not None and batch_freq is not None:
@@ -294,6 +300,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self._writer.begin(self._manifest(target))
         try:
             self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
+            if self.metadata is not None:
+                self._writer.write_metadata(self.metadata)
         except BaseException:
             self._writer.abandon()  # nothing stored: a retry with corrected data must not be refused
             raise

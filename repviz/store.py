@@ -9,6 +9,7 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         manifest.json                       format version, model, layers, probe, schedule (atomic rewrite)
         records.jsonl                       one JSON line appended per stored array; a torn last line is ignored
         probe/ids.npy labels.npy thumbnails.npy
+        probe/metadata.json                 per-example columns (text, categories, numbers; repviz.metadata)
         activations/<layer-key>/<step>.npy  one array (n_probe, width) per layer and snapshot
         predictions/<step>.npy              the primary model output on the probe set per snapshot
         predictions/<output-key>/<step>.npy every other output of a multi-output model
@@ -54,11 +55,14 @@ import time
 import warnings
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from repviz.metadata import Metadata, columns_from, from_json
 
 FORMAT_VERSION = 1
 PLUGIN_NAME = "repviz"
@@ -69,6 +73,7 @@ _RECORDS = "records.jsonl"
 _TMP_SUFFIX = ".tmp"
 _PREDICTION = "prediction"  # record kind of the primary model output (a single-output run's only one)
 _PROBE = ("ids", "labels", "thumbnails")  # the probe's arrays, probe/<name>.npy
+_METADATA = "probe/metadata.json"  # the probe's metadata columns (repviz.metadata)
 _OUTPUT = "output"  # record kind of every other output of a multi-output model, keyed by its name
 
 
@@ -584,7 +589,7 @@ class RunWriter:
         """Undo :meth:`begin` of a run this writer created and stored nothing in (a fit that failed while
         starting), so that a retry with other data is not refused as a different run."""
         if self.created and not self._records():
-            for name in ("ids.npy", "labels.npy", "thumbnails.npy"):
+            for name in ("ids.npy", "labels.npy", "thumbnails.npy", "metadata.json"):
                 (self.root / "probe" / name).unlink(missing_ok=True)
             (self.root / _MANIFEST).unlink(missing_ok=True)
             self.created = False
@@ -641,6 +646,10 @@ class RunWriter:
                 raise TypeError(f"thumbnails must be uint8, got {thumbnails.dtype}")
             save_array(probe / "thumbnails.npy", thumbnails)
 
+    def write_metadata(self, metadata: Metadata) -> None:
+        """Store (or replace) the probe's metadata columns, atomically."""
+        save_json(_check_writable_inside(self.root / _METADATA, self._own), metadata.to_json())
+
     def write_activation(self, layer: str, step: int, array: np.ndarray, **info: Any) -> dict:
         """Store one layer's activations at one snapshot; returns the record appended.
 
@@ -687,14 +696,22 @@ def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[st
 
 @dataclass(frozen=True)
 class Probe:
-    """The fixed inputs recorded at every snapshot: stable ids, labels (or None), uint8 thumbnails (or None)."""
+    """The fixed inputs recorded at every snapshot: stable ids, labels (or None), uint8 thumbnails (or None), and
+    :attr:`metadata`, read when first asked for."""
 
     ids: np.ndarray
     labels: np.ndarray | None
     thumbnails: np.ndarray | None
+    read_metadata: Any = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @cached_property
+    def metadata(self) -> Metadata:
+        """Column name -> read-only array of one value per example, with ``kinds`` (empty when none is stored).
+        A damaged metadata file raises :class:`DamagedFileError` here; the probe's arrays stay readable."""
+        return Metadata() if self.read_metadata is None else self.read_metadata()
 
 
 def _choices(items) -> str:
@@ -1058,7 +1075,19 @@ class Run:
             if array is not None and (array.ndim < 1 or len(array) != len(ids)):
                 raise DamagedFileError(d / f"{k}.npy", f"holds shape {array.shape}, not one row per probe point "
                                                        f"({len(ids)})")
-        return Probe(ids=ids, **opt)
+        return Probe(ids=ids, **opt, read_metadata=lambda: self._metadata(len(ids)))
+
+    def _metadata(self, n: int) -> Metadata:
+        """The stored metadata of a probe of ``n`` examples (empty when none); see :attr:`Probe.metadata`."""
+        path = self.root / _METADATA
+        if not os.path.lexists(path):
+            return Metadata()
+        try:
+            return from_json(_json_inside(path, self._own), n)
+        except DamagedFileError:
+            raise
+        except ValueError as e:
+            raise DamagedFileError(path, f"{e}; write it again with repviz.store.write_metadata") from None
 
     # embeddings -----------------------------------------------------------------------------------------------
     def _embedding_dirs(self, method_key: str, *parts: str) -> list[Path]:
@@ -1513,6 +1542,19 @@ def run_directory(logdir: str | os.PathLike, name: str) -> Path:
     if not parts or Path(name).is_absolute() or any(p in (".", "..") for p in parts):
         raise ValueError(f"run names are relative paths inside the log directory, got {name!r}")
     return Path(logdir, *parts)
+
+
+def write_metadata(run_dir: str | os.PathLike, columns: Any, kinds: dict[str, str] | None = None) -> Metadata:
+    """Add or replace the probe metadata of the run logged to ``run_dir`` (``ActivationLogger``'s ``log_dir``),
+    e.g. after capture: ``columns`` as ``ActivationLogger(metadata=...)`` takes them (a mapping column -> values, a
+    pandas DataFrame, :func:`repviz.metadata.read_tsv` of a TSV), one value per probe example; returns them."""
+    root = Path(run_dir).joinpath(*_RUN_SUBDIR)
+    if not (root / _MANIFEST).exists():
+        raise NotFoundError(f"{os.fspath(run_dir)!r} holds no repviz run ({root / _MANIFEST} is missing); give the "
+                            f"directory that ActivationLogger logged to")
+    metadata = columns_from(columns, len(Run(root, Path(run_dir).name).probe), kinds)
+    RunWriter(run_dir).write_metadata(metadata)
+    return metadata
 
 
 def open_logdir(path: str | os.PathLike, out: str | os.PathLike | None = None) -> LogDir:
