@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, TRANSFORMS
+from .metadata import info_line
 from .methods import ALIGN_MODES
 from .similarity.options import KERNELS, MEASURES
 from .store import NotFoundError, open_logdir
@@ -107,6 +108,8 @@ def _print_run(name: str, run, shown: dict) -> None:
     preds = _predictions_line(run)
     if preds:
         print(f"  {preds}")
+    if meta := info_line(run):  # the probe's metadata columns (repviz.metadata)
+        print(f"  {meta}")
     for layer in run.layers[:shown["layers"]]:
         info = run.layer_info(layer)
         red = info.get("reduction", {}).get("kind", "none")

@@ -154,11 +154,15 @@ def read_tsv(path: str | os.PathLike) -> dict[str, list]:
     return {name: _parse_cells([row[j] for row in body]) for j, name in enumerate(header)}
 
 
-def describe(metadata: Metadata) -> str:
-    """One line listing the columns with kind and number of distinct values (``repviz info``); "" for none."""
-    if not metadata:
-        return ""
-    return "metadata: " + ", ".join(f"{c['name']} ({c['kind']}, {c['distinct']} distinct)" for c in metadata.summary())
+def info_line(run: Any) -> str:
+    """The ``repviz info`` line of ``run``'s probe metadata: each column with its kind and number of distinct
+    values, or the one-line error of a damaged file; "" for none."""
+    try:
+        metadata = run.probe.metadata
+    except (ValueError, LookupError) as e:  # damaged (DamagedFileError) or leading out of the run (UnsafeFileError)
+        return f"metadata: {e}"
+    return "metadata: " + ", ".join(f"{c['name']} ({c['kind']}, {c['distinct']} distinct)"
+                                    for c in metadata.summary()) if metadata else ""
 
 
 def _parse_cells(cells: list[str]) -> list:
