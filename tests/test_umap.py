@@ -117,10 +117,15 @@ def test_without_the_extra_every_entry_point_says_what_to_install(tmp_path, caps
         resolve("umap")
     assert hint in str(error.value) and len(str(error.value).splitlines()) == 1
     cluster_run(tmp_path / "r1", layers=("a",), steps=range(2), n=40)
-    # repviz embed (and so the tab's "compute", the live embedder and export's embeddings, which embed through
-    # the same plan)
+    # repviz embed (and the tab's "compute", which embeds through the same plan)
     assert main(["embed", str(tmp_path), "--method", "umap"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and hint in err
     with pytest.raises(ValueError, match=r'pip install "repviz\[umap\]"'):
         embed_logdir(tmp_path, ["umap"])
+    # the live embedder (ActivationLogger(embed="umap")) reports it and training goes on
+    from repviz.follow import embed_run
+
+    assert embed_run(str(tmp_path), "r1", ["umap"]) == 0
+    out, err = capsys.readouterr()
+    assert len(err.splitlines()) == 1 and hint in err
