@@ -132,6 +132,7 @@ def test_feature_names_out_and_output_containers(data):
     with pytest.raises(ValueError, match=r"set_output\(transform=...\) must be one of"):
         est.set_output(transform="xarray")
     assert isinstance(manifold.PCA().set_output(transform="default").fit_transform(X), np.ndarray)
+    assert clone(manifold.PCA().set_output(transform="pandas"))._sklearn_output_config == {"transform": "pandas"}
     assert type(Y) is np.ndarray
 
 

@@ -108,7 +108,8 @@ class Estimator:
         if transform is not None:
             if transform not in _OUTPUTS:
                 raise ValueError(f"set_output(transform=...) must be one of {_OUTPUTS}; got {transform!r}.")
-            self._output_container = transform
+            # scikit-learn's attribute name, which its clone() copies
+            self._sklearn_output_config = {"transform": transform}
         return self
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
@@ -172,7 +173,7 @@ def _recording_feature_names(fit):
 def _output_container(est) -> str:
     """The container ``est`` should return: its ``set_output`` choice, else scikit-learn's global configuration
     if scikit-learn has been imported, else "default"."""
-    own = getattr(est, "_output_container", None)
+    own = getattr(est, "_sklearn_output_config", {}).get("transform")
     if own is not None:
         return own
     if "sklearn" in sys.modules:
