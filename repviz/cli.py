@@ -103,8 +103,12 @@ def _print_run(name: str, run, shown: dict) -> None:
     probe = m.get("probe", {})
     steps = run.steps()
     print(f"run {name!r}: model {m.get('model', {}).get('name', '?')}, probe n={probe.get('n', '?')}, "
-          f"{len(steps)} snapshot(s) ({m.get('step_unit', 'step')}s {_ranges(steps)}), "
+          f"{len(steps)} snapshot(s) ({_plural(m.get('step_unit', 'step'))} {_ranges(steps)}), "
           f"{_human_bytes(run.disk_bytes())} on disk")
+    fits = [f for f in m.get("fits") or [] if isinstance(f, dict)]
+    if len(fits) > 1:  # each later fit continued the step count (ActivationLogger's freq=)
+        spans = ", ".join(f"{f.get('first_step')}-{'?' if f.get('end_step') is None else f['end_step']}" for f in fits)
+        print(f"  {len(fits)} fits, each continuing the step count: {_plural(m.get('step_unit', 'step'))} {spans}")
     preds = _predictions_line(run)
     if preds:
         print(f"  {preds}")
@@ -121,13 +125,21 @@ def _print_run(name: str, run, shown: dict) -> None:
     if len(run.layers) > len(run.layers[:shown["layers"]]):
         rest = run.layers[shown["layers"]:]
         print(f"  {len(rest)} more layer(s): {_folded(rest)} (--all lists them)")
-    for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded: a copy of another's
-        print(f"  {layer:<32} not recorded: {why}")
+    reasons: dict[str, list[str]] = {}
+    for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded, and why
+        reasons.setdefault(why, []).append(layer)
+    for why, skipped in reasons.items():  # a reason shared by several layers is one line
+        who = f"{skipped[0]:<32}" if len(skipped) == 1 else f"{len(skipped)} layers ({_folded(skipped)})"
+        print(f"  {who} not recorded: {why}")
     keys = run.embedding_keys()
     for key in keys[:shown["keys"]]:
         print(f"  embeddings: {key}")
     if len(keys) > len(keys[:shown["keys"]]):
         print(f"  {len(keys) - shown['keys']} more embedding key(s) (--all lists them)")
+
+
+def _plural(unit: str) -> str:
+    return "batches" if unit == "batch" else unit + "s"
 
 
 def _folded(names: list[str], shown: int = 5) -> str:

@@ -17,6 +17,7 @@ from repviz.meta.result import MetaResult
 from repviz.meta.sources import INPUT_KEY
 from repviz.store import NotFoundError, Run, checksum
 
+from . import metadata
 from .catalog import Catalog, inside
 
 logger = logging.getLogger(__name__)
@@ -128,6 +129,8 @@ def _run_summary(run: Run) -> dict:
             "class_names": names, "has_thumbnails": thumbs is not None,
             "thumbnail_shape": list(thumbs.shape[1:]) if thumbs is not None else None,
             "probe_group": checksum(np.asarray(probe.ids)), "prediction_steps": run.prediction_steps(),
+            "fits": run.manifest.get("fits") or [],  # each fit's first and last step: a later fit continues the count
+            **metadata.index_entry(probe),  # the probe's metadata columns
             "layers": layers, "embeddings": embeddings}
 
 
@@ -169,7 +172,7 @@ def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str |
         known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
         side = run.embedding_info(key, layer, step)
         out["embedding"] = {k: side.get(k) for k in ("method", "scores", "params", "align", "seconds", "n_iter",
-                                                     "kl_divergence")}
+                                                     "kl_divergence", "one_dimensional")}
     return out
 
 

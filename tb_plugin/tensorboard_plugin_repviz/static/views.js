@@ -87,6 +87,7 @@ export function infoLine(info, method) {
     h("span", { text: `reduction: ${reductionText(layer.reduction)}` }),
   ];
   if (record.nonfinite) parts.push(h("span", { class: "warn", text: `${fmt(record.nonfinite)} non-finite values` }));
+  if (info.embedding && info.embedding.one_dimensional) parts.push(h("span", { text: "1-D: x = its values, y = a strip per class" }));
   const scoreParts = SCORE_NAMES.filter(([key]) => scores[key] !== undefined)
     .map(([key, name]) => h("span", { class: "score" }, `${name} `, h("b", { text: fmt(scores[key]) })));
   if (scoreParts.length) parts.push(h("span", { class: "method", text: `${method}:` }), ...scoreParts);
