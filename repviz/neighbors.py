@@ -97,11 +97,11 @@ def check_data(X, owner: str, *, min_samples: int = 1, dtype=FLOAT_DTYPES, metri
         raise ValueError(f"Input X contains NaN or infinity among its stored values ({owner} needs finite values).")
     if metric == "precomputed":
         if X.shape[0] != X.shape[1]:
-            raise ValueError(f"With metric='precomputed', {owner} expects a square neighbour graph (n, n); got "
-                             f"shape {X.shape}.")
+            raise ValueError(f"With metric='precomputed', {owner} expects a square distance matrix (n, n), here a "
+                             f"sparse neighbour graph; got shape {X.shape}.")
         if (X.data < 0).any():
-            raise ValueError(f"With metric='precomputed', {owner} expects non-negative distances; the smallest "
-                             f"stored entry is {float(X.data.min())}.")
+            raise ValueError(f"With metric='precomputed', {owner} expects distances that are positive or zero; the "
+                             f"smallest stored entry is {float(X.data.min())}.")
     return X
 
 
