@@ -15,7 +15,7 @@ the same path (NFS, Lustre, a shared volume), which :meth:`DaskExecutor.prepare`
 - A worker that dies mid-task: Dask runs the task again elsewhere (the pipeline's task resumes from the last
   snapshot the first attempt stored). A task that fails too often (``KilledWorker``) is reported like the local
   pool's dead worker, through the caller's ``on_lost``. A cluster that keeps losing workers (more than
-  ``max_lost_workers`` in the middle of this run's tasks), or has none left for ``patience`` seconds, ends the run
+  ``max_lost_workers`` while the run goes on), or has none left for ``patience`` seconds, ends the run
   with :class:`ClusterFailed`, one line; what was stored stays, and the same command resumes from it.
 
 ``dask[distributed]`` is an optional extra (``pip install "repviz[dask]"``); the CLI imports this module, and
@@ -182,26 +182,31 @@ def _on_worker(fn: TaskFunction, task: Any, topic: str) -> Any:
 
 
 class _Watch:
-    """Counts the workers lost in the middle of a run's tasks (a worker that held one at the last look and is
-    gone at the next), and how long the cluster has had no worker; raises :class:`ClusterFailed` past a bound."""
+    """Counts the workers lost while a run goes on (the scheduler's "remove-worker" events; a worker retired on
+    purpose aside, one killed while it starts included) and how long the cluster has had no worker; raises
+    :class:`ClusterFailed` past a bound."""
 
-    def __init__(self, client, keys: set[str], max_lost: int, patience: float):
-        self.client, self.keys, self.max_lost, self.patience = client, keys, max_lost, patience
-        self.busy: set[str] = set()
+    def __init__(self, client, max_lost: int, patience: float):
+        self.client, self.max_lost, self.patience = client, max_lost, patience
         self.lost: list[str] = []
         self.empty_since: float | None = None
 
+    def removed(self, event: tuple[float, dict]) -> None:
+        """A scheduler event on the topic "all" (called on the client's event loop)."""
+        msg = event[1]
+        if isinstance(msg, dict) and msg.get("action") == "remove-worker" and not msg.get("expected"):
+            self.lost.append(str(msg.get("worker")))
+
     def look(self) -> None:
-        processing = self.client.processing()
-        self.lost += sorted(self.busy - processing.keys())
-        self.busy = {w for w, keys in processing.items() if self.keys.intersection(keys)}
-        if len(self.lost) > self.max_lost:
-            raise ClusterFailed(f"{len(self.lost)} Dask workers died in the middle of this run's tasks (killed, "
-                                f"e.g. for lack of memory; the last was {self.lost[-1]}), more than "
-                                f"max_lost_workers={self.max_lost}: gave up; what they finished is stored, and "
-                                f"the same command resumes from it")
+        lost = list(self.lost)
+        if len(lost) > self.max_lost:
+            raise ClusterFailed(f"{len(lost)} Dask workers died during this run (killed, e.g. for lack of memory; "
+                                f"the last was {lost[-1]}), more than max_lost_workers="
+                                f"{self.max_lost}: gave up; what they finished is stored, and the same command "
+                                f"resumes from it")
         now = time.monotonic()
-        self.empty_since = (self.empty_since or now) if not processing else None
+        has_workers = bool(self.client.scheduler_info().get("workers"))
+        self.empty_since = None if has_workers else (self.empty_since or now)
         if self.empty_since is not None and now - self.empty_since > self.patience:
             raise ClusterFailed(f"the Dask cluster has had no worker for {self.patience:g} s (all died or were "
                                 f"stopped): gave up; what they finished is stored, and the same command resumes "
@@ -216,7 +221,7 @@ class DaskExecutor:
     client : dask.distributed.Client
         The cluster's client, e.g. from :func:`connect`.
     max_lost_workers : int or None, default=None
-        Workers that may die in the middle of a run's tasks before it gives up (:class:`ClusterFailed`); None:
+        Workers that may die while a run goes on before it gives up (:class:`ClusterFailed`); None:
         twice the workers at its start, at least 4. Each task is also tried at most ``allowed-failures`` + 1
         times (Dask's setting, default 3), then reported as lost.
     patience : float, default=60
@@ -260,13 +265,14 @@ class DaskExecutor:
                                  key=f"repviz-task-{uuid.uuid4().hex}") for i, task in enumerate(tasks)]
         index = {f.key: i for i, f in enumerate(futures)}
         limit = self.max_lost_workers if self.max_lost_workers is not None else max(4, 2 * self.workers)
-        watch = _Watch(client, set(index), limit, self.patience)
+        watch = _Watch(client, limit, self.patience)
+        client.subscribe_topic("all", watch.removed)
         completed = distributed.as_completed(futures)
         try:
             while not completed.is_empty():
+                watch.look()
                 batch = completed.next_batch(block=False)
-                if not batch:  # nothing finished: look at the workers, then wait a little
-                    watch.look()
+                if not batch:  # nothing finished: wait a little
                     time.sleep(_LOOK_EVERY)
                 for future in batch:
                     try:
@@ -280,3 +286,4 @@ class DaskExecutor:
             client.cancel([f for f in futures if not f.done()])
             with contextlib.suppress(Exception):  # the client may be closing under us: that error is the story
                 client.unsubscribe_topic(topic)
+                client.unsubscribe_topic("all")
