@@ -195,11 +195,13 @@ def _missing(v: Any) -> bool:
 
 def _convert(name: str, values: Any, n: int) -> np.ndarray:
     """Column ``values`` as a 1-D str, int64, float64 or bool array of ``n`` values, or one ``ValueError`` line."""
-    values = list(values) if not isinstance(values, np.ndarray) else values
+    if not isinstance(values, np.ndarray):  # numpy would turn [1, "a"] into strings
+        values = list(values)
+        values = np.empty(len(values), dtype=object) if not values else np.array(values, dtype=object)
     if len(values) != n:
         raise ValueError(f"metadata column {name!r} has {len(values)} values but the probe has {n} examples; give "
                          f"one value per probe example, in probe order")
-    arr = np.asarray(values)
+    arr = values
     if arr.ndim != 1:
         raise ValueError(f"metadata column {name!r} has shape {arr.shape}; give one value per probe example")
     if arr.dtype.kind in "US":

@@ -42,7 +42,7 @@ from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.methods import METHODS
 from repviz.store import PLUGIN_NAME, NotFoundError
 
-from . import compare, data, similarity
+from . import compare, data, metadata, similarity
 from .catalog import Catalog
 from .jobs import JobManager, StillComputing, TooManyJobs
 
@@ -291,6 +291,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
             "/predictions": _app(self._serve_predictions, GET),
             "/ids": _app(self._serve_ids, GET),
             "/thumbnails": _app(self._serve_thumbnails, GET),
+            "/metadata": _app(metadata.handler(self.catalog, _arg), GET),
             "/static/*": _app(self._serve_static, GET),
         }
 

@@ -1,0 +1,50 @@
+"""The probe metadata of a run for the tab: its columns in the run index, their values through ``/metadata``.
+
+The run is looked up by name in the catalog (``NotFoundError`` otherwise, never a path); the values come from
+:attr:`repviz.store.Probe.metadata` and go out as strict JSON (a missing number as null).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+from tensorboard.backend import http_util
+
+from repviz.store import Probe
+
+from .catalog import Catalog
+
+
+def index_entry(probe: Probe) -> dict:
+    """The run index's fields: ``metadata`` (name, kind, distinct values of each column) and ``metadata_error``
+    (the one-line error of a damaged metadata file, whose run stays browsable; else None)."""
+    try:
+        return {"metadata": probe.metadata.summary(), "metadata_error": None}
+    except (ValueError, LookupError) as e:  # DamagedFileError, UnsafeFileError
+        return {"metadata": [], "metadata_error": str(e).splitlines()[0]}
+
+
+def metadata_impl(catalog: Catalog, run_name: str) -> dict:
+    """Every column of run ``run_name``: name, kind, number of distinct values and the values in probe order."""
+    probe = catalog.run(run_name).probe
+    metadata = probe.metadata
+    columns = []
+    for column in metadata.summary():
+        values = metadata[column["name"]].tolist()
+        if metadata[column["name"]].dtype.kind == "f":
+            values = [v if math.isfinite(v) else None for v in values]
+        columns.append({**column, "values": values})
+    return {"run": run_name, "n": len(probe), "columns": columns}
+
+
+def handler(catalog: Catalog, arg: Callable) -> Callable:
+    """The GET ``/metadata?run=`` route's handler (wrapped by ``plugin._app``); ``arg(request, name)`` reads a
+    required parameter."""
+
+    def serve_metadata(request):
+        body = json.dumps(metadata_impl(catalog, arg(request, "run")), allow_nan=False, separators=(",", ":"))
+        return http_util.Respond(request, body, "application/json")
+
+    return serve_metadata

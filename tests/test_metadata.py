@@ -1,0 +1,207 @@
+"""Probe metadata (issue #27): columns validated against the probe, stored once through the store and read back
+exactly (unicode text, NaN numbers, categories), refused in one line when they do not fit, a damaged file reported
+in one line with the rest of the run readable, and served by the plugin under names checked against the log
+directory."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+
+from repviz.cli import main
+from repviz.metadata import columns_from, read_tsv
+from repviz.store import DamagedFileError, NotFoundError, RunWriter, open_run, write_metadata
+
+TEXTS = ["naïve café ☕", "日本語のテキスト", "plain words", "tab\tand \"quotes\"", "émoji 🎉", ""]
+COLUMNS = {
+    "text": TEXTS,
+    "source": ["web", "book", "web", "news", "book", "web"],
+    "score": [0.5, float("nan"), 2.25, -1.0, None, 1e300],
+    "length": [12, 8, 11, 15, 7, 0],
+    "flag": [True, False, True, True, False, False],
+}
+
+
+def _run(tmp_path, name="r", n=6, labels=None):
+    writer = RunWriter(tmp_path / name)
+    writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}})
+    writer.write_probe(np.arange(100, 100 + n), labels)
+    return writer
+
+
+def test_round_trip_keeps_unicode_nan_and_kinds(tmp_path):
+    _run(tmp_path).write_metadata(columns_from(COLUMNS, 6))
+    md = open_run(tmp_path, "r").probe.metadata
+    assert list(md) == list(COLUMNS)
+    assert md["text"].tolist() == TEXTS
+    assert md.kinds == {"text": "text", "source": "category", "score": "number", "length": "number",
+                        "flag": "category"}
+    score = md["score"]
+    assert score.dtype == np.float64 and np.isnan(score[[1, 4]]).all()
+    np.testing.assert_array_equal(score[[0, 2, 3, 5]], [0.5, 2.25, -1.0, 1e300])
+    assert md["length"].dtype == np.int64 and md["length"].tolist() == COLUMNS["length"]
+    assert md["flag"].dtype == bool and md["flag"].tolist() == COLUMNS["flag"]
+    assert [c["distinct"] for c in md.summary()] == [6, 3, 4, 6, 2]  # NaN is not a value
+    with pytest.raises(ValueError):
+        md["text"][0] = "changed"  # read-only
+    raw = (tmp_path / "r/plugins/repviz/probe/metadata.json").read_text()
+    assert "NaN" not in raw and json.loads(raw)["columns"][2]["values"][1] is None  # strict JSON
+
+
+def test_inference_and_explicit_kinds():
+    md = columns_from({"label": [3, 1, 3, 1, 2, 2, 1, 3], "word": list("abababab"), "id": list("abcdefgh")}, 8)
+    assert md.kinds == {"label": "category", "word": "category", "id": "text"}
+    md = columns_from({"label": [3, 1, 3, 1, 2, 2, 1, 3]}, 8, kinds={"label": "number"})
+    assert md.kinds == {"label": "number"}
+    with pytest.raises(ValueError, match="'id' holds strings, which cannot be a 'number'"):
+        columns_from({"id": list("abcdefgh")}, 8, kinds={"id": "number"})
+
+
+def test_wrong_length_and_mixed_types_are_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError) as e:
+        columns_from({"text": TEXTS, "source": ["a", "b"]}, 6)
+    assert str(e.value) == ("metadata column 'source' has 2 values but the probe has 6 examples; give one value "
+                            "per probe example, in probe order")
+    with pytest.raises(ValueError, match="'mixed' mixes int, str") as e:
+        columns_from({"mixed": [1, "a", 2, "b", 3, "c"]}, 6)
+    assert "\n" not in str(e.value)
+    _run(tmp_path)
+    with pytest.raises(ValueError, match="'text' has 5 values but the probe has 6"):
+        write_metadata(tmp_path / "r", {"text": TEXTS[:5]})
+    assert not (tmp_path / "r/plugins/repviz/probe/metadata.json").exists()  # nothing written
+
+
+def test_write_metadata_after_capture_replaces_and_needs_a_run(tmp_path):
+    _run(tmp_path)
+    write_metadata(tmp_path / "r", COLUMNS)
+    write_metadata(tmp_path / "r", {"topic": ["a", "b", "a", "b", "a", "b"]})
+    assert dict(open_run(tmp_path, "r").probe.metadata.kinds) == {"topic": "category"}
+    with pytest.raises(NotFoundError, match="holds no repviz run"):
+        write_metadata(tmp_path / "nothing", COLUMNS)
+
+
+def test_tsv_with_a_header_like_the_projector(tmp_path):
+    path = tmp_path / "meta.tsv"
+    path.write_text("text\tsource\tscore\tlength\nhello world\tweb\t0.5\t3\nbonjour\tbook\t\t4\n", encoding="utf-8")
+    cols = read_tsv(path)
+    assert cols["text"] == ["hello world", "bonjour"] and cols["length"] == [3, 4]
+    assert cols["score"][0] == 0.5 and math.isnan(cols["score"][1])
+    (tmp_path / "bad.tsv").write_text("a\tb\n1\n")
+    with pytest.raises(ValueError, match="line 2 has 1 cells but the header names 2 columns"):
+        read_tsv(tmp_path / "bad.tsv")
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"columns": [{"name": "t", "kind": "text", "type": "str", '
+                                                  '"values": ["too", "short"]}]}', '[1, 2]'])
+def test_damaged_file_is_one_line_and_the_probe_stays_readable(tmp_path, capsys, content):
+    _run(tmp_path, labels=np.arange(6) % 2).write_metadata(columns_from(COLUMNS, 6))
+    path = tmp_path / "r/plugins/repviz/probe/metadata.json"
+    path.write_text(content)
+    probe = open_run(tmp_path, "r").probe
+    np.testing.assert_array_equal(probe.ids, np.arange(100, 106))  # the rest is usable
+    np.testing.assert_array_equal(probe.labels, np.arange(6) % 2)
+    with pytest.raises(DamagedFileError) as e:
+        _ = probe.metadata
+    assert e.value.filename == str(path) and "\n" not in str(e.value)
+    assert main(["info", "--all", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"metadata: {path} " in out and len([line for line in out.splitlines() if "metadata" in line]) == 1
+
+
+def test_info_lists_columns(tmp_path, capsys):
+    _run(tmp_path).write_metadata(columns_from(COLUMNS, 6))
+    main(["info", "--all", str(tmp_path)])
+    assert ("metadata: text (text, 6 distinct), source (category, 3 distinct), score (number, 4 distinct), "
+            "length (number, 6 distinct), flag (category, 2 distinct)") in capsys.readouterr().out
+
+
+def test_a_link_leading_out_of_the_run_is_refused(tmp_path):
+    _run(tmp_path)
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(columns_from({"t": list("abcdef")}, 6).to_json()))
+    os.symlink(outside, tmp_path / "r/plugins/repviz/probe/metadata.json")
+    probe = open_run(tmp_path, "r").probe
+    assert len(probe) == 6
+    with pytest.raises(NotFoundError, match="outside"):
+        _ = probe.metadata
+
+
+def test_activation_logger_stores_metadata_once(tmp_path):
+    import keras
+
+    import repviz
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((6, 4), dtype=np.float32), np.arange(6) % 2
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="d"), keras.layers.Dense(2, name="o")])
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match="'text' has 5 values but the probe has 6"):
+        repviz.ActivationLogger(tmp_path / "bad", probe=(x, y), metadata={"text": TEXTS[:5]})
+    logger = repviz.ActivationLogger(tmp_path / "r", probe=(x, y), metadata=COLUMNS)
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
+    md = open_run(tmp_path, "r").probe.metadata
+    assert md["text"].tolist() == TEXTS and md.kinds["source"] == "category"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The plugin
+# --------------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def client(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz import loader
+    from werkzeug import test as wtest
+    from werkzeug import wrappers
+
+    _run(tmp_path, "text").write_metadata(columns_from(COLUMNS, 6))
+    _run(tmp_path, "plain")
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(tmp_path)))
+    yield wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    plugin.jobs.close()
+
+
+def _get(client, route):
+    return client.get("/data/plugin/repviz/" + route)
+
+
+def test_route_serves_columns_and_the_index_lists_them(client):
+    r = _get(client, "metadata?run=text")
+    assert r.status_code == 200, r.data
+    body = json.loads(r.data)  # strict JSON: NaN as null
+    assert body["n"] == 6 and [c["name"] for c in body["columns"]] == list(COLUMNS)
+    by = {c["name"]: c for c in body["columns"]}
+    assert by["text"]["values"] == TEXTS and by["text"]["kind"] == "text"
+    assert by["score"]["values"] == [0.5, None, 2.25, -1.0, None, 1e300]
+    assert by["flag"]["values"] == COLUMNS["flag"] and by["source"]["distinct"] == 3
+    runs = {r["name"]: r for r in json.loads(_get(client, "runs").data)["runs"]}
+    assert [c["name"] for c in runs["text"]["metadata"]] == list(COLUMNS)
+    assert runs["text"]["metadata"][1] == {"name": "source", "kind": "category", "distinct": 3}
+    assert runs["plain"]["metadata"] == [] and runs["plain"]["metadata_error"] is None
+    assert json.loads(_get(client, "metadata?run=plain").data)["columns"] == []
+
+
+@pytest.mark.parametrize("query, code", [("metadata?run=nope", 404), ("metadata?run=../text", 404),
+                                         ("metadata", 400), ("metadata?run=/etc", 404)])
+def test_route_checks_names(client, query, code):
+    r = _get(client, query)
+    assert r.status_code == code and "\n" not in json.loads(r.data)["error"]
+
+
+def test_damaged_metadata_keeps_the_run_in_the_index(client, tmp_path):
+    path = tmp_path / "text/plugins/repviz/probe/metadata.json"
+    path.write_text("{torn")
+    os.utime(path.parent, ns=(1, 1))  # another stamp: the index is rebuilt
+    runs = {r["name"]: r for r in json.loads(_get(client, "runs").data)["runs"]}
+    assert runs["text"]["metadata"] == [] and str(path) in runs["text"]["metadata_error"]
+    r = _get(client, "metadata?run=text")
+    assert r.status_code == 500 and "is damaged" in json.loads(r.data)["error"]
