@@ -748,6 +748,14 @@ def _bad_fields(entry: dict, fields: dict) -> list[str]:
     return [name for name, check in fields.items() if name in entry and not check(entry[name])]
 
 
+def _object_fault(obj: Any, fields: dict) -> str | None:
+    """Why the parsed JSON ``obj`` is not the object of ``fields`` a reader expects (None when it is)."""
+    if type(obj) is not dict:
+        return f"a JSON {type(obj).__name__}, not an object"
+    bad = _bad_fields(obj, fields)
+    return f"{', '.join(bad)} of the wrong type" if bad else None
+
+
 #: The fields of a record and what each must be (kinds: activation, prediction, output); a record missing one of
 #: the first five, or with one of another type, is left out, so readers never meet a field of the wrong type.
 _RECORD_FIELDS = {"kind": _typed(str), "file": _typed(str), "step": _is_int, "dtype": _typed(str),
@@ -1137,11 +1145,9 @@ class Run:
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
         sidecar = path.with_suffix(".json")
         info = _json_inside(sidecar, self._bounds_of(path))
-        bad = _bad_fields(info, _SIDECAR_FIELDS) if isinstance(info, dict) else \
-            [f"a JSON {type(info).__name__}, not an object"]
-        if bad:
-            raise DamagedFileError(sidecar, f"is not an embedding's sidecar (wrong {', '.join(map(str, bad))}); "
-                                            f"`repviz embed` computes the embedding again")
+        if fault := _object_fault(info, _SIDECAR_FIELDS):
+            raise DamagedFileError(sidecar, f"is not an embedding's sidecar ({fault}); `repviz embed` computes the "
+                                            f"embedding again")
         return info
 
     def read_embedding(self, method_key: str, layer: str, step: int) -> np.ndarray:
@@ -1181,11 +1187,9 @@ class Run:
         except DamagedFileError as e:
             warnings.warn(f"{e}; its embeddings are listed by key only", RuntimeWarning, stacklevel=2)
             return {}
-        bad = _bad_fields(info, _METHOD_FIELDS) if isinstance(info, dict) else \
-            [f"a JSON {type(info).__name__}, not an object"]
-        if bad:
-            warnings.warn(f"{path} is not a method description (wrong {', '.join(bad)}); its embeddings are listed "
-                          f"by key only", RuntimeWarning, stacklevel=2)
+        if fault := _object_fault(info, _METHOD_FIELDS):
+            warnings.warn(f"{path} is not a method description ({fault}); its embeddings are listed by key only",
+                          RuntimeWarning, stacklevel=2)
             return {}
         return info
 
