@@ -272,6 +272,7 @@ class MDS(Estimator):
     normalized_stress_ : float
         Kruskal's stress-1, sqrt(stress / sum_{i<j} d_ij²) with d the distances of the embedding.
     dissimilarity_matrix_ : float32 ndarray (n_samples, n_samples)
+        Kept as scikit-learn keeps it (4 n² bytes while the estimator lives).
     n_iter_ : int
         Iterations of the run kept.
     """
@@ -327,7 +328,9 @@ class MDS(Estimator):
         self.embedding_ = (Y * scale).astype(np.float32)
         self.normalized_stress_ = stress1
         self.stress_ = stress1 if normalized else stress * scale**2
-        self.dissimilarity_matrix_ = delta * np.float32(scale)
+        if scale != 1:  # then delta is our own copy (rescaled): scale it back in place, no second n × n array
+            delta *= np.float32(scale)
+        self.dissimilarity_matrix_ = delta
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
 
