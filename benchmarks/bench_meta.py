@@ -7,6 +7,10 @@ straightforward numpy implementation (all vectors in RAM as float64, one V @ V.T
 memory (1.9 GB). Every configuration runs in its own process with 2 threads; peak RSS is that process's.
 
     python benchmarks/bench_meta.py [--probes 2000] [--threads 2] [--numpy-runs 2] [--keep DIR]
+
+``--matrices R`` measures instead the client's memory for R representations of 12 probes (so the R x R float64
+matrices are all there is): the peak that tracemalloc traces while the distances and the map are computed from
+banked vectors, in units of one R x R float64 matrix, with and without the robustness check.
 """
 
 from __future__ import annotations
@@ -94,6 +98,34 @@ def worker_numpy(logdir: str) -> dict:
             "rss": peak_rss_mb()}
 
 
+def worker_matrices(logdir: str, robustness: bool) -> dict:
+    """Peak traced memory of MetaSNE.fit over banked vectors with the R x R part from scratch, in R x R float64."""
+    import tracemalloc
+
+    from repviz.meta import MetaSNE
+
+    MetaSNE(robustness=robustness).fit(logdir)  # the vectors, banked
+    for chords in Path(logdir).rglob("chord2.npy"):
+        chords.unlink()
+    tracemalloc.start()
+    t = time.perf_counter()
+    result = MetaSNE(robustness=robustness).fit(logdir)
+    peak = tracemalloc.get_traced_memory()[1]
+    return {"R": len(result), "matrices": peak / (8.0 * len(result) ** 2), "peak_mb": peak / 2**20,
+            "total": time.perf_counter() - t}
+
+
+def matrices(R: int, threads: int, root: Path) -> None:
+    snapshots, layers = 10, (4,) * 10
+    write_logdir(root / "matrices", 12, runs=max(1, R // (snapshots * len(layers))), snapshots=snapshots,
+                 layers=layers)
+    print(f"meta-SNE client memory: R x R float64 matrices at the peak (tracemalloc), 12 probes, {threads} threads")
+    for robustness in (True, False):
+        r = spawn(["matrices", str(root / "matrices"), str(int(robustness))], threads)
+        print(f"R = {r['R']}, robustness={robustness}: {r['matrices']:.2f} matrices ({r['peak_mb']:.0f} MB), "
+              f"{r['total']:.1f} s")
+
+
 def spawn(args: list[str], threads: int) -> dict:
     env = {**os.environ, **{v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                                        "NUMBA_NUM_THREADS")}}
@@ -110,15 +142,24 @@ def main() -> None:
     ap.add_argument("--numpy-runs", type=int, default=2,
                     help="runs (60 representations each) of the comparison with plain numpy (default 2)")
     ap.add_argument("--keep", help="build the log directories here and keep them (default: a temporary dir)")
+    ap.add_argument("--matrices", type=int, metavar="R", help="measure the client's R x R matrices instead")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        kind, logdir = args.worker
-        res = worker_repviz(logdir) if kind == "repviz" else worker_numpy(logdir)
+        kind, logdir, *flag = args.worker
+        res = (worker_matrices(logdir, bool(int(flag[0]))) if kind == "matrices" else
+               worker_repviz(logdir) if kind == "repviz" else worker_numpy(logdir))
         print(json.dumps(res))
         return
 
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-meta-"))
+    if args.matrices:
+        try:
+            matrices(args.matrices, args.threads, root)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        return
     try:
         for d in ("big", "sub", "warm"):
             shutil.rmtree(root / d, ignore_errors=True)
