@@ -200,3 +200,11 @@ def test_classical_mds_pipeline_cache_key_kept():
 
     assert resolve("cmds").key == "cmds-89b5b368d5"
     assert resolve("mds").key != "mds-048a178d74"
+
+
+@pytest.mark.parametrize("factor", [1.0, 2.0**30])  # as it is, and rescaled (scale != 1)
+def test_precomputed_input_is_never_written(points, factor):
+    D = (cdist(points[:30], points[:30]) * factor).astype(np.float32)
+    D.flags.writeable = False
+    est = MDS(metric="precomputed", max_iter=5).fit(D)
+    np.testing.assert_array_equal(est.dissimilarity_matrix_, D)
