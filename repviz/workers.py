@@ -58,12 +58,14 @@ def background_process(args: Sequence[str], *, threads: int = 1, **popen: Any) -
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if package_root not in {os.path.abspath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), package_root) if p)
-    return subprocess.Popen([sys.executable, *args], env=env, preexec_fn=_lowest_priority, **popen)
-
-
-def _lowest_priority() -> None:  # pragma: no cover - runs in the child before exec
-    with contextlib.suppress(OSError):
-        os.nice(19)
+    # No preexec_fn: it makes subprocess run the parent's fork handlers (JAX warns "os.fork() was called ... will
+    # likely lead to a deadlock"), where without it the child is spawned by vfork/exec in C. Its priority is set
+    # from here as soon as it exists, before its interpreter has started a second thread (Linux's niceness is per
+    # thread and inherited by the threads created after).
+    process = subprocess.Popen([sys.executable, *args], env=env, **popen)
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, process.pid, 19)
+    return process
 
 
 class WorkerDied(RuntimeError):

@@ -358,6 +358,31 @@ def test_resumed_batch_schedule_of_unknown_length_continues_the_count(tmp_path):
     assert [run.record("hidden", s)["epoch"] for s in (0, 2, 4, 6, 7)] == [0, 0, 1, 1, 2]
 
 
+@pytest.mark.parametrize("same_logger", [True, False])
+def test_a_second_fit_continues_the_step_count_and_overwrites_nothing(tmp_path, same_logger):
+    """Non-regression (issue #27): with an epoch schedule the second fit restarted at step 0 and overwrote the
+    first fit's snapshots."""
+    keras.utils.set_random_seed(0)
+    x, y = _images()
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), layers=["hidden"])
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    first = {s: np.array(run.activations("hidden", s)) for s in run.steps()}
+    if not same_logger:  # a later script: a new logger into the same run
+        logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), layers=["hidden"])
+    model.fit(x, y, epochs=3, batch_size=32, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0, 1, 2, 3, 4, 5]
+    for s, a in first.items():  # the first fit's snapshots, untouched
+        np.testing.assert_array_equal(run.activations("hidden", s), a)
+    assert len([r for r in run.records() if r["kind"] == "activation" and r["step"] == 2]) == 1
+    assert [(f["first_step"], f["end_step"]) for f in run.manifest["fits"]] == [(0, 2), (2, 5)]
+    head = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 5), head.predict(x[:N], verbose=0), rtol=1e-5, atol=1e-6)
+
+
 def test_epoch_list_schedule(tmp_path):
     x, y = _images()
     run = _fit(_mlp(), tmp_path / "run", x, y, epochs=3, freq=[1, 3])
@@ -365,11 +390,36 @@ def test_epoch_list_schedule(tmp_path):
 
 
 def test_a_schedule_beyond_the_fit_is_reported(tmp_path):
-    """Non-regression: freq=[100] with 2 epochs recorded only step 0 without a word."""
+    """Non-regression: freq=[100] with 2 epochs recorded only step 0 without a word; the warning points at the
+    user's line (the fit call), not at repviz's (issue #27)."""
     x, y = _images()
-    with pytest.warns(RuntimeWarning, match=r"freq=\[100\] schedules no snapshot within the 2 epoch\(s\)"):
+    with pytest.warns(RuntimeWarning, match=r"freq=\[100\] schedules no snapshot within the 2 epoch\(s\)") as w:
         run = _fit(_mlp(), tmp_path / "run", x, y, epochs=2, freq=[100])
     assert run.steps() == [0]
+    assert [r.filename for r in w if "schedules no snapshot" in str(r.message)] == [__file__]
+
+
+def test_a_time_series_probe_gets_line_plot_thumbnails(tmp_path):
+    """Non-regression (issue #27): a (n, 500, 1) series got a 63 x 1 striped "barcode" as its thumbnail."""
+    t = np.linspace(0, 2 * np.pi, 500, dtype=np.float32)
+    x = np.stack([np.sin(t + p) for p in (0.0, 1.0, 2.0)])[..., None]
+    thumbs = capture._line_thumbnails(x)
+    assert thumbs.shape == (3, 32, 64) and thumbs.dtype == np.uint8
+    assert ((thumbs == 0).any(axis=1)).all()  # a stroke in every column, black on white
+    peak = np.add.reduceat(x[0, :, 0], np.linspace(0, 500, 65).astype(int)[:-1]).argmax()
+    assert thumbs[0, 0, peak] == 0 and thumbs[0, 31, peak] == 255  # the highest bin at the top row
+
+
+def test_the_background_process_starts_without_the_fork_handlers_and_at_the_lowest_priority():
+    """Non-regression (issue #27): started with preexec_fn, the embedding process ran the parent's fork handlers,
+    which JAX answers with "os.fork() was called ... will likely lead to a deadlock"."""
+    from repviz.workers import background_process
+
+    forks = []
+    os.register_at_fork(before=lambda: forks.append(os.getpid()))
+    child = background_process(["-c", "import os; print(os.nice(0))"], stdout=subprocess.PIPE)
+    out, _ = child.communicate(timeout=60)
+    assert forks == [] and out.decode().strip() == "19"
 
 
 def test_resumed_training_continues_run(tmp_path):
@@ -379,6 +429,116 @@ def test_resumed_training_continues_run(tmp_path):
     logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]))
     model.fit(x, y, epochs=4, initial_epoch=2, batch_size=32, verbose=0, callbacks=[logger])
     assert repviz.open_logdir(tmp_path).run("run").steps() == [0, 1, 2, 3, 4]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Probes as fit takes them
+# ---------------------------------------------------------------------------------------------------------------
+
+def _two_inputs():
+    a, b = keras.Input((3,), name="alpha"), keras.Input((5,), name="beta")
+    h = keras.layers.Dense(4, activation="tanh", name="hidden")(keras.layers.concatenate([b, a], name="cat"))
+    return keras.Model([b, a], keras.layers.Dense(2, activation="softmax", name="out")(h))  # declared: beta, alpha
+
+
+def test_a_dict_probe_is_matched_to_the_inputs_by_name(tmp_path):
+    """Non-regression (issue #27): a dict probe was compared in sorted-key order (alpha, beta) with the inputs in
+    declaration order (beta, alpha) and refused."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(96, 3)).astype(np.float32), rng.normal(size=(96, 5)).astype(np.float32)
+    y = rng.integers(0, 2, 96)
+    model = _two_inputs()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=({"alpha": a[:N], "beta": b[:N]}, y[:N]))
+    model.fit([b, a], y, epochs=1, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    head = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 1), head.predict([b[:N], a[:N]], verbose=0), rtol=1e-5,
+                               atol=1e-6)
+
+
+def _batches(x, y, size=10):
+    return ((x[i:i + size], y[i:i + size]) for i in range(0, len(x), size))
+
+
+class _Sequence(keras.utils.PyDataset):
+    def __init__(self, x, y):
+        super().__init__()
+        self.x, self.y = x, y
+
+    def __len__(self):
+        return -(-len(self.x) // 10)
+
+    def __getitem__(self, i):
+        return self.x[10 * i:10 * i + 10], self.y[10 * i:10 * i + 10]
+
+
+@pytest.mark.parametrize("kind", ["generator", "pydataset", "tf.data", "rank N-1"])
+def test_dataset_generator_and_rank_short_probes(tmp_path, kind):
+    """A probe as fit takes it gives the same stored probe and activations as the arrays themselves; the labels
+    come from the batches' y, and probe_size bounds the rows taken."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    x, y = _images(96)
+    x = x[..., None]  # Input((28, 28, 1))
+    model = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Flatten(),
+                              keras.layers.Dense(6, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, activation="softmax", name="out")])
+    probe = {"generator": lambda: _batches(x, y), "pydataset": lambda: _Sequence(x, y),
+             "tf.data": lambda: tf.data.Dataset.from_tensor_slices((x, y)).batch(10),
+             "rank N-1": lambda: (x[..., 0], y)}[kind]()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=probe, probe_size=25)
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert len(run.probe) == 25
+    np.testing.assert_array_equal(run.probe.labels, y[:25])
+    head = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 1), head.predict(x[:25], verbose=0), rtol=1e-5, atol=1e-6)
+
+
+def test_a_dataset_probe_takes_1000_examples_by_default():
+    x = np.arange(1200, dtype=np.float32).reshape(1200, 1)
+    taken, labels = capture._split_probe((x[i:i + 64], None) for i in range(0, 1200, 64))
+    assert taken.shape == (1000, 1) and labels is None
+    np.testing.assert_array_equal(taken[:, 0], np.arange(1000))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sequence pooling
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_sequence_pooling_honours_the_keras_mask(tmp_path):
+    """Each policy against the embedding table itself: mean and max over the tokens the mask keeps (0 is
+    padding, mask_zero=True), the first token, the last kept one; the default for (n, T, d) is the mean."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, 9, size=(96, 5)).astype(np.int32)
+    lengths = rng.integers(1, 6, size=96)
+    x[np.arange(5)[None, :] >= lengths[:, None]] = 0
+    y = rng.integers(0, 2, 96)
+    model = keras.Sequential([keras.Input((5,), dtype="int32"), keras.layers.Embedding(9, 3, mask_zero=True,
+                                                                                        name="emb"),
+                              keras.layers.LSTM(4, name="lstm"), keras.layers.Dense(2, activation="softmax",
+                                                                                    name="out")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    runs = {}
+    for policy in (None, "mean", "max", "first", "last", "flatten"):
+        logger = ActivationLogger(tmp_path / str(policy), probe=(x[:N], y[:N]), layers=["emb"],
+                                  pooling=policy if policy != "mean" else {"emb": "mean"})
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
+        runs[policy] = run = repviz.open_logdir(tmp_path).run(str(policy))
+        vectors = keras.ops.convert_to_numpy(model.get_layer("emb").embeddings)[x[:N]]
+        kept = (x[:N] > 0)[:, :, None]
+        expected = {"mean": (vectors * kept).sum(1) / kept.sum(1), "max": np.where(kept, vectors, -np.inf).max(1),
+                    "first": vectors[:, 0], "last": vectors[np.arange(N), lengths[:N] - 1],
+                    "flatten": vectors.reshape(N, -1)}[policy or "mean"]
+        np.testing.assert_allclose(run.activations("emb", 1), expected, rtol=1e-5, atol=1e-6, err_msg=str(policy))
+    assert runs[None].layer_info("emb")["reduction"]["kind"] == "sequence_mean_pooling"
+    assert runs["last"].layer_info("emb")["reduction"]["kind"] == "sequence_last_pooling"
+    assert runs["flatten"].layer_info("emb")["reduction"] == {"kind": "none"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
