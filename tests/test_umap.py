@@ -65,7 +65,7 @@ def test_umap_method_keys_cache_and_resumption_behave_like_tsne(tmp_path, cluste
     assert resolved.key.startswith("umap-") and resolved.chain_align == "init" and resolved.default
     assert resolve("umap", {"min_dist": 0.5}).key != resolved.key
     assert resolve("umap", align="none").key != resolved.key
-    assert resolved.describe()["continuation"] == {"n_epochs": 100, "learning_rate": 0.25}
+    assert resolved.describe()["continuation"] == {"n_epochs": 50, "learning_rate": 0.1}
 
     first = embed_logdir(tmp_path / "logs", ["umap"])
     assert (first.computed, first.cached, first.failed) == (4, 0, []) and first.keys["umap"] == resolved.key
