@@ -5,7 +5,8 @@ adds: the neighbours come from :func:`repviz.neighbors.knn` (exact, or NN-descen
 umap-learn as ``precomputed_knn``, so UMAP sees the same graph as the other methods and the quality scores, and
 ``transform`` finds the neighbours of new points with :func:`repviz.neighbors.kneighbors`. umap-learn is an
 optional extra (``pip install "repviz[umap]"``): importing this module without it raises one line saying so, and
-umap-learn itself (a few seconds of imports) is loaded at the first ``fit``.
+umap-learn itself is loaded at the first ``fit`` (seconds: it imports TensorFlow, where installed, for its
+ParametricUMAP; its layout kernels compile at the first fit of a process, 10-50 s on a busy 2-core machine).
 
 umap-learn is reproducible only on one thread: with ``random_state`` set, its stochastic gradient descent runs
 serially (``n_jobs`` is then 1; umap-learn would override it and warn). ``random_state=None`` runs on
@@ -157,7 +158,7 @@ class UMAP(Estimator):
 
     def fit(self, X, y=None):
         """Compute the embedding of X (n_samples, n_features); returns self. ``y`` is ignored."""
-        import umap  # here: a second or more of imports, paid by a fit only
+        import umap  # here, paid by a fit only: seconds of imports (TensorFlow too where installed)
 
         self._validate_params()
         X = check_array(X, "UMAP", min_samples=3)
