@@ -117,6 +117,8 @@ def test_tags_without_scikit_learn(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "sklearn.utils", None)
     tags = manifold.MDS(metric="precomputed").__sklearn_tags__()
     assert tags.input_tags.pairwise and tags.requires_fit and tags.transformer_tags.preserves_dtype == ["float32"]
+    for affinity, pairwise in (("precomputed_nearest_neighbors", True), ("precomputed", True), ("rbf", False)):
+        assert manifold.SpectralEmbedding(affinity=affinity).__sklearn_tags__().input_tags.pairwise is pairwise
 
 
 def test_feature_names_out_and_output_containers(data):

@@ -91,7 +91,8 @@ class Estimator:
         """scikit-learn's ``Tags`` of a transformer that needs no ``y``, outputs float32, takes a precomputed
         (pairwise) matrix when ``metric`` or ``affinity`` is "precomputed"; a namespace with the same fields when
         scikit-learn is not installed."""
-        pairwise = "precomputed" in (getattr(self, "metric", None), getattr(self, "affinity", None))
+        pairwise = (getattr(self, "metric", None) == "precomputed"
+                    or getattr(self, "affinity", None) in ("precomputed", "precomputed_nearest_neighbors"))
         try:
             from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
         except ImportError:
