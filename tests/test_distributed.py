@@ -99,12 +99,19 @@ class SlowPCA(PCA):
 '''
 
 
-def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, monkeypatch, cluster_run):
+@pytest.fixture
+def slow_pca(tmp_path, client, monkeypatch):
+    """The method "slowpca": PCA taking 0.4 s a fit, importable here and on the workers; plain PCA afterwards."""
     module = tmp_path / "repviz_slow_pca.py"
     module.write_text(_SLOW)
     monkeypatch.syspath_prepend(str(tmp_path))
     client.upload_file(str(module))
     register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
+    yield
+    register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
+
+
+def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, slow_pca, cluster_run):
     cluster_run(tmp_path / "logs" / "r1", steps=range(10))
     cluster_run(tmp_path / "fresh" / "r1", steps=range(10))
 
@@ -151,14 +158,9 @@ def test_local_and_cluster_layouts_are_bit_identical_whatever_blas_threads_this_
         assert np.array_equal(Y, theirs[k][0]), k
 
 
-def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, client, monkeypatch, cluster_run):
+def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, client, slow_pca, cluster_run):
     from repviz.distributed import ClusterFailed
 
-    module = tmp_path / "repviz_slow_pca.py"
-    module.write_text(_SLOW)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    client.upload_file(str(module))
-    register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
     for r in ("r1", "r2"):
         cluster_run(tmp_path / "logs" / r, steps=range(10))
     stop = threading.Event()
@@ -181,7 +183,6 @@ def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, clie
     finally:
         stop.set()
         killer.join()
-        register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
     client.wait_for_workers(2, timeout=60)
     stored = _stored(tmp_path / "logs")  # what the workers stored before they died is whole
     assert all(Y.shape == (120, 2) and np.isfinite(Y).all() for Y, _ in stored.values())
