@@ -274,3 +274,16 @@ def test_nested_sequential_with_a_rank_short_dataset_probe(tmp_path):
     np.testing.assert_allclose(run.activations("encoder/code", 1),
                                keras.ops.convert_to_numpy(encoder(x[:N, ..., None])), rtol=1e-5, atol=1e-6)
     _end_to_end(tmp_path, "nested", ["encoder/code"])
+
+
+def test_narrow_layout_is_the_values_and_a_strip_per_class():
+    from repviz.narrow import narrow_layout
+
+    x = np.array([[3.0], [1.0], [2.0], [6.0]], np.float32)
+    Y = narrow_layout(x, np.array([0, 1, 0, 1]), 2)
+    np.testing.assert_allclose(Y[:, 0], [0, -2, -1, 3])  # the centred values
+    assert Y[[0, 2], 1].max() < Y[[1, 3], 1].min()  # class 0's strip below class 1's
+    np.testing.assert_array_equal(Y, narrow_layout(x, np.array([0, 1, 0, 1]), 2))  # seeded
+    assert np.ptp(narrow_layout(x, np.array([0.1, 0.7, 0.2, 0.3]), 2)[:, 1]) <= 0.6 * 5 * 0.7  # floats: one strip
+    wide = narrow_layout(np.array([[1, 2], [3, 5], [5, 2]], np.float32), None, 3)
+    np.testing.assert_allclose(wide, [[-2, -1, 0], [0, 2, 0], [2, -1, 0]])  # 2 columns for 3 components
