@@ -854,12 +854,12 @@ def _check_manifest(path: Path, manifest: Any) -> dict:
     return manifest
 
 
-def _file_size(path: str) -> int:
-    """The size of ``path`` in bytes, 0 when it does not exist."""
+def _stat_field(path: str, field: str) -> int | None:
+    """``os.stat(path).<field>``, None when there is no such file."""
     try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0
+        return getattr(os.stat(path), field)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 class Run:
@@ -920,10 +920,10 @@ class Run:
         at a time, each of the log as it is then, so the state only moves forward: a step once listed stays."""
         path = os.path.join(self.root, _RECORDS)
         state = self._state
-        if _file_size(path) == state[0]:
+        if _stat_field(path, "st_size") == state[0]:
             return state
         with self._rereading:
-            size = _file_size(path)
+            size = _stat_field(path, "st_size")
             if size == self._state[0]:
                 return self._state
             try:
@@ -1245,20 +1245,19 @@ class Run:
         """A cheap value that changes whenever a listing of this run would: a record appended, the probe or an
         embedding (method, layer or step) written. A few ``stat`` calls, no file read; for readers that cache what
         they derive from a run (the TensorBoard plugin's index)."""
-        stamps = [os.stat(self.root / _MANIFEST).st_mtime_ns]
-        with contextlib.suppress(FileNotFoundError):
-            stamps.append(os.stat(self.root / _RECORDS).st_size)
-        with contextlib.suppress(FileNotFoundError):  # the probe written: a run that was starting can be listed
-            stamps.append(os.stat(self.root / "probe").st_mtime_ns)
+        root = str(self.root)  # string paths: an index of 10,000 runs calls this 10,000 times
+        stamps = [os.stat(os.path.join(root, _MANIFEST)).st_mtime_ns,
+                  _stat_field(os.path.join(root, _RECORDS), "st_size"),
+                  _stat_field(os.path.join(root, "probe"), "st_mtime_ns")]  # the probe: a starting run can be listed
         # adding a file or directory changes its directory's mtime: embeddings/<key>/<layer>/<step>.npy, so the
         # mtimes of embeddings/, of each key and of each key's layers (whose files are not listed)
-        level = [str(base / "embeddings") for base in dict.fromkeys((self.results, self.root))]
+        level = [os.path.join(base, "embeddings") for base in dict.fromkeys((str(self.results), root))]
         for depth in range(3):
             below = []
             for d in level:
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                    stamps.append(os.stat(d).st_mtime_ns)
-                    if depth < 2:
+                stamps.append(_stat_field(d, "st_mtime_ns"))
+                if depth < 2 and stamps[-1] is not None:
+                    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                         below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
             level = below
         return tuple(stamps)
