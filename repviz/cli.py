@@ -459,7 +459,7 @@ def _run_similarity(args) -> int:
         print(f"# layer identification: {100 * rate:.0f}% of {n} layers of {runs[0]!r} are most similar to "
               f"the same layer of {runs[1]!r}")
     if args.out:
-        from .similarity.figures import write_matrix
+        from .export import write_matrix
 
         written = write_matrix(matrix, args.out)
         print(f"wrote {', '.join(p.name for p in written)} under {args.out}")

@@ -9,7 +9,7 @@ Everything is read through the store (:func:`repviz.open_logdir`, :meth:`MetaRes
   last snapshot circled and labelled with the layer, the input landmark marked;
 - ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot;
 - ``similarity-*``: layer-by-layer CKA heatmaps (with CSV and JSON) of the seeds of each network, and of a
-  layer's snapshots where computed (:func:`repviz.similarity.figures.export_heatmaps`).
+  layer's snapshots where computed (:func:`export_heatmaps`).
 
 The point clouds are rasterised inside SVG files (text and axes stay vectors), which keeps a figure of tens of
 thousands of points at a few hundred KB. Needs matplotlib (the ``export`` extra).
@@ -18,6 +18,7 @@ thousands of points at a few hundred KB. Needs matplotlib (the ``export`` extra)
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import warnings
@@ -35,9 +36,12 @@ try:
 except ImportError as e:  # the optional extra: one clear line for the CLI
     raise ImportError("repviz export needs matplotlib; install it with: pip install \"repviz[export]\"") from e
 
+from .meta.distances import DEFAULT_MAX_PROBES
 from .meta.result import MetaResult
 from .meta.sources import INPUT_KEY
-from .similarity.figures import export_heatmaps
+from .similarity.figures import heatmap
+from .similarity.matrix import cached_similarity, similarity
+from .similarity.result import SimilarityMatrix
 from .store import DamagedFileError, LogDir, NotFoundError, atomic_path, open_logdir
 
 SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
@@ -202,6 +206,69 @@ def _write_tables(rows: list[dict], out: Path) -> list[Path]:
     with atomic_path(md_path) as tmp:
         Path(tmp).write_text("\n".join(lines) + "\n")
     return [csv_path, md_path]
+
+
+def _matrix_stem(matrix: SimilarityMatrix) -> str:
+    """``similarity-<run a>-vs-<run b>-step<k>`` (one snapshot) or ``similarity-<run>-<layer>-over-training``."""
+    keys = matrix.rows + matrix.cols
+    if len({k.run for k in keys}) == 1 and len({k.layer for k in keys}) == 1 and len({k.step for k in keys}) > 1:
+        return _file_part(f"similarity-{keys[0].run}-{keys[0].layer}-over-training")
+    return _file_part(f"similarity-{matrix.rows[0].run}-vs-{matrix.cols[0].run}-step{matrix.rows[0].step}")
+
+
+def write_matrix(matrix: SimilarityMatrix, out: str | os.PathLike,
+                 formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """``out/<stem>.csv`` (labelled rows and columns), ``out/<stem>.json`` (:meth:`SimilarityMatrix.to_dict`) and
+    the heatmap in each of ``formats`` (``repviz similarity --out``); ``out`` is created if missing. Returns the
+    paths written."""
+    out = Path(out)
+    stem = _matrix_stem(matrix)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["", *matrix.labels("cols")])
+        for label, row in zip(matrix.labels("rows"), matrix.values):
+            writer.writerow([label, *("" if not np.isfinite(v) else f"{v:.6g}" for v in row)])
+    with atomic_path(json_path) as tmp:
+        Path(tmp).write_text(json.dumps(matrix.to_dict(), indent=1) + "\n")
+    return [csv_path, json_path] + _save(heatmap(matrix), out, stem, formats)
+
+
+def run_pairs(logdir: LogDir) -> list[tuple[str, str]]:
+    """The pairs of runs ``repviz export`` compares: the first run of each group (``relu/seed0``) against each
+    other run of it (``relu/seed1``: the seeds of one network), and a run alone in its group against itself."""
+    groups: dict[str, list[str]] = {}
+    for name, run in logdir.runs.items():
+        if run.steps():
+            groups.setdefault(_group(name), []).append(name)
+    return [(runs[0], other) for runs in groups.values() for other in (runs[1:] or runs[:1])]
+
+
+def export_heatmaps(logdir: LogDir, out: str | os.PathLike, formats: Sequence[str] = ("png", "svg"),
+                    max_probes: int = DEFAULT_MAX_PROBES) -> list[Path]:
+    """The heatmaps ``repviz export`` writes, with their CSV and JSON: debiased linear CKA of each pair of
+    :func:`run_pairs` at their latest shared snapshot (from the cache, else computed when the probe set is at most
+    ``max_probes``, where the meta bank makes it cheap), and every layer's snapshots against each other where all
+    its values are cached (``repviz similarity --layer``). A pair that cannot be compared is left out with a
+    warning naming why."""
+    def pair(a: str, b: str) -> SimilarityMatrix | None:
+        matrix = cached_similarity(logdir, (a, b))
+        return matrix if matrix is not None or len(logdir.run(a).probe) > max_probes else similarity(logdir, (a, b))
+
+    wanted = [(f"runs {a!r} and {b!r}", pair, (a, b), {}) for a, b in run_pairs(logdir)]
+    wanted += [(f"layer {layer!r} of run {name!r}", cached_similarity, (logdir, name), {"layer": layer})
+               for name, run in logdir.runs.items() for layer in run.layers if len(run.steps(layer)) > 1]
+    written = []
+    for what, read, args, kwargs in wanted:
+        try:
+            matrix = read(*args, **kwargs)
+        except (NotFoundError, ValueError, PermissionError) as e:  # DamagedFileError is a ValueError
+            warnings.warn(f"left out the similarity heatmap of {what}: {e}", RuntimeWarning, stacklevel=2)
+            continue
+        if matrix is not None:
+            written += write_matrix(matrix, out, formats=formats)
+    return written
 
 
 def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *,

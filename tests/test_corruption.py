@@ -282,12 +282,7 @@ def test_meta(damaged, capsys):
     assert {("b", "dense", s) for s in range(3)} <= set(keys), f"UNUSABLE {keys}"
 
 
-HEATMAPS = pytest.mark.xfail(strict=True, reason="repviz.similarity.figures.export_heatmaps reads every run's probe: "
-                                                 "one that cannot be read stops the export (not the store's part)")
-
-
-@pytest.mark.parametrize("damaged", [pytest.param(c, marks=HEATMAPS) if c.probe else c for c in CASES], ids=IDS,
-                         indirect=True)
+@pytest.mark.parametrize("damaged", CASES, ids=IDS, indirect=True)
 def test_export(damaged, capsys, tmp_path):
     pytest.importorskip("matplotlib")
     case, log = damaged
