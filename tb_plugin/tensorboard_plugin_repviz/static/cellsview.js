@@ -34,14 +34,15 @@ function idIndexOf(ids) {
 export async function cellData(model, run, choice, colorBy) {
   const predSteps = run.prediction_steps;
   const predStep = predSteps.length ? stepAtOrBefore(predSteps, choice.step) : null;
-  const [coords, labels, ids, preds] = await Promise.all([
+  const [coords, labels, ids, preds, metadata] = await Promise.all([
     model.coords(choice.run, choice.layer, choice.step, choice.key),
     model.labels(choice.run),
     model.ids(choice.run),
     predStep === null ? null : model.predictions(choice.run, predStep),
+    colorBy.startsWith("meta:") && (run.metadata || []).length ? model.metadata(choice.run) : null,
   ]);
   const { x, y } = normalise(coords);
-  const colors = colorEncoding({ run, labels, preds, n: x.length }, colorBy === "change" ? "label" : colorBy);
+  const colors = colorEncoding({ run, labels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
   return { x, y, z: colors.z, w: colors.w, by: colors.by, palette: colors.palette, ids, idIndex: idIndexOf(ids), run, labels, preds };
 }
 

@@ -9,6 +9,10 @@ export const NO_CLASS = "#c7c7c7";
 const CORRECT = ["#9aa5b1", "#d62728", NO_CLASS];
 const CONFIDENCE_STOPS = [[215, 48, 39], [252, 174, 97], [44, 123, 182]]; // unsure red ... sure blue
 const CHANGE_STOPS = [[198, 219, 239], [253, 174, 97], [165, 15, 21]]; // kept pale blue ... changed dark red
+const NUMBER_STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]]; // viridis
+const NUMBER_BINS = 32;
+/** Colours a metadata column gives its most common values; the rest are "other". */
+export const MAX_META_CATEGORIES = 20;
 
 /** Colour of category i (Tableau 10, then evenly spaced hues). */
 export function categoryColor(i) {
@@ -38,11 +42,15 @@ export function changeRamp(count) {
  * show (no predictions, no change values) falls back to the label.
  * @param {{run: object, labels: Int32Array, preds: ?{cls: Float32Array, conf: Float32Array},
  *          change?: ?Float32Array, n: number}} data
- * @param {"label"|"prediction"|"correct"|"confidence"|"change"} colorBy
+ * `colorBy` "meta:<column>" colours by a probe metadata column (`data.metadata`, see metaEncoding).
+ * @param {"label"|"prediction"|"correct"|"confidence"|"change"|string} colorBy
  */
 export function colorEncoding(data, colorBy) {
   const { run, labels, preds, change, n } = data;
-  const usable = colorBy === "change" ? Boolean(change) : colorBy === "label" || Boolean(preds);
+  const column = colorBy.startsWith("meta:") && data.metadata
+    ? data.metadata.columns.find((c) => c.name === colorBy.slice(5)) : null;
+  if (column && column.values.length === n) return metaEncoding(column, colorBy);
+  const usable = colorBy === "change" ? Boolean(change) : colorBy === "label" || (Boolean(preds) && !colorBy.startsWith("meta:"));
   const mode = usable ? colorBy : "label";
   const z = new Float32Array(n);
   const w = new Float32Array(n);
@@ -68,6 +76,42 @@ export function colorEncoding(data, colorBy) {
   const items = categories.map((name, i) => ({ name, color: palette[i], count: counts[i], index: i }))
     .filter((item) => item.count > 0 || item.index < categories.length - 1);
   return { by: "category", z, w, palette, mode, items };
+}
+
+/**
+ * Colours of a metadata column: numbers on a continuous scale (viridis in NUMBER_BINS steps from its smallest to its
+ * largest value, missing ones grey; `range` for the legend), anything else as categories, its MAX_META_CATEGORIES
+ * most common values each a colour and the rest "other" (legend `items`, which can be hidden).
+ * @param {{name: string, kind: string, values: (string|number|boolean|null)[]}} column @param {string} mode
+ */
+export function metaEncoding(column, mode) {
+  const { values } = column;
+  const n = values.length;
+  const z = new Float32Array(n);
+  const w = new Float32Array(n);
+  if (column.kind === "number") {
+    const finite = values.filter((v) => v !== null && Number.isFinite(v));
+    const lo = finite.length ? finite.reduce((a, b) => Math.min(a, b)) : 0;
+    const hi = finite.length ? finite.reduce((a, b) => Math.max(a, b)) : 1;
+    const span = hi > lo ? hi - lo : 1;
+    const palette = [...ramp(NUMBER_BINS, NUMBER_STOPS), NO_CLASS];
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      z[i] = v === null || !Number.isFinite(v) ? NUMBER_BINS : Math.round(((v - lo) / span) * (NUMBER_BINS - 1));
+    }
+    return { by: "category", z, w, palette, mode, items: null, title: column.name,
+      range: { lo, hi, stops: ramp(8, NUMBER_STOPS), missing: n - finite.length } };
+  }
+  const counts = new Map();
+  for (const v of values) counts.set(String(v), (counts.get(String(v)) || 0) + 1);
+  const top = [...counts.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, MAX_META_CATEGORIES);
+  const code = new Map(top.map(([value], i) => [value, i]));
+  const other = top.length;
+  for (let i = 0; i < n; i++) z[i] = code.get(String(values[i])) ?? other;
+  const palette = [...top.map((_, i) => categoryColor(i)), NO_CLASS];
+  const items = top.map(([value, count], i) => ({ name: value === "" ? "(empty)" : value, color: palette[i], count, index: i }));
+  if (counts.size > top.length) items.push({ name: `other (${counts.size - top.length} values)`, color: NO_CLASS, count: n - top.reduce((a, [, c]) => a + c, 0), index: other });
+  return { by: "category", z, w, palette, mode, items, title: column.name };
 }
 
 /** The colour of each point as drawn (category palette, or the ramp at w), e.g. for trails and previews. */

@@ -43,6 +43,23 @@ const COLOR_MODES = [
   { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
 ];
 const CHROME_PARTS = ["snapshots", "info", "legend", "selection"];
+const SEARCH_MS = 150; // typing pause before a search runs
+
+/**
+ * The search query as a RegExp (flags as given, plus `extra`): "/source/flags" as written, anything else a
+ * case-insensitive substring. Throws SyntaxError for a bad regular expression.
+ */
+function queryRegExp(query, extra = "") {
+  const m = /^\/(.+)\/([a-z]*)$/.exec(query);
+  if (m) return new RegExp(m[1], m[2].replace("g", "") + extra);
+  return new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), `i${extra}`);
+}
+
+/** A metadata value as the hover card and the CSV write it ("" for a missing one). */
+function metaText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(6))) : String(value);
+}
 
 /** Save `blob` as a download named `name`. */
 function download(blob, name) {
@@ -60,8 +77,10 @@ class App {
     /** @type {import("./view.js").State} */
     this.state = {
       run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
-      hidden: new Set(), selectedIds: new Set(), hover: null, pair: null,
+      hidden: new Set(), selectedIds: new Set(), hover: null, pair: null, search: "", searchColumn: "", only: false,
     };
+    this.searchResult = { count: null, error: null };
+    this.searchSelection = null; // the selection the last search made
     this.error = null;
     this.jobs = new Jobs(this.model, {
       onChange: () => {
@@ -84,6 +103,7 @@ class App {
       info: h("div", { class: "info-slot" }),
       stage: h("div", { class: "stage" }),
       hover: h("div", {}, V.hoverCard(null)),
+      search: h("div", { class: "search-slot" }),
       legend: h("div", { class: "legend-slot" }),
       selection: h("div", { class: "selection-slot" }),
       panels: h("div", { class: "panels" }),
@@ -91,7 +111,7 @@ class App {
     };
     this.el.footer = h("footer", {}, this.el.snapshots);
     this.el.root.append(this.el.header, this.el.status, this.el.info,
-      h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.legend, this.el.selection, this.el.panels)),
+      h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.search, this.el.legend, this.el.selection, this.el.panels)),
       this.el.footer);
     root.append(this.el.root);
     const side = { info: this.el.info, legend: this.el.legend, panels: this.el.panels };
@@ -156,6 +176,7 @@ class App {
     this.state = { ...this.state, ...resolveCurrent(this.index, this.state) };
     this.renderControls();
     this.renderSelection();
+    this.renderSearch();
     this.renderViews();
   }
 
@@ -177,6 +198,8 @@ class App {
     this.state = next;
     if (chooses || "colorBy" in changes || "mode" in changes) this.renderControls();
     if ("selectedIds" in changes || chooses) this.renderSelection();
+    if ("run" in changes || "only" in changes) this.renderSearch();
+    if ("run" in changes && next.search) this.search();
     this.renderViews();
   }
 
@@ -243,9 +266,11 @@ class App {
     const { index, step } = point;
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, step) : null;
-    const [labels, ids, preds] = await Promise.all([this.model.labels(run.name), this.model.ids(run.name),
-      predStep === null ? null : this.model.predictions(run.name, predStep)]);
+    const [labels, ids, preds, meta] = await Promise.all([this.model.labels(run.name), this.model.ids(run.name),
+      predStep === null ? null : this.model.predictions(run.name, predStep), this.metadataOf(run)]);
     if (this.hoverToken !== token) return;
+    // A text probe (a text column, no thumbnails) shows its text where an image probe shows its thumbnail.
+    const textColumn = meta && !run.has_thumbnails ? meta.columns.find((c) => c.kind === "text") : null;
     const names = run.class_names || null;
     const className = (c) => (c < 0 || !Number.isFinite(c) ? "–" : names ? names[c] : String(c));
     const card = {
@@ -257,6 +282,9 @@ class App {
       correct: preds && labels[index] >= 0 ? preds.cls[index] === labels[index] : null,
       thumb: null,
       thumbText: run.has_thumbnails ? "loading…" : "no thumbnail",
+      text: textColumn ? metaText(textColumn.values[index]) : null,
+      find: () => this.searchRegExp(),
+      meta: meta ? meta.columns.filter((c) => c !== textColumn).map((c) => ({ name: c.name, value: metaText(c.values[index]) || "–" })) : [],
     };
     this.el.hover.replaceChildren(V.hoverCard(card));
     if (!run.has_thumbnails) return;
@@ -305,19 +333,113 @@ class App {
     const run = runNamed(this.index, runName);
     const predStep = run.prediction_steps.length ? stepAtOrBefore(run.prediction_steps, step) : null;
     try {
-      const [indices, ids, labels, preds] = await Promise.all([this.selectedIndices(), this.model.ids(runName),
-        this.model.labels(runName), predStep === null ? null : this.model.predictions(runName, predStep)]);
+      const [indices, ids, labels, preds, meta] = await Promise.all([this.selectedIndices(), this.model.ids(runName),
+        this.model.labels(runName), predStep === null ? null : this.model.predictions(runName, predStep),
+        this.metadataOf(run)]);
       const names = run.class_names;
       const name = (c) => (c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c));
-      const rows = ["probe_id,label,prediction,confidence"];
+      const columns = meta ? meta.columns : [];
+      const quote = (v) => `"${String(v).replace(/"/g, '""')}"`;
+      const rows = [["probe_id", "label", "prediction", "confidence", ...columns.map((c) => c.name)].map(quote).join(",")];
       for (const i of indices) {
         const conf = preds ? preds.conf[i] : NaN;
-        rows.push([ids[i], name(labels[i]), preds ? name(preds.cls[i]) : "", Number.isFinite(conf) ? conf.toFixed(4) : ""]
-          .map((v) => `"${String(v).replace(/"/g, '""')}"`).join(","));
+        rows.push([ids[i], name(labels[i]), preds ? name(preds.cls[i]) : "", Number.isFinite(conf) ? conf.toFixed(4) : "",
+          ...columns.map((c) => metaText(c.values[i]))].map(quote).join(","));
       }
       download(new Blob([`${rows.join("\n")}\n`], { type: "text/csv" }), `repviz-selection-${runName}-${layer}.csv`);
     } catch (e) {
       this.showError(e);
+    }
+  }
+
+  // --- probe metadata: the search ------------------------------------------------------------------------------
+
+  /** The metadata columns of `run` (null when it has none). */
+  metadataOf(run) {
+    return (run.metadata || []).length ? this.model.metadata(run.name) : Promise.resolve(null);
+  }
+
+  /** The current query as a global RegExp (null: no query, or a bad one), for marking matches in the hover card. */
+  searchRegExp() {
+    try {
+      return this.state.search.trim() ? queryRegExp(this.state.search.trim(), "g") : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** A new query or column: search after a pause in typing. */
+  onSearch(changes) {
+    this.state = { ...this.state, ...changes };
+    clearTimeout(this.searchTimer);
+    this.searchTimer = setTimeout(() => this.search(), SEARCH_MS);
+  }
+
+  /**
+   * Select the points of the current run whose metadata (in the chosen column, or any) matches the query: the
+   * selection every view highlights, counted here and in the selection box. An empty query clears what the last
+   * search selected.
+   */
+  async search() {
+    const token = {};
+    this.searchToken = token;
+    const { run: runName, search, searchColumn } = this.state;
+    const run = runNamed(this.index, runName);
+    const query = search.trim();
+    if (!query || !run || !(run.metadata || []).length) {
+      this.searchResult = { count: null, error: null };
+      this.renderSearch();
+      if (this.searchSelection && this.state.selectedIds === this.searchSelection) this.change({ selectedIds: new Set() });
+      return;
+    }
+    let test;
+    try {
+      test = queryRegExp(query);
+    } catch (e) {
+      this.searchResult = { count: null, error: `not a regular expression: ${e.message}` };
+      this.renderSearch();
+      return;
+    }
+    try {
+      const [meta, ids] = await Promise.all([this.model.metadata(runName), this.model.ids(runName)]);
+      if (this.searchToken !== token) return;
+      const columns = meta.columns.filter((c) => !searchColumn || c.name === searchColumn);
+      const matched = new Set();
+      for (let i = 0; i < ids.length; i++) {
+        if (columns.some((c) => c.values[i] !== null && test.test(metaText(c.values[i])))) matched.add(ids[i]);
+      }
+      this.searchResult = { count: matched.size, error: null };
+      this.searchSelection = matched;
+      this.renderSearch();
+      this.change({ selectedIds: matched });
+    } catch (e) {
+      this.showError(e);
+    }
+  }
+
+  /** The search box of the current run (nothing when its probe has no metadata); keeps the typing focus. */
+  renderSearch() {
+    const run = runNamed(this.index, this.state.run);
+    const columns = (run && run.metadata) || [];
+    if (!columns.length) {
+      this.el.search.replaceChildren();
+      return;
+    }
+    const active = document.activeElement;
+    const typing = active && this.el.search.contains(active) && active.type === "search" ? active.selectionStart : null;
+    const box = V.searchBox({
+      query: this.state.search, column: this.state.searchColumn, only: this.state.only, ...this.searchResult,
+      columns: columns.map((c) => ({ name: c.name, label: `${c.name} (${c.kind})` })),
+    }, {
+      query: (v) => this.onSearch({ search: v }),
+      column: (v) => this.onSearch({ searchColumn: v }),
+      only: (v) => this.change({ only: v }),
+    });
+    this.el.search.replaceChildren(box);
+    if (typing !== null) {
+      const input = box.querySelector('input[type="search"]');
+      input.focus();
+      input.setSelectionRange(typing, typing);
     }
   }
 
@@ -388,7 +510,12 @@ class App {
       V.picker("Method", "method", methodOptions, s.method, (v) => this.change({ method: v })),
       h("span", { class: "spacer" }),
       h("span", { class: "picker" }, h("span", { text: "Colour" }),
-        V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v }))),
+        V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v })),
+        run && (run.metadata || []).length ? h("select", {
+          name: "color-column", "aria-label": "colour by a metadata column", class: s.colorBy.startsWith("meta:") ? "on" : null,
+          onchange: (e) => this.change({ colorBy: e.target.value || "label" }),
+        }, [{ value: "", label: "column…" }, ...run.metadata.map((c) => ({ value: `meta:${c.name}`, label: `${c.name} (${c.kind})` }))]
+          .map((o) => h("option", { value: o.value, text: o.label, selected: o.value === s.colorBy }))) : null),
       h("button", { type: "button", class: "export", "data-testid": "export-png", text: "Export PNG",
         title: "save this view as drawn (overlays included) as a PNG file", onclick: () => this.exportPng() }),
     );

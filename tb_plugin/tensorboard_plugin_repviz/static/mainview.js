@@ -69,11 +69,12 @@ export class MainView {
     const representation = (st) => [st.run, st.layer, st.method, st.step].join("\u0000");
     const moved = !was || representation(s) !== representation(was);
     const recoloured = !was || s.colorBy !== was.colorBy;
+    const filtered = was && (s.only !== was.only || (s.only && s.selectedIds !== was.selectedIds));
     if (!was || s.mode !== was.mode) this.scatter.setMode(s.mode);
     if (moved || recoloured || page.index !== last.index || page.jobs !== last.jobs) {
       this.update({ transition: !recoloured, quiet: !moved && !recoloured });
     } else {
-      if (s.hidden !== was.hidden) this.applyHidden();
+      if (s.hidden !== was.hidden || filtered) this.applyHidden();
       if (s.selectedIds !== was.selectedIds) {
         this.scatter.select(this.selectedIndices());
         this.refreshOverlay();
@@ -119,13 +120,19 @@ export class MainView {
     return out;
   }
 
-  /** Indices of points whose category is not hidden (null when nothing is hidden). */
+  /** Indices of points whose category is not hidden and, with "hide the rest" on, that are selected (null when
+   * every point shows). */
   visibleIndices() {
-    const hidden = this.page.state.hidden;
-    if (!hidden.size || !this.drawn.colors.items) return null;
-    const z = this.drawn.colors.z;
+    const { hidden, only, selectedIds } = this.page.state;
+    const byClass = hidden.size && this.drawn.colors.items;
+    const bySelection = only && selectedIds.size;
+    if (!byClass && !bySelection) return null;
+    const { z } = this.drawn.colors;
+    const ids = this.drawn.ids;
     const out = [];
-    for (let i = 0; i < z.length; i++) if (!hidden.has(z[i])) out.push(i);
+    for (let i = 0; i < z.length; i++) {
+      if ((!byClass || !hidden.has(z[i])) && (!bySelection || selectedIds.has(ids[i]))) out.push(i);
+    }
     return out;
   }
 
@@ -175,9 +182,10 @@ export class MainView {
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, s.step) : null;
     const base = s.colorBy === "change" ? this.changeBase() : null;
+    const byColumn = s.colorBy.startsWith("meta:") && (run.metadata || []).length;
     let data;
     try {
-      const [coords, labels, ids, preds, change] = await Promise.all([
+      const [coords, labels, ids, preds, change, metadata] = await Promise.all([
         this.model.coords(s.run, s.layer, s.step, s.method),
         this.model.labels(s.run),
         this.model.ids(s.run),
@@ -187,8 +195,9 @@ export class MainView {
             this.events.error(e);
             return null;
           }) : null,
+        byColumn ? this.model.metadata(s.run) : null,
       ]);
-      data = { coords, labels, ids, preds, change, predStep, base };
+      data = { coords, labels, ids, preds, change, metadata, predStep, base };
     } catch (e) {
       if (generation !== this.generation) return;
       this.events.error(e);
@@ -373,7 +382,13 @@ export class MainView {
 
   renderLegend() {
     const colors = this.drawn.colors;
-    const title = LEGEND_TITLES[colors.mode];
+    const title = LEGEND_TITLES[colors.mode] || colors.title;
+    if (colors.range) { // a metadata column of numbers
+      const { lo, hi, stops, missing } = colors.range;
+      this.side.legend.replaceChildren(V.rampLegend(title, stops, V.fmt(lo, 3), V.fmt(hi, 3),
+        missing ? `${V.fmt(missing)} missing (grey)` : null));
+      return;
+    }
     if (!colors.items) {
       const ends = colors.mode === "change" ? ["0 (same neighbours)", "1 (all new)"] : ["0 (unsure)", "1 (sure)"];
       const stops = colors.mode === "change" ? changeRamp(8) : ramp(8);

@@ -10,7 +10,8 @@
  *            steps: Object<string, number[]>}} Embedding
  * @typedef {{name: string, n_probe: number, step_unit: string, has_labels: boolean, n_classes: number,
  *            class_names: string[]|null, has_thumbnails: boolean, thumbnail_shape: number[]|null,
- *            probe_group: string, prediction_steps: number[], layers: Layer[], embeddings: Embedding[]}} Run
+ *            probe_group: string, prediction_steps: number[], layers: Layer[], embeddings: Embedding[],
+ *            metadata: {name: string, kind: string, distinct: number}[], metadata_error: ?string}} Run
  * @typedef {{name: string, align: string, supervised: boolean, defaults: Object<string, *>}} MethodChoice
  * @typedef {{methods: MethodChoice[], meta: Object<string, string[]>}} Choices  what the server offers, default
  *   first: embedding methods, and the options of a meta-SNE map (transform, metric, embedding)
@@ -142,6 +143,15 @@ export class Model {
     const { data } = await this._array("predictions", { run, step }, Float32Array);
     const n = data.length / 2;
     return { cls: data.subarray(0, n), conf: data.subarray(n) };
+  }
+
+  /**
+   * The probe's metadata columns of `run`, values in probe order (a missing number: null).
+   * @returns {Promise<{n: number, columns: {name: string, kind: "category"|"text"|"number", distinct: number,
+   *   values: (string|number|boolean|null)[]}[]}>}
+   */
+  metadata(run) {
+    return this._json("metadata", { run });
   }
 
   /** Representation, record and embedding details for the info line. */

@@ -111,12 +111,13 @@ export function legend(title, items, hidden, onToggle, onSolo, onShowAll) {
       h("button", { type: "button", class: "link solo", text: "only", title: `show only ${item.name}`, onclick: () => onSolo(i) })))));
 }
 
-/** Legend of a continuous colour ramp. */
-export function rampLegend(title, colors, lo, hi) {
+/** Legend of a continuous colour ramp (`note`: a line below it, e.g. how many values are missing). */
+export function rampLegend(title, colors, lo, hi, note = null) {
   return h("section", { class: "legend", "data-testid": "legend" },
     h("h3", { text: title }),
     h("div", { class: "ramp", style: `background:linear-gradient(to right,${colors.join(",")})` }),
-    h("div", { class: "ramp-ticks" }, h("span", { text: lo }), h("span", { text: hi })));
+    h("div", { class: "ramp-ticks" }, h("span", { text: lo }), h("span", { text: hi })),
+    note ? h("p", { class: "hint", text: note }) : null);
 }
 
 /**
@@ -142,20 +143,68 @@ export function thumbnailCanvas(shape, pixels) {
 }
 
 /**
- * The hover card: thumbnail (or a placeholder while it loads), label, prediction, confidence, probe id.
+ * The hover card: thumbnail (or a placeholder while it loads), label, prediction, confidence, probe id, then the
+ * probe's metadata columns. A probe with text and no thumbnails shows its text instead (`text`; the parts that
+ * match `find`, a search's test, marked).
  * @param {{thumb: ?HTMLCanvasElement, label: string, prediction: string, confidence: ?number, id: number,
- *          index: number, correct: ?boolean}} point
+ *          index: number, correct: ?boolean, text?: ?string, find?: ?function(string): RegExp|null,
+ *          meta?: {name: string, value: string}[]}} point
  */
 export function hoverCard(point) {
   if (!point) return h("section", { class: "hover empty", "data-testid": "hover" }, "Hover a point to see its input.");
-  return h("section", { class: "hover", "data-testid": "hover" },
-    point.thumb || h("div", { class: "thumb placeholder", text: point.thumbText || "" }),
+  const text = typeof point.text === "string" && !point.thumb;
+  return h("section", { class: text ? "hover text" : "hover", "data-testid": "hover" },
+    text ? h("blockquote", { class: "probe-text", "data-testid": "hover-text" }, marked(point.text, point.find))
+      : point.thumb || h("div", { class: "thumb placeholder", text: point.thumbText || "" }),
     h("dl", {},
       h("dt", { text: "label" }), h("dd", { text: point.label }),
       h("dt", { text: "prediction" }),
       h("dd", { class: point.correct === false ? "wrong" : null, text: point.prediction }),
       h("dt", { text: "confidence" }), h("dd", { text: fmt(point.confidence, 3) }),
-      h("dt", { text: "probe id" }), h("dd", { text: String(point.id) })));
+      h("dt", { text: "probe id" }), h("dd", { text: String(point.id) }),
+      (point.meta || []).flatMap(({ name, value }) => [h("dt", { text: name }), h("dd", { class: "meta", text: value })])));
+}
+
+/** `text` as nodes, the matches of `find()` (a global RegExp, or null: none) in <mark>. */
+function marked(text, find) {
+  const re = find ? find() : null;
+  if (!re || !text) return text || "(empty)";
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    if (!m[0]) break;
+    out.push(text.slice(last, m.index), h("mark", { text: m[0] }));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
+/**
+ * The search box over the probe's metadata: a query (a substring, or /regex/flags), the column it looks in (""
+ * any), how many points match (or the query's error), and "hide the rest".
+ * @param {{query: string, column: string, only: boolean, count: ?number, error: ?string,
+ *          columns: {name: string, kind: string}[]}} search
+ * @param {{query: function(string), column: function(string), only: function(boolean)}} on
+ */
+export function searchBox(search, on) {
+  const input = h("input", {
+    type: "search", value: search.query, placeholder: "word or /regex/", "aria-label": "search the probe metadata",
+    "data-testid": "search", oninput: (e) => on.query(e.target.value),
+  });
+  const result = search.error ? h("span", { class: "warn", text: search.error })
+    : search.count === null ? h("span", { class: "hint", text: "selects the matches" })
+      : h("span", {}, h("b", { "data-testid": "search-count", text: fmt(search.count) }), " matching");
+  return h("section", { class: "search", "data-testid": "search-box" },
+    h("h3", { text: "Search" }),
+    h("div", { class: "row" }, input,
+      h("select", { name: "search-column", "aria-label": "column", onchange: (e) => on.column(e.target.value) },
+        [{ name: "", label: "any column" }, ...search.columns].map((c) => h("option", {
+          value: c.name, text: c.label || c.name, selected: c.name === search.column })))),
+    h("div", { class: "row" }, result, h("span", { class: "spacer" }),
+      h("label", { class: "only", title: "show only the selected points in the main view" },
+        h("input", { type: "checkbox", checked: search.only, "data-testid": "only", onchange: (e) => on.only(e.target.checked) }),
+        "hide the rest")));
 }
 
 /** Selection summary: count, clear and CSV export. */

@@ -1,0 +1,156 @@
+"""Probe metadata in the Repviz tab, in a real browser (fixtures in conftest.py, helpers in pagekit.py; issue #27).
+
+A text-probe run (sentences through a small token model, logged with ``metadata=``): hovering a point shows its
+sentence and its columns, colouring by a metadata column changes the picture and its legend (categories, then a
+number's scale), a search for a word selects exactly the sentences holding it (highlighted, counted) and "hide the
+rest" leaves only them drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pagekit as pk
+import pytest
+
+pk.require_browser()
+
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TOPICS = {
+    "animals": "cat dog horse bird mouse tiger lion fish",
+    "weather": "rain snow wind storm cloud sun fog cold",
+    "food": "bread cheese apple soup rice pasta salad cake",
+}
+FILLER = "the a one some big small old new".split()
+N = 150
+
+
+def _sentences(rng) -> tuple[list[str], list[int]]:
+    texts, topics = [], []
+    for i in range(N):
+        topic = i % 3
+        words = list(TOPICS)[topic]
+        own = TOPICS[words].split()
+        length = int(rng.integers(4, 9))
+        texts.append(" ".join(rng.choice(own + FILLER, size=length)).capitalize() + ".")
+        topics.append(topic)
+    return texts, topics
+
+
+@pytest.fixture(scope="module")
+def probe_text():
+    rng = np.random.default_rng(0)
+    texts, topics = _sentences(rng)
+    return texts, topics, rng
+
+
+@pytest.fixture(scope="module")
+def logdir(server, probe_text):
+    """Run "text": a bag-of-words model over token ids, its probe logged with text, source, length and score
+    columns, embedded by PCA."""
+    import keras
+
+    import repviz
+
+    root = server[0]
+    texts, topics, rng = probe_text
+    vocab = sorted({w.strip(".").lower() for t in texts for w in t.split()})
+    index = {w: i + 1 for i, w in enumerate(vocab)}
+    x = np.zeros((N, 8), dtype=np.int32)
+    for i, t in enumerate(texts):
+        ids = [index[w.strip(".").lower()] for w in t.split()]
+        x[i, :len(ids)] = ids
+    y = np.asarray(topics)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8,), dtype="int32"), keras.layers.Embedding(len(vocab) + 1, 16, name="emb"),
+                              keras.layers.GlobalAveragePooling1D(name="pool"),
+                              keras.layers.Dense(3, activation="softmax", name="out")])
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
+    score = rng.normal(size=N)
+    score[::10] = math.nan
+    metadata = {"text": texts, "source": [["web", "book", "news"][i % 5 % 3] for i in range(N)],
+                "length": [len(t.split()) for t in texts], "score": score}
+    logger = repviz.ActivationLogger(root / "text", probe=(x, y), layers=["pool"], metadata=metadata)
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[logger])
+    repviz.embed_logdir(root, methods=["pca"], progress=False)
+    return root
+
+
+def _hover_a_point(tab):
+    pixels = pk.wait(tab, lambda d: [p for p in [pk.canvas(d)] if pk.ink(p).sum() > 300], "drawn points")[0]
+    canvas = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
+    scale = pixels.shape[1] / canvas.rect["width"]
+    ink = pk.ink(pixels)
+    solid = ink[2:-2, 2:-2] & ink[:-4, 2:-2] & ink[4:, 2:-2] & ink[2:-2, :-4] & ink[2:-2, 4:]
+    ys, xs = np.nonzero(solid)
+    y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
+    ActionChains(tab).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
+                                                  y - canvas.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
+
+
+def _changed(a, b) -> int:
+    return int((np.abs(a.astype(int) - b.astype(int)).sum(axis=-1) > 30).sum())
+
+
+def test_hover_shows_the_text_and_columns(tab, shots, probe_text):
+    pk.wait(tab, lambda d: pk.stats(d)["n"] == N, "the draw of the text run")
+    _hover_a_point(tab)
+    shown = pk.wait(tab, lambda d: (pk.texts(d, '[data-testid="hover-text"]') or [""])[0], "the hover text")
+    assert shown in probe_text[0]  # one of the sentences, in full
+    card = pk.text(tab, '[data-testid="hover"]')
+    for field in ("source", "length", "score", "probe id"):
+        assert field in card
+    assert not tab.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] .thumb')  # a text card, no thumbnail box
+    pk.shot(tab, shots, "metadata-1-hover")
+
+
+def test_colour_by_a_metadata_column(tab, shots):
+    before = pk.canvas(tab)
+    pk.select(tab, "color-column", "source")
+    pk.wait(tab, lambda d: pk.text(d, '[data-testid="legend"]').startswith("source"), "the source legend")
+    legend = pk.text(tab, '[data-testid="legend"]')
+    assert {"web", "book", "news"} <= set(legend.split())
+    assert sum(int(w) for w in legend.split() if w.isdigit()) == N
+    pk.wait(tab, lambda d: _changed(before, pk.canvas(d)) > 200, "the points recoloured by source")
+    pk.shot(tab, shots, "metadata-2-source")
+    by_source = pk.canvas(tab)
+    pk.select(tab, "color-column", "score")
+    pk.wait(tab, lambda d: pk.text(d, '[data-testid="legend"]').startswith("score"), "the score legend")
+    legend = pk.text(tab, '[data-testid="legend"]')
+    assert "15 missing" in legend  # every tenth score is NaN: grey, and said so
+    assert tab.find_elements(By.CSS_SELECTOR, '[data-testid="legend"] .ramp')
+    pk.wait(tab, lambda d: _changed(by_source, pk.canvas(d)) > 200, "the points recoloured by score")
+    pk.shot(tab, shots, "metadata-3-score")
+
+
+def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
+    texts = probe_text[0]
+    expected = sum(bool(re.search("cat", t, re.IGNORECASE)) for t in texts)
+    assert 0 < expected < N
+    before = pk.canvas(tab)
+    box = tab.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
+    box.send_keys("cat")
+    count = pk.wait(tab, lambda d: pk.texts(d, '[data-testid="search-count"]'), "the search count")[0]
+    assert int(count) == expected
+    assert int(pk.text(tab, '[data-testid="selection-count"]')) == expected  # the shared selection
+    pk.wait(tab, lambda d: _changed(before, pk.canvas(d)) > 100, "the matches highlighted")
+    _hover_a_point(tab)
+    pk.shot(tab, shots, "metadata-4-search")
+    all_ink = pk.ink(pk.canvas(tab)).sum()
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="only"]').click()
+    pk.wait(tab, lambda d: pk.ink(pk.canvas(d)).sum() < 0.6 * all_ink, "the other points hidden")
+    _hover_a_point(tab)  # only matches are drawn: the card shows a sentence with the word marked
+    pk.wait(tab, lambda d: [m.lower() for m in pk.texts(d, '[data-testid="hover-text"] mark')][:1] == ["cat"],
+            "the match marked in the hover text")
+    pk.shot(tab, shots, "metadata-5-only")
+    # a regular expression on one column
+    box = tab.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
+    box.clear()
+    box.send_keys("/^(cat|dog) /i")
+    expected = sum(bool(re.search("^(cat|dog) ", t, re.IGNORECASE)) for t in texts)
+    pk.wait(tab, lambda d: pk.texts(d, '[data-testid="search-count"]') == [str(expected)], "the regex count")
