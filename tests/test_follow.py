@@ -67,8 +67,8 @@ def test_a_crashed_fit_leaves_readable_logs_that_get_embedded(tmp_path, tiny_cla
 
 def test_embed_is_checked_before_training(tmp_path, tiny_classifier):
     _, x, y = tiny_classifier()
-    with pytest.raises(ValueError, match="'embed' parameter of ActivationLogger.*'tsne'.*Got 'umap'"):
-        repviz.ActivationLogger(tmp_path / "a", probe=(x, y), embed="umap")
+    with pytest.raises(ValueError, match="'embed' parameter of ActivationLogger.*'tsne'.*Got 'tnse'"):
+        repviz.ActivationLogger(tmp_path / "a", probe=(x, y), embed="tnse")
     with pytest.raises(ValueError, match="'embed' parameter"):
         repviz.ActivationLogger(tmp_path / "b", probe=(x, y), embed=[])
     assert repviz.ActivationLogger(tmp_path / "c", probe=(x, y)).wait_embeddings(timeout=0)  # none: done
