@@ -3,9 +3,7 @@
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
-from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.decomposition import PCA as SkPCA
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from repviz.manifold import PCA, ProbabilisticPCA
 from repviz.manifold._base import NotFittedError
@@ -117,25 +115,6 @@ def test_sparse_and_unfitted_and_feature_count():
     pca = PCA().fit(np.random.default_rng(0).random((10, 4)))
     with pytest.raises(ValueError, match="X has 3 features, but PCA is expecting 4 features"):
         pca.transform(np.ones((2, 3)))
-
-
-class CheckedPCA(PCA, TransformerMixin, BaseEstimator):
-    """PCA with scikit-learn's tags, so its estimator checks can run (repviz itself never imports sklearn)."""
-
-
-class CheckedProbabilisticPCA(ProbabilisticPCA, TransformerMixin, BaseEstimator):
-    pass
-
-
-def _expected_failures(estimator):
-    # our embeddings are float32 by design (DESIGN.md), whatever the input dtype
-    return {"check_transformer_preserve_dtypes": "outputs are float32 by design"}
-
-
-@parametrize_with_checks([CheckedPCA(), CheckedProbabilisticPCA(n_components=1)],
-                         expected_failed_checks=_expected_failures)
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly", "linear"])
