@@ -67,8 +67,9 @@ def damaged(run: Run, record: dict) -> RepresentationError | None:
     """The error of a snapshot whose file no longer matches its record (known from its header and size)."""
     if run.record_intact(record):
         return None
-    return RepresentationError("the activations file is truncated or does not hold the shape and dtype recorded "
-                               "when it was captured (replaced or damaged); record the snapshot again")
+    return RepresentationError(f"the activations file {str(run.root / record['file'])!r} is truncated or does not "
+                               "hold the shape and dtype recorded when it was captured (replaced or damaged); "
+                               "record the snapshot again")
 
 
 def verified_activations(run: Run, layer: str, step: int) -> np.ndarray:
@@ -79,8 +80,9 @@ def verified_activations(run: Run, layer: str, step: int) -> np.ndarray:
     record = run.record(layer, step)
     stored = run.read_array(record, mmap=False)
     if checksum(stored) != record["crc32"]:
-        raise RepresentationError("the activations file does not match the checksum recorded when it was captured "
-                                  "(corrupted, or replaced by hand); record the snapshot again")
+        raise RepresentationError(f"the activations file {str(run.root / record['file'])!r} does not match the "
+                                  "checksum recorded when it was captured (corrupted, or replaced by hand); record "
+                                  "the snapshot again")
     return stored
 
 

@@ -348,13 +348,13 @@ def test_a_flipped_bit_in_an_activation_file_is_left_out_as_embed_reports_it(tmp
         data[at:at + 4] = word.to_bytes(4, "little")
         path.write_bytes(bytes(data))
     assert np.asarray(open_logdir(tmp_path).run("r").activations("a", 3))[5, 2] > 7e19
-    with pytest.warns(RuntimeWarning, match=r"left out 2 representation\(s\).*step 2: the activations file does "
-                                            r"not match the checksum recorded when it was captured .*step 3: the "
-                                            r"activations file does not match the checksum") as caught:
+    with pytest.warns(RuntimeWarning, match=r"left out 2 representation\(s\).*step 2: the activations file '.*' "
+                                            r"does not match the checksum recorded when it was captured .*step 3: "
+                                            r"the activations file '.*' does not match the checksum") as caught:
         result = MetaSNE(robustness=True).fit(tmp_path)
     assert len(caught) == 1 and result.keys == [("r", "a", 0), ("r", "a", 1), ("r", "a", 4)]
     assert main(["embed", str(tmp_path), "--method", "pca", "--no-progress"]) == 1
-    assert capsys.readouterr().err.count("does not match the checksum recorded") == 1  # steps 2 and 3, one line
+    assert capsys.readouterr().err.count("does not match the checksum recorded") == 2  # steps 2 and 3, each named
 
 
 def test_rank_correlation_is_spearman_of_the_upper_triangles_ties_included():
