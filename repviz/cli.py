@@ -475,7 +475,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_meta(sub)
     _add_export(sub)
     _add_similarity(sub)
+    _add_metadata(sub)
     return parser
+
+
+def _add_metadata(sub) -> None:
+    p = sub.add_parser("metadata", help="add or replace a run's probe metadata from a TSV file with a header line "
+                                        "(the Embedding Projector's metadata TSV)")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("run", help="the run's name in it (as repviz info lists it)")
+    p.add_argument("tsv", help="tab-separated columns, one row per probe example in probe order, after a header")
+    p.set_defaults(func=_run_metadata)
+
+
+def _run_metadata(args) -> int:
+    from .metadata import info_line
+    from .store import open_run, run_directory, write_metadata
+
+    write_metadata(run_directory(args.logdir, args.run), args.tsv)
+    print(f"run {args.run!r}: {info_line(open_run(args.logdir, args.run))}")
+    return 0
 
 
 @contextlib.contextmanager

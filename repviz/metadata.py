@@ -14,8 +14,8 @@ column keeps its kind and type beside its values; the plugin serves it as read; 
 from __future__ import annotations
 
 import csv
+import io
 import math
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -139,19 +139,18 @@ def columns_from(data: Any, n: int, kinds: Mapping[str, str] | None = None) -> M
     return Metadata(columns, out_kinds)
 
 
-def read_tsv(path: str | os.PathLike) -> dict[str, list]:
-    """The columns of a tab-separated file with a header line (the Embedding Projector's metadata TSV): a column
-    whose non-empty cells are all numbers becomes numbers (empty cells: NaN), any other stays strings."""
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+def parse_tsv(text: str, name: str = "the TSV") -> dict[str, list]:
+    """The columns of tab-separated ``text`` (from the file ``name``) with a header line, the Embedding Projector's
+    metadata TSV: a column whose non-empty cells are all numbers becomes numbers (empty cells: NaN), any other
+    stays strings. :func:`repviz.store.write_metadata` reads such a file."""
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows or not any(rows[0]):
-        raise ValueError(f"{os.fspath(path)} has no header line; its first line must name the columns")
+        raise ValueError(f"{name} has no header line; its first line must name the columns")
     header, body = rows[0], [r for r in rows[1:] if r]
     for line, row in enumerate(body, start=2):
         if len(row) != len(header):
-            raise ValueError(f"{os.fspath(path)} line {line} has {len(row)} cells but the header names "
-                             f"{len(header)} columns")
-    return {name: _parse_cells([row[j] for row in body]) for j, name in enumerate(header)}
+            raise ValueError(f"{name} line {line} has {len(row)} cells but the header names {len(header)} columns")
+    return {column: _parse_cells([row[j] for row in body]) for j, column in enumerate(header)}
 
 
 def info_line(run: Any) -> str:
@@ -230,5 +229,5 @@ def _infer_kind(values: np.ndarray, n: int) -> str:
         return "category"
     if values.dtype.kind == "f":
         return "number"
-    few = len(np.unique(values)) <= min(MAX_CATEGORIES, max(2, n // 2))
+    few = len(np.unique(values)) <= min(MAX_CATEGORIES, n // 2)
     return "category" if few else "text" if values.dtype.kind == "U" else "number"

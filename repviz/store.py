@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from repviz.metadata import Metadata, columns_from, from_json
+from repviz.metadata import Metadata, columns_from, from_json, parse_tsv
 
 FORMAT_VERSION = 1
 PLUGIN_NAME = "repviz"
@@ -1550,7 +1550,13 @@ def run_directory(logdir: str | os.PathLike, name: str) -> Path:
 def write_metadata(run_dir: str | os.PathLike, columns: Any, kinds: dict[str, str] | None = None) -> Metadata:
     """Add or replace the probe metadata of the run logged to ``run_dir`` (``ActivationLogger``'s ``log_dir``),
     e.g. after capture: ``columns`` as ``ActivationLogger(metadata=...)`` takes them (a mapping column -> values, a
-    pandas DataFrame, :func:`repviz.metadata.read_tsv` of a TSV), one value per probe example; returns them."""
+    pandas DataFrame), or the path of a TSV file with a header line (:func:`repviz.metadata.parse_tsv`), one value
+    per probe example; returns them."""
+    if isinstance(columns, (str, os.PathLike)):
+        try:
+            columns = parse_tsv(Path(columns).read_text(encoding="utf-8"), os.fspath(columns))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{os.fspath(columns)} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     root = Path(run_dir).joinpath(*_RUN_SUBDIR)
     if not (root / _MANIFEST).exists():
         raise NotFoundError(f"{os.fspath(run_dir)!r} holds no repviz run ({root / _MANIFEST} is missing); give the "

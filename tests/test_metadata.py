@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from repviz.cli import main
-from repviz.metadata import columns_from, read_tsv
+from repviz.metadata import columns_from, parse_tsv
 from repviz.store import DamagedFileError, NotFoundError, RunWriter, open_run, write_metadata
 
 TEXTS = ["naïve café ☕", "日本語のテキスト", "plain words", "tab\tand \"quotes\"", "émoji 🎉", ""]
@@ -87,15 +87,24 @@ def test_write_metadata_after_capture_replaces_and_needs_a_run(tmp_path):
         write_metadata(tmp_path / "nothing", COLUMNS)
 
 
-def test_tsv_with_a_header_like_the_projector(tmp_path):
+def test_tsv_with_a_header_like_the_projector(tmp_path, capsys):
     path = tmp_path / "meta.tsv"
-    path.write_text("text\tsource\tscore\tlength\nhello world\tweb\t0.5\t3\nbonjour\tbook\t\t4\n", encoding="utf-8")
-    cols = read_tsv(path)
-    assert cols["text"] == ["hello world", "bonjour"] and cols["length"] == [3, 4]
+    path.write_text("text\tsource\tscore\tlength\nhello wörld\tweb\t0.5\t3\nbonjour\tbook\t\t4\n", encoding="utf-8")
+    cols = parse_tsv(path.read_text(encoding="utf-8"))
+    assert cols["text"] == ["hello wörld", "bonjour"] and cols["length"] == [3, 4]
     assert cols["score"][0] == 0.5 and math.isnan(cols["score"][1])
-    (tmp_path / "bad.tsv").write_text("a\tb\n1\n")
-    with pytest.raises(ValueError, match="line 2 has 1 cells but the header names 2 columns"):
-        read_tsv(tmp_path / "bad.tsv")
+    with pytest.raises(ValueError, match="bad.tsv line 2 has 1 cells but the header names 2 columns"):
+        parse_tsv("a\tb\n1\n", "bad.tsv")
+    _run(tmp_path, n=2)
+    assert main(["metadata", str(tmp_path), "r", str(path)]) == 0  # the CLI: a run's name in a log directory
+    out = capsys.readouterr().out  # two examples: two distinct values are no categories
+    assert "text (text, 2 distinct), source (text, 2 distinct), score (number, 1 distinct), length (number" in out
+    md = open_run(tmp_path, "r").probe.metadata
+    assert md["text"].tolist() == ["hello wörld", "bonjour"] and np.isnan(md["score"][1])
+    (tmp_path / "long.tsv").write_text("text\na\nb\nc\n")
+    assert main(["metadata", str(tmp_path), "r", str(tmp_path / "long.tsv")]) == 2
+    assert capsys.readouterr().err.strip() == ("repviz metadata: error: metadata column 'text' has 3 values but the "
+                                               "probe has 2 examples; give one value per probe example, in probe order")
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"columns": [{"name": "t", "kind": "text", "type": "str", '
