@@ -100,18 +100,19 @@ class SlowPCA(PCA):
 
 
 @pytest.fixture
-def slow_pca(tmp_path, client, monkeypatch):
-    """The method "slowpca": PCA taking 0.4 s a fit, importable here and on the workers; plain PCA afterwards."""
+def slow_pca(tmp_path, monkeypatch):
+    """The method "slowpca": PCA taking 0.4 s a fit (plain PCA afterwards); call it with a client to make it
+    importable on that cluster's workers."""
     module = tmp_path / "repviz_slow_pca.py"
     module.write_text(_SLOW)
     monkeypatch.syspath_prepend(str(tmp_path))
-    client.upload_file(str(module))
     register_method("slowpca", "repviz_slow_pca:SlowPCA", align="procrustes", defaults={"random_state": 0})
-    yield
+    yield lambda c: c.upload_file(str(module))
     register_method("slowpca", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0})
 
 
 def test_a_killed_worker_s_chain_is_retried_and_resumes(tmp_path, client, slow_pca, cluster_run):
+    slow_pca(client)
     cluster_run(tmp_path / "logs" / "r1", steps=range(10))
     cluster_run(tmp_path / "fresh" / "r1", steps=range(10))
 
@@ -158,32 +159,35 @@ def test_local_and_cluster_layouts_are_bit_identical_whatever_blas_threads_this_
         assert np.array_equal(Y, theirs[k][0]), k
 
 
-def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, client, slow_pca, cluster_run):
+def test_a_cluster_that_keeps_losing_workers_gives_up_in_one_line(tmp_path, slow_pca, cluster_run):
     from repviz.distributed import ClusterFailed
 
     for r in ("r1", "r2"):
         cluster_run(tmp_path / "logs" / r, steps=range(10))
     stop = threading.Event()
+    # a cluster of its own: its nannies may give up restarting workers killed this often
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        slow_pca(c)
 
-    def kill_busy_workers():  # every worker holding a task, as often as the nanny brings one back
-        while not stop.wait(0.3):
-            for worker, keys in client.processing().items():
-                if keys:
-                    with contextlib.suppress(Exception):
-                        os.kill(client.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
+        def kill_busy_workers():  # every worker holding a task, as often as the nanny brings one back
+            while not stop.wait(0.3):
+                for worker, keys in c.processing().items():
+                    if keys:
+                        with contextlib.suppress(Exception):
+                            os.kill(c.run(os.getpid, workers=[worker])[worker], signal.SIGKILL)
 
-    killer = threading.Thread(target=kill_busy_workers)
-    killer.start()
-    try:
-        with pytest.raises(ClusterFailed, match=r"^[3-9] Dask workers died during this run \(killed, e\.g\. "
-                                                r"for lack of memory; the last was tcp://.*\), more than "
-                                                r"max_lost_workers=2: gave up; what they finished is stored, "
-                                                r"and the same command resumes from it$"):
-            embed_logdir(tmp_path / "logs", ["slowpca"], executor=DaskExecutor(client, max_lost_workers=2))
-    finally:
-        stop.set()
-        killer.join()
-    client.wait_for_workers(2, timeout=60)
+        killer = threading.Thread(target=kill_busy_workers)
+        killer.start()
+        try:
+            with pytest.raises(ClusterFailed, match=r"^[3-9] Dask workers died during this run \(killed, e\.g\. "
+                                                    r"for lack of memory; the last was tcp://.*\), more than "
+                                                    r"max_lost_workers=2: gave up; what they finished is stored, "
+                                                    r"and the same command resumes from it$"):
+                embed_logdir(tmp_path / "logs", ["slowpca"], executor=DaskExecutor(c, max_lost_workers=2))
+        finally:
+            stop.set()
+            killer.join()
     stored = _stored(tmp_path / "logs")  # what the workers stored before they died is whole
     assert all(Y.shape == (120, 2) and np.isfinite(Y).all() for Y, _ in stored.values())
 
