@@ -123,7 +123,10 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
                 continue_with="repviz.continuation:continue_tsne",
                 # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
                 # the race moved into repviz.continuation: same results, same keys
-                fixed={"neighbour_start": None, "rescale_init": "auto"},
+                fixed={"neighbour_start": None, "rescale_init": "auto",
+                       # learning_rate="auto" became max(n / exaggeration, min(200, n / 1.5)) (issue #31): new
+                       # layouts below 300 points, so new keys
+                       "auto_learning_rate": "min(200, n/1.5) floor"},
                 # scikit-learn's options (issue #31), off at these values
                 added={"metric_params": None, "n_iter_without_progress": None, "min_grad_norm": 0.0})
 # Iterative stress minimisers continue from the previous layout as it is.

@@ -298,8 +298,11 @@ _SHARED_DOC = """
         exact derivative; scikit-learn's learning_rate for the same step is 4x smaller). "auto" uses
         n_samples / exaggeration in each phase, as openTSNE: n / 12 during early exaggeration (Belkina et al.
         2019; Kobak & Berens 2019), then n, which at a fixed iteration budget reaches a lower KL than n / 12
-        throughout (on MNIST 20k after 250 + 500 iterations: 2.07 vs 2.15); at least 200 (as FIt-SNE) for TSNE,
-        n / 12 in both phases for SNE. Resolved in ``early_learning_rate_`` and ``learning_rate_``.
+        throughout (on MNIST 20k after 250 + 500 iterations: 2.07 vs 2.15). For TSNE at least min(200, n / 1.5):
+        FIt-SNE's floor of 200 where it helps early exaggeration (300-2,400 points), never above n / 1.5, as a
+        larger step leaves worse layouts of small data (see :func:`~repviz.manifold.tsne.embedding.
+        auto_learning_rate`); n / 12 in both phases for SNE. Resolved in ``early_learning_rate_`` and
+        ``learning_rate_``. (scikit-learn's "auto", max(n / 12 / 4, 50) in its convention, is 4x smaller.)
     max_iter : int, default=750
         Total iterations, early exaggeration included (at most, with ``tol``).
     tol : float, default=0
