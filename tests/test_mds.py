@@ -146,7 +146,7 @@ def test_disparities_are_sklearns_isotonic_regression():
     keep = delta[i, j] != 0
     ref = IsotonicRegression().fit_transform(delta[i, j][keep].astype(np.float64), cdist(Y, Y)[i, j][keep])
     ref *= np.sqrt(12 * 11 / 2 / np.square(ref).sum())
-    np.testing.assert_allclose(got[i, j][keep], ref, rtol=1e-10)
+    np.testing.assert_allclose(got[i, j][keep], ref, rtol=1e-6)  # stored in float32, as the dissimilarities
     np.testing.assert_array_equal(got, got.T)
 
 

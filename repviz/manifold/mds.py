@@ -234,7 +234,7 @@ class MDS(Estimator):
     sum_{i<j} disparity² = n(n - 1) / 2; pairs of dissimilarity 0 are treated as missing, as in scikit-learn.
     The default start, classical MDS, makes the result deterministic and usually close to the optimum.
     Time O(n² k) per iteration (non-metric: plus O(n²) for the regression, after one O(n² log n) sort), memory
-    O(n²) (4 n² bytes for the float32 dissimilarities; non-metric: 24 n² bytes more).
+    O(n²) (4 n² bytes for the float32 dissimilarities; non-metric: about 4 (k + 3) n² bytes more).
 
     Parameters
     ----------
@@ -356,41 +356,38 @@ class MDS(Estimator):
         return Y, float(stress), float(np.sqrt(stress / sq)) if sq > 0 else 0.0, it
 
 
-def _pair_order(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For non-metric MDS: the pairs i < j of non-zero dissimilarity (flat indices into the n×n matrix) sorted by
-    it, and the tie groups (start of each run of equal dissimilarities, and its length)."""
-    n = delta.shape[0]
-    i, j = np.triu_indices(n, 1)
-    flat = i * n + j
-    values = delta.ravel()[flat]
-    keep = values != 0
-    flat, values = flat[keep], values[keep]
-    order = np.argsort(values, kind="stable")
-    flat, values = flat[order], values[order]
+def _pair_order(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For non-metric MDS: the pairs i < j of non-zero dissimilarity (row and column indices, int32) sorted by it,
+    and the tie groups (start of each run of equal dissimilarities, and its length)."""
+    i, j = np.triu_indices(delta.shape[0], 1)
+    i, j = i.astype(np.int32), j.astype(np.int32)
+    values = delta[i, j]
+    keep = np.flatnonzero(values != 0)
+    order = keep[np.argsort(values[keep], kind="stable")]
+    i, j, values = i[order], j[order], values[order]
     starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
-    return flat, starts, np.diff(np.r_[starts, len(values)])
+    return i, j, starts, np.diff(np.r_[starts, len(values)])
 
 
 def _disparities(delta: np.ndarray, Y: np.ndarray | None, order) -> np.ndarray:
-    """Symmetric disparities: the isotonic regression of the distances of ``Y`` on the order of ``delta`` (tied
-    dissimilarities pooled, as scikit-learn's IsotonicRegression does), or ``delta`` itself when ``Y`` is None (the
-    first iteration), scaled so that sum_{i<j} disparity² = n(n - 1) / 2."""
+    """Symmetric disparities (delta's dtype, zero for the missing pairs): the isotonic regression of the distances
+    of ``Y`` on the order of ``delta`` (tied dissimilarities pooled, as scikit-learn's IsotonicRegression does), or
+    ``delta`` itself when ``Y`` is None (the first iteration), scaled so that sum_{i<j} disparity² = n(n - 1) / 2."""
     n = delta.shape[0]
-    flat, starts, counts = order
+    i, j, starts, counts = order
     if Y is None:
-        values = delta.ravel()[flat].astype(np.float64)
+        values = delta[i, j].astype(np.float64)
     else:
-        i, j = np.divmod(flat, n)
         d = np.sqrt(np.square(Y[i] - Y[j]).sum(axis=1))
         means = np.add.reduceat(d, starts) / counts if len(d) else d
         values = np.repeat(isotonic_regression(means, weights=counts).x, counts)
     total = float(np.square(values).sum())
     if total > 0:
         values *= np.sqrt(n * (n - 1) / 2 / total)
-    D = np.zeros(n * n)
-    D[flat] = values
-    D = D.reshape(n, n)
-    return D + D.T
+    D = np.zeros_like(delta)
+    D[i, j] = values
+    D[j, i] = values
+    return D
 
 
 def _start(est, delta: np.ndarray, scale: float, init=None, rng=None) -> np.ndarray:
