@@ -243,9 +243,11 @@ def distances_to(Q, X, ind: np.ndarray, metric) -> np.ndarray:
 
 def _unit_rows(X):
     """Rows scaled to unit length (zero rows kept), dense or sparse."""
-    norms = np.sqrt(_sq_norms(X)).astype(X.dtype)
-    inverse = 1 / np.where(norms == 0, 1, norms)
-    return (sp.diags(inverse) @ X).tocsr() if sp.issparse(X) else X * inverse[:, None]
+    if not sp.issparse(X):
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        return X / np.where(norms == 0, 1, norms)
+    norms = np.sqrt(_sq_norms(X))
+    return (sp.diags(1 / np.where(norms == 0, 1, norms)) @ X).tocsr()
 
 
 def _to_metric_units(distances: np.ndarray, metric: str) -> np.ndarray:
