@@ -157,7 +157,11 @@ def info_line(run: Any) -> str:
     """The ``repviz info`` line of ``run``'s probe metadata: each column with its kind and number of distinct
     values, or the one-line error of a damaged file; "" for none."""
     try:
-        metadata = run.probe.metadata
+        probe = run.probe
+    except (ValueError, LookupError):  # no probe stored (yet), or a damaged one: no metadata to list
+        return ""
+    try:
+        metadata = probe.metadata
     except (ValueError, LookupError) as e:  # damaged (DamagedFileError) or leading out of the run (UnsafeFileError)
         return f"metadata: {e}"
     return "metadata: " + ", ".join(f"{c['name']} ({c['kind']}, {c['distinct']} distinct)"
