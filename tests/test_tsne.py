@@ -600,8 +600,8 @@ _METRICS = [("manhattan", None, "cityblock", {}), ("chebyshev", None, "chebyshev
 
 @pytest.mark.parametrize("metric,params,ref_metric,ref_kwargs", _METRICS)
 def test_other_metrics_give_the_affinities_of_their_distances(metric, params, ref_metric, ref_kwargs):
-    """Each metric's P equals P of the same distances from scipy's cdist, passed precomputed (scikit-learn's
-    test compares the fits; ours diverge from float32 rounding of the two distance paths, t-SNE being chaotic)."""
+    """Each metric's P, and the fit, equal those of the same distances from scipy's cdist passed precomputed
+    (float64 data stays float64 for these metrics, so the two paths see the same distances)."""
     from scipy.spatial.distance import cdist
 
     X = np.random.default_rng(0).normal(size=(120, 4))
@@ -612,6 +612,9 @@ def test_other_metrics_give_the_affinities_of_their_distances(metric, params, re
     ref = TSNE(perplexity=10, metric="precomputed", method="exact")
     np.testing.assert_allclose(ours.prepare_affinities(X).P.toarray(), ref.prepare_affinities(D).P.toarray(),
                                rtol=1e-4, atol=1e-9)
+    kw = dict(perplexity=10, init="random", random_state=0, max_iter=300)
+    np.testing.assert_allclose(TSNE(metric=metric, metric_params=params, **kw).fit_transform(X),
+                               TSNE(metric="precomputed", **kw).fit_transform(D), rtol=1e-5, atol=1e-5)
 
 
 def test_mahalanobis_without_its_matrix_is_refused():

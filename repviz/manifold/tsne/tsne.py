@@ -24,7 +24,7 @@ from ..._validation import (
     param_error,
     rescaled,
 )
-from ...neighbors import METRIC_RULES, check_data, knn, resolve_metric
+from ...neighbors import FLOAT_DTYPES, GRAM_METRICS, METRIC_RULES, check_data, knn, resolve_metric
 from ...progress import ProgressCallback, TerminalProgress, fan_out, report
 from .._base import Estimator, rng_from
 from .._eigen import fix_signs
@@ -108,7 +108,10 @@ class _BaseSNE(Estimator):
         (with a warning)."""
         owner = type(self).__name__
         metric = resolve_metric(self.metric, self.metric_params)[0]
-        X = check_data(X, owner, min_samples=2, dtype=np.float32, metric=metric)
+        # float64 data stays float64 for scipy's cdist metrics (their distances are computed in float64 anyway),
+        # so P equals P of the same distances precomputed; the Euclidean-type metrics use float32 as always
+        dtype = np.float32 if metric in GRAM_METRICS + ("precomputed",) else FLOAT_DTYPES
+        X = check_data(X, owner, min_samples=2, dtype=dtype, metric=metric)
         if sp.issparse(X):
             if metric == "precomputed" and self._resolve_method(X.shape[0]) == "exact":
                 raise TypeError(f"{owner} with method='exact' needs every distance, not a sparse neighbour graph; "
