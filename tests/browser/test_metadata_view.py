@@ -8,6 +8,8 @@ rest" leaves only them drawn.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 
@@ -149,8 +151,25 @@ def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
             "the match marked in the hover text")
     pk.shot(tab, shots, "metadata-5-only")
     # a regular expression on one column
+    pk.select(tab, "search-column", "text")
     box = tab.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
     box.clear()
     box.send_keys("/^(cat|dog) /i")
     expected = sum(bool(re.search("^(cat|dog) ", t, re.IGNORECASE)) for t in texts)
     pk.wait(tab, lambda d: pk.texts(d, '[data-testid="search-count"]') == [str(expected)], "the regex count")
+
+
+def test_export_csv_carries_the_columns(tab, probe_text):
+    texts = probe_text[0]
+    tab.execute_script("""
+        const make = URL.createObjectURL;
+        URL.createObjectURL = (blob) => { window.__csvBlob = blob; return make(blob); };
+    """)
+    selected = int(pk.text(tab, '[data-testid="selection-count"]'))
+    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == selected and list(rows[0]) == ["probe_id", "label", "prediction", "confidence", "text",
+                                                       "source", "length", "score"]
+    for row in rows:
+        assert row["text"] == texts[int(row["probe_id"])] and re.search("^(cat|dog) ", row["text"], re.IGNORECASE)

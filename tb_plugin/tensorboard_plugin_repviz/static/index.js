@@ -340,7 +340,7 @@ class App {
       const name = (c) => (c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c));
       const columns = meta ? meta.columns : [];
       const quote = (v) => `"${String(v).replace(/"/g, '""')}"`;
-      const rows = [["probe_id", "label", "prediction", "confidence", ...columns.map((c) => c.name)].map(quote).join(",")];
+      const rows = [["probe_id,label,prediction,confidence", ...columns.map((c) => quote(c.name))].join(",")];
       for (const i of indices) {
         const conf = preds ? preds.conf[i] : NaN;
         rows.push([ids[i], name(labels[i]), preds ? name(preds.cls[i]) : "", Number.isFinite(conf) ? conf.toFixed(4) : "",
