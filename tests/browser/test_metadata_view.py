@@ -54,7 +54,7 @@ def probe_text():
 @pytest.fixture(scope="module")
 def logdir(server, probe_text):
     """Run "text": a bag-of-words model over token ids, its probe logged with text, source, length and score
-    columns, embedded by PCA."""
+    columns, embedded by PCA; run "zz-damaged" the same with its metadata file torn."""
     import keras
 
     import repviz
@@ -77,8 +77,10 @@ def logdir(server, probe_text):
     score[::10] = math.nan
     metadata = {"text": texts, "source": [["web", "book", "news"][i % 5 % 3] for i in range(N)],
                 "length": [len(t.split()) for t in texts], "score": score}
-    logger = repviz.ActivationLogger(root / "text", probe=(x, y), layers=["pool"], metadata=metadata)
-    model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[logger])
+    for run in ("text", "zz-damaged"):
+        logger = repviz.ActivationLogger(root / run, probe=(x, y), layers=["pool"], metadata=metadata)
+        model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[logger])
+    (root / "zz-damaged/plugins/repviz/probe/metadata.json").write_text('{"columns": [')  # torn
     repviz.embed_logdir(root, methods=["pca"], progress=False)
     return root
 
@@ -173,3 +175,13 @@ def test_export_csv_carries_the_columns(tab, probe_text):
                                                        "source", "length", "score"]
     for row in rows:
         assert row["text"] == texts[int(row["probe_id"])] and re.search("^(cat|dog) ", row["text"], re.IGNORECASE)
+
+
+def test_a_damaged_metadata_file_is_one_line_and_the_run_draws(tab, shots):
+    draws = pk.stats(tab)["draws"]
+    pk.select(tab, "run", "zz-damaged")
+    pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws and pk.stats(d)["n"] == N, "the damaged run drawn")
+    line = pk.wait_text(tab, '[data-testid="search-box"] .warn', "the metadata error")
+    assert "metadata.json is not valid JSON" in line and "\n" not in line
+    assert not tab.find_elements(By.CSS_SELECTOR, 'select[name="color-column"]')
+    pk.shot(tab, shots, "metadata-6-damaged")

@@ -421,8 +421,9 @@ class App {
   renderSearch() {
     const run = runNamed(this.index, this.state.run);
     const columns = (run && run.metadata) || [];
-    if (!columns.length) {
-      this.el.search.replaceChildren();
+    if (!columns.length) { // none, or a damaged metadata file: its one line here, the rest of the run usable
+      this.el.search.replaceChildren(...(run && run.metadata_error ? [h("section", { class: "search", "data-testid": "search-box" },
+        h("h3", { text: "Probe metadata" }), h("p", { class: "warn", text: run.metadata_error }))] : []));
       return;
     }
     const active = document.activeElement;
