@@ -72,13 +72,14 @@ def damaged(run: Run, record: dict) -> RepresentationError | None:
                                "record the snapshot again")
 
 
-def verified_activations(run: Run, layer: str, step: int) -> np.ndarray:
-    """The stored activations of (layer, step), read whole (not mapped: every byte is used, and a memory map's
-    page faults cost 15 ms per 2 MB here, against 1 ms for one read) and checked against the checksum recorded at
-    capture: :class:`RepresentationError` if they differ (a flipped bit, a file replaced by hand). What
-    ``repviz embed`` and ``repviz meta`` both read."""
+def verified_activations(run: Run, layer: str, step: int, mmap: bool = False) -> np.ndarray:
+    """The stored activations of (layer, step), checked against the checksum recorded at capture:
+    :class:`RepresentationError` if they differ (a flipped bit, a file replaced by hand). What ``repviz embed``,
+    ``repviz meta`` and the similarity matrices read. Read whole by default (every byte is used, and a memory
+    map's page faults cost 15 ms per 2 MB here, against 1 ms for one read); ``mmap=True`` for readers that take
+    the rows in blocks (minibatch CKA), so that memory stays bounded by the page cache."""
     record = run.record(layer, step)
-    stored = run.read_array(record, mmap=False)
+    stored = run.read_array(record, mmap=mmap)
     if checksum(stored) != record["crc32"]:
         raise RepresentationError(f"the activations file {str(run.root / record['file'])!r} does not match the "
                                   "checksum recorded when it was captured (corrupted, or replaced by hand); record "

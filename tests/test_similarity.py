@@ -352,3 +352,17 @@ def test_an_executor_computes_the_banked_values_as_tasks(seeds, counted):
     local = similarity(seeds(where="local"), ("net/seed0", "net/seed1"))
     assert counted["vectors"] == 6
     np.testing.assert_allclose(tasked.values, local.values, atol=1e-12)
+
+
+@pytest.mark.parametrize("measure, kernel", [("cka", "linear"), ("cka", "rbf"), ("procrustes", "linear")])
+def test_a_flipped_bit_is_refused_naming_the_file_as_embed_reports_it(seeds, measure, kernel):
+    """The bank path (linear CKA) and the measures' path read through the checksum recorded at capture."""
+    root = seeds()
+    run = open_logdir(root).run("net/seed1")
+    path = run.root / run.record("l2", 2)["file"]
+    data = bytearray(path.read_bytes())
+    data[-7] ^= 0x01  # the last bit of a mantissa: a value off by 1e-7, nothing else would notice
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"activations file '.*l2.*' does not match the checksum") as e:
+        similarity(root, ("net/seed0", "net/seed1"), step=2, measure=measure, kernel=kernel)
+    assert "\n" not in str(e.value)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..chains import verified_activations
 from ..store import LogDir, NotFoundError, Run, checksum
 from .result import RepKey
 
@@ -42,8 +43,9 @@ class Stored:
         return f"run {self.key.run!r} layer {self.key.layer!r} step {self.key.step}"
 
     def load(self) -> np.ndarray:
-        """The activations (n_probe, ...), memory-mapped read-only."""
-        return self.run.activations(self.key.layer, self.key.step)
+        """The activations (n_probe, ...), memory-mapped read-only and checked against the checksum recorded at
+        capture (:func:`repviz.chains.verified_activations`)."""
+        return verified_activations(self.run, self.key.layer, self.key.step, mmap=True)
 
 
 @dataclass(frozen=True)
