@@ -130,6 +130,12 @@ def test_colour_by_a_metadata_column(tab, shots):
     assert tab.find_elements(By.CSS_SELECTOR, '[data-testid="legend"] .ramp')
     pk.wait(tab, lambda d: _changed(by_source, pk.canvas(d)) > 200, "the points recoloured by score")
     pk.shot(tab, shots, "metadata-3-score")
+    # the Grid's cells colour by the column too (one row, 3 snapshots)
+    before = pk.stats(tab)["gridDraws"]
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+    pk.wait(tab, lambda d: pk.stats(d)["gridDraws"] > before and pk.stats(d)["gridCells"] == 3, "the grid drawn")
+    pk.shot(tab, shots, "metadata-3b-grid")
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
 
 
 def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
