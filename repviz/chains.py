@@ -67,7 +67,7 @@ def damaged(run: Run, record: dict) -> RepresentationError | None:
     """The error of a snapshot whose file no longer matches its record (known from its header and size)."""
     if run.record_intact(record):
         return None
-    return RepresentationError(f"the activations file {str(run.root / record['file'])!r} is truncated or does not "
+    return RepresentationError(f"the activations file {str(run.record_path(record))!r} is truncated or does not "
                                "hold the shape and dtype recorded when it was captured (replaced or damaged); "
                                "record the snapshot again")
 
@@ -81,7 +81,7 @@ def verified_activations(run: Run, layer: str, step: int, mmap: bool = False) ->
     record = run.record(layer, step)
     stored = run.read_array(record, mmap=mmap)
     if checksum(stored) != record["crc32"]:
-        raise RepresentationError(f"the activations file {str(run.root / record['file'])!r} does not match the "
+        raise RepresentationError(f"the activations file {str(run.record_path(record))!r} does not match the "
                                   "checksum recorded when it was captured (corrupted, or replaced by hand); record "
                                   "the snapshot again")
     return stored

@@ -1007,7 +1007,7 @@ class Run:
         For callers that already hold the record (its checksum, its non-finite count), so that the array is
         found without looking the record up again.
         """
-        path = self.root / record["file"]
+        path = self.record_path(record)
         array = _array_inside(path, self._own, mmap=mmap)
         if array.dtype.str != record["dtype"] or list(array.shape) != record["shape"]:
             raise DamagedFileError(path, f"holds {array.dtype.str} {list(array.shape)}, not the {record['dtype']} "
@@ -1015,10 +1015,14 @@ class Run:
                                          f"again")
         return array
 
+    def record_path(self, record: dict) -> Path:
+        """Where the file ``record`` describes lies (for messages: reads go through :meth:`read_array`)."""
+        return self.root / record["file"]
+
     def record_intact(self, record: dict) -> bool:
         """The file ``record`` describes is complete and holds the shape and dtype the record says (a check of
         its header and size; the checksum needs the data, see :func:`checksum`)."""
-        found = _intact_inside(self.root / record["file"], self._own)
+        found = _intact_inside(self.record_path(record), self._own)
         return found is not None and list(found[0]) == list(record.get("shape", ())) and \
             found[1].str == record.get("dtype")
 

@@ -359,7 +359,7 @@ def test_a_flipped_bit_is_refused_naming_the_file_as_embed_reports_it(seeds, mea
     """The bank path (linear CKA) and the measures' path read through the checksum recorded at capture."""
     root = seeds()
     run = open_logdir(root).run("net/seed1")
-    path = run.root / run.record("l2", 2)["file"]
+    path = run.record_path(run.record("l2", 2))
     data = bytearray(path.read_bytes())
     data[-7] ^= 0x01  # the last bit of a mantissa: a value off by 1e-7, nothing else would notice
     path.write_bytes(bytes(data))
