@@ -407,8 +407,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self._skipped = {}
         if self.layers_spec is None:
             chosen_ids = {id(layer) for _, layer in chosen}
-            self._skipped = {p: f"a {type(layer).__name__}: not in the default set (its output is (nearly) a copy "
-                                f"of another's); name it in layers= to record it"
+            self._skipped = {p: f"a {type(layer).__name__}: not in the default set (see layers=); name it in "
+                                f"layers= to record it"
                              for p, layer in paths.items() if id(layer) not in chosen_ids}
             self._skipped.update(_duplicates(chosen, calls))
             self._skipped.update(_container_copies(chosen, calls, self._skipped))
