@@ -16,6 +16,7 @@ This is the only Keras-aware module of repviz.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import queue
@@ -235,8 +236,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        if cls is ActivationLogger and kwargs.get("batch_freq") is not None:
-            cls = _BatchActivationLogger
+        if kwargs.get("batch_freq") is not None:
+            cls = _with_batch_hook(cls)
         return super().__new__(cls)
 
     def __init__(self, log_dir, probe, *, probe_size: int | None = None, layers=None,
@@ -696,6 +697,18 @@ class _BackgroundWriter:
 
 _COST_SHARE = 0.10  # a batch schedule whose snapshots take more than this share of the training time warns once,
 _COST_SNAPSHOTS = 3  # judged on the medians over this many snapshots
+
+
+@functools.cache
+def _with_batch_hook(cls: type) -> type:
+    """``cls`` with the batch hook of :class:`_BatchActivationLogger`: itself for the plain logger, a subclass of
+    both under the same name for a user's subclass (whose own overrides come first)."""
+    if issubclass(cls, _BatchActivationLogger):
+        return cls
+    if cls is ActivationLogger:
+        return _BatchActivationLogger
+    return type(cls.__name__, (cls, _BatchActivationLogger), {"__module__": cls.__module__,
+                                                             "__qualname__": cls.__qualname__})
 
 
 class _BatchActivationLogger(ActivationLogger):

@@ -1326,13 +1326,19 @@ class Run:
 
 
 def _tree_bytes(root: str | os.PathLike) -> int:
+    """Bytes of the files under ``root``; a file or directory that a concurrent writer renames away or removes
+    between the listing and its stat (an atomic write's temporary) counts 0."""
     total = 0
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                total += _tree_bytes(entry.path)
-            elif entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
+    try:
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    total += _tree_bytes(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(FileNotFoundError):
+                        total += entry.stat(follow_symlinks=False).st_size
+    except FileNotFoundError:
+        pass
     return total
 
 

@@ -311,6 +311,25 @@ def test_batch_schedule_and_async_dispatch(tmp_path):
     assert (rec["epoch"], rec["batch"]) == (1, 1)  # 6th batch overall = 1st batch of the 2nd epoch
 
 
+def test_a_subclass_of_the_logger_keeps_its_batch_schedule(tmp_path):
+    """A user's subclass with batch_freq recorded only step 0: the batch hook is the batch class's."""
+
+    class Tagged(ActivationLogger):
+        def on_train_begin(self, logs=None):
+            self.began = True
+            super().on_train_begin(logs)
+
+    keras.utils.set_random_seed(0)
+    x, y = _images(160)
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = Tagged(tmp_path / "run", probe=x[:8], batch_freq=3)
+    assert isinstance(logger, Tagged) and type(logger).__name__ == "Tagged"
+    assert type(logger) is type(Tagged(tmp_path / "other", probe=x[:8], batch_freq=2))  # one class, made once
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0, shuffle=False, callbacks=[logger])
+    assert logger.began and repviz.open_logdir(tmp_path).run("run").steps() == [0, 3, 6, 9]
+
+
 @pytest.mark.parametrize("snapshot, warns", [(0.02, True), (0.005, False)])
 def test_a_costly_batch_schedule_warns_once(tmp_path, monkeypatch, snapshot, warns):
     """The rule on a fit timed by a scripted clock (the share of the training time between snapshots, medians of

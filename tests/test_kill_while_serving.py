@@ -189,9 +189,6 @@ class _Listing(list):
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="repviz/store.py _tree_bytes (Run.disk_bytes, which `repviz info` prints) stats "
-                   "each file it listed: a temporary file renamed into place by a concurrent atomic write (repviz "
-                   "embed's method.json) is gone by then, and `info` exits 2 on its FileNotFoundError")
 def test_info_while_a_temporary_file_is_renamed_away(tmp_path, small_logdir, monkeypatch, capsys):
     logdir = small_logdir(tmp_path)
     run_dir = Path(open_logdir(logdir).run("a").root)
