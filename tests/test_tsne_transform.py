@@ -73,7 +73,7 @@ def test_transform_needs_the_data_it_was_fitted_on(digits):
     with pytest.raises(ValueError, match="fitted from precomputed affinities and kept no data"):
         fitted.transform(X)
     tsne.fit(X)
-    with pytest.raises(ValueError, match="X has 10 features, but TSNE was fitted on 64"):
+    with pytest.raises(ValueError, match="X has 10 features, but TSNE is expecting 64 features"):
         tsne.transform(X[:, :10])
 
 

@@ -208,6 +208,4 @@ class UMAP(Estimator):
         memberships to their nearest fitted points, then only they are optimised), float32 (m, n_components)."""
         self._check_fitted()
         X = check_array(X, "UMAP.transform")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but UMAP was fitted on {self.n_features_in_}.")
         return np.asarray(self.umap_.transform(X), dtype=np.float32)

@@ -475,8 +475,6 @@ class TSNE(_BaseSNE):
         elif self.training_data_ is None:
             raise ValueError("this TSNE was fitted from precomputed affinities and kept no data to place new "
                              "points against; fit it on the data itself to transform")
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but TSNE was fitted on {self.n_features_in_}.")
         from .transform import place
 
         return place(X, self.training_data_, self.embedding_, perplexity=perplexity, n_iter=n_iter,
