@@ -299,7 +299,7 @@ def test_logdir_fit_is_incremental_and_equals_a_full_recompute(tmp_path, monkeyp
 def test_probe_id_mismatch_is_refused_naming_the_runs(tmp_path):
     make_run(tmp_path / "relu")
     make_run(tmp_path / "sigmoid", ids=np.arange(60)[::-1])
-    with pytest.raises(ValueError, match=r"runs 'relu' and 'sigmoid' were recorded on different probe sets "
+    with pytest.raises(ValueError, match=r"runs 'relu' and 'sigmoid' hold different probe sets "
                                          r"\(ids differ first at position 0 of 60\)"):
         MetaSNE().fit(tmp_path)
     make_run(tmp_path / "small", n=40)

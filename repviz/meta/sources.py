@@ -13,11 +13,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..chains import verified_activations
-from ..store import LogDir, NotFoundError, checksum
+from ..store import LogDir, NotFoundError, Run, checksum
 
 Key = tuple[str, str, int]
 INPUT_KEY: Key = ("<input>", "input", 0)
 """The key of the raw input, the landmark representation that every network starts from."""
+
+
+class ProbeMismatchError(ValueError):
+    """Two runs hold different probe sets, so their representations cannot be compared."""
+
+
+def shared_probe_ids(a: Run, b: Run, remedy: str = "record both runs with the same probe") -> np.ndarray:
+    """The probe ids of runs ``a`` and ``b``, refused with :class:`ProbeMismatchError` (one line naming both runs,
+    where they differ and ``remedy``) if they differ."""
+    ids = np.asarray(a.probe.ids)
+    if a is b:
+        return ids
+    other = np.asarray(b.probe.ids)
+    if other.shape != ids.shape or not np.array_equal(other, ids):
+        where = (f"{len(ids)} vs {len(other)} probes" if other.shape != ids.shape else
+                 f"ids differ first at position {int(np.argmax(other != ids))} of {len(ids)}")
+        raise ProbeMismatchError(f"runs {a.name!r} and {b.name!r} hold different probe sets ({where}); "
+                                 f"representations are comparable only over the same probes in the same order: "
+                                 f"{remedy}")
+    return ids
 
 
 @dataclass(frozen=True)
@@ -45,15 +65,9 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
     chosen = [logdir.run(r) for r in runs] if runs is not None else [r for r in logdir.runs.values() if r.steps()]
     if not chosen:
         raise NotFoundError(f"{str(logdir.path)!r} holds no repviz runs to compare")
-    ids = np.asarray(chosen[0].probe.ids)
+    ids = shared_probe_ids(chosen[0], chosen[0])
     for run in chosen[1:]:
-        other = np.asarray(run.probe.ids)
-        if other.shape != ids.shape or not np.array_equal(other, ids):
-            where = (f"{len(ids)} vs {len(other)} probes" if other.shape != ids.shape else
-                     f"ids differ first at position {int(np.argmax(other != ids))} of {len(ids)}")
-            raise ValueError(f"runs {chosen[0].name!r} and {run.name!r} were recorded on different probe sets "
-                             f"({where}); representations are comparable only over the same probes in the same "
-                             f"order. Compare them separately (runs=[...]) or record both with the same probe.")
+        shared_probe_ids(chosen[0], run, "compare them separately (runs=[...]) or record both with the same probe")
     if layers is not None:
         known = {lay for run in chosen for lay in run.layers}
         unknown = [lay for lay in layers if lay not in known]

@@ -15,12 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..chains import verified_activations
+from ..meta.sources import ProbeMismatchError as ProbeMismatchError  # re-exported by repviz.similarity
+from ..meta.sources import shared_probe_ids
 from ..store import LogDir, NotFoundError, Run, checksum
 from .result import RepKey
-
-
-class ProbeMismatchError(ValueError):
-    """Two runs hold different probe sets, so their representations cannot be compared."""
 
 
 @dataclass(frozen=True)
@@ -76,21 +74,6 @@ def _steps_text(steps: list[int]) -> str:
         return "none"
     return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, ..., {steps[-1]} " \
                                                                f"({len(steps)} in all)"
-
-
-def shared_probe_ids(a: Run, b: Run) -> np.ndarray:
-    """The probe ids of runs ``a`` and ``b``, refused with :class:`ProbeMismatchError` if they differ."""
-    ids = np.asarray(a.probe.ids)
-    if a is b:
-        return ids
-    other = np.asarray(b.probe.ids)
-    if other.shape != ids.shape or not np.array_equal(other, ids):
-        where = (f"{len(ids)} vs {len(other)} probes" if other.shape != ids.shape else
-                 f"ids differ first at position {int(np.argmax(other != ids))} of {len(ids)}")
-        raise ProbeMismatchError(f"runs {a.name!r} and {b.name!r} hold different probe sets ({where}); "
-                                 f"representations are comparable only over the same probes in the same order: "
-                                 f"record both runs with the same probe")
-    return ids
 
 
 def _layers_of(run: Run, layers: Sequence[str] | None) -> list[str]:

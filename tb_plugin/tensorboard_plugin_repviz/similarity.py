@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from repviz.meta.sources import ProbeMismatchError, shared_probe_ids
 from repviz.similarity.cache import measure_params
 from repviz.similarity.matrix import cached_similarity
 from repviz.similarity.options import KERNELS, MEASURES, RBF_SIGMA, SIMILARITIES
-from repviz.similarity.sources import ProbeMismatchError, shared_probe_ids
 from repviz.store import Run
 
 from .catalog import Catalog
