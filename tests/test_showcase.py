@@ -234,8 +234,9 @@ def test_serve_starts_tensorboard_on_localhost_instead_of_printing(tmp_path, mon
 
 
 def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
-    """A hand-made log directory (two runs of one layer, a t-SNE key, a meta-SNE map): the expected files, the
-    table read back from the stored scores, layer names made safe for file names."""
+    """A hand-made log directory (two seeds of one layer, a t-SNE key, a meta-SNE map): the expected files (the
+    seeds' CKA heatmap among them), the table read back from the stored scores, layer names made safe for file
+    names."""
     pytest.importorskip("matplotlib")
     from repviz.export import export_figures
     from repviz.store import open_logdir
@@ -259,7 +260,8 @@ def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
     names = sorted(p.name for p in written)
     assert names == sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
         "layer-enc_dense_0-tsne.png", "layer-enc_dense_0-tsne.svg", "meta-cka-chord-tsne.png",
-        "meta-cka-chord-tsne.svg", "quality.csv", "quality.md"]
+        "meta-cka-chord-tsne.svg", "quality.csv", "quality.md"] + [
+        f"similarity-net_seed0-vs-net_seed1-step1.{ext}" for ext in ("csv", "json", "png", "svg")]
     assert (tmp_path / "fig" / "layer-enc_dense_0-tsne.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
     assert [(r["run"], r["layer"], r["method"], r["step"], r["trustworthiness"], r["continuity"]) for r in rows] == [
