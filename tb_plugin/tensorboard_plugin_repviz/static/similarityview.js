@@ -106,6 +106,7 @@ export class SimilarityView {
     this.page = null;
     // what the heatmap shows (resolved against the index when shown)
     this.pick = { mode: "layers", run: null, run2: null, layer: null, step: null, measure: null, kernel: null, debiased: true };
+    this.run2Alone = false; // run2 is run only because no other run of its probe set was listed yet
     this.matrix = null; // the matrix drawn, as the server sent it
     this.missing = false; // the chosen heatmap is not computed
     this.failure = null; // why the chosen heatmap cannot be drawn (the server's one line)
@@ -186,10 +187,12 @@ export class SimilarityView {
     if (!names.includes(p.run)) p.run = names.includes(state.run) ? state.run : names[0] ?? null;
     const run = runNamed(index, p.run);
     if (!run) return;
-    if (!names.includes(p.run2)) {
-      // by default another run of the same probe set (seeds, architectures), else the run against itself
+    if (!names.includes(p.run2) || (this.run2Alone && p.run2 === p.run)) {
+      // by default another run of the same probe set (seeds, architectures), else the run against itself until
+      // one is listed (a run still being recorded joins the index later)
       const other = index.runs.find((r) => r.name !== run.name && r.probe_group === run.probe_group);
       p.run2 = other ? other.name : run.name;
+      this.run2Alone = !other;
     }
     const layers = run.layers.map((l) => l.name);
     if (!layers.includes(p.layer)) p.layer = layers.includes(state.layer) ? state.layer : layers[0] ?? null;
@@ -254,7 +257,10 @@ export class SimilarityView {
     const parts = [V.segmented("similarity-mode", MODES, p.mode, (v) => set({ mode: v }))];
     parts.push(V.picker(p.mode === "layers" ? "Rows" : "Run", "similarity-run", runOptions, p.run, (v) => set({ run: v })));
     if (p.mode === "layers") {
-      parts.push(V.picker("Columns", "similarity-run2", runOptions, p.run2, (v) => set({ run2: v })));
+      parts.push(V.picker("Columns", "similarity-run2", runOptions, p.run2, (v) => {
+        this.run2Alone = false; // the user's choice, kept
+        set({ run2: v });
+      }));
     } else {
       const layers = run ? run.layers.map((l) => ({ value: l.name, label: l.name })) : [];
       parts.push(V.picker("Layer", "similarity-layer", layers, p.layer, (v) => set({ layer: v })));
@@ -342,7 +348,9 @@ export class SimilarityView {
     this.failure = failure;
     this.heatmap.setData(matrix && this.heatmapData(matrix), { animate });
     const stats = window.__repvizStats;
-    stats.similarityShown = matrix ? { step: this.pick.step, rows: matrix.rows.length, cols: matrix.cols.length } : null;
+    stats.similarityShown = matrix
+      ? { step: this.pick.step, rows: matrix.rows.length, cols: matrix.cols.length, runs: [this.pick.run, this.pick.run2] }
+      : null;
     this.renderOverlay();
     this.renderSummary();
     if (this.pair) this.showPair(this.pair.cell);
