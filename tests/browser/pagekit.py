@@ -19,6 +19,7 @@ try:
     from PIL import Image
     from selenium import webdriver
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -139,6 +140,20 @@ def point_in(pixels) -> tuple[float, float]:
     ys, xs = np.nonzero(solid)
     assert len(ys), "no drawn point found"
     return xs[len(xs) // 2] + 1, ys[len(ys) // 2] + 1
+
+
+def hover_a_point(driver) -> None:
+    """Move the mouse onto a drawn point of the main scatter: the centre of a point whose 2-pixel neighbourhood is
+    inked (away from rings and edges), then one pixel on so that the page sees a move."""
+    pixels = wait(driver, lambda d: [p for p in [canvas(d)] if ink(p).sum() > 300], "drawn points")[0]
+    element = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
+    scale = pixels.shape[1] / element.rect["width"]
+    ink_ = ink(pixels)
+    solid = ink_[2:-2, 2:-2] & ink_[:-4, 2:-2] & ink_[4:, 2:-2] & ink_[2:-2, :-4] & ink_[2:-2, 4:]
+    ys, xs = np.nonzero(solid)
+    y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
+    ActionChains(driver).move_to_element_with_offset(element, x - element.rect["width"] / 2,
+                                                     y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
 
 
 def shot(driver, shots, name):

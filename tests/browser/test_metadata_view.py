@@ -19,7 +19,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -85,25 +84,13 @@ def logdir(server, probe_text):
     return root
 
 
-def _hover_a_point(tab):
-    pixels = pk.wait(tab, lambda d: [p for p in [pk.canvas(d)] if pk.ink(p).sum() > 300], "drawn points")[0]
-    canvas = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
-    scale = pixels.shape[1] / canvas.rect["width"]
-    ink = pk.ink(pixels)
-    solid = ink[2:-2, 2:-2] & ink[:-4, 2:-2] & ink[4:, 2:-2] & ink[2:-2, :-4] & ink[2:-2, 4:]
-    ys, xs = np.nonzero(solid)
-    y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
-    ActionChains(tab).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
-                                                  y - canvas.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
-
-
 def _changed(a, b) -> int:
     return int((np.abs(a.astype(int) - b.astype(int)).sum(axis=-1) > 30).sum())
 
 
 def test_hover_shows_the_text_and_columns(tab, shots, probe_text):
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N, "the draw of the text run")
-    _hover_a_point(tab)
+    pk.hover_a_point(tab)
     shown = pk.wait(tab, lambda d: (pk.texts(d, '[data-testid="hover-text"]') or [""])[0], "the hover text")
     assert shown in probe_text[0]  # one of the sentences, in full
     card = pk.text(tab, '[data-testid="hover"]')
@@ -149,12 +136,12 @@ def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
     assert int(count) == expected
     assert int(pk.text(tab, '[data-testid="selection-count"]')) == expected  # the shared selection
     pk.wait(tab, lambda d: _changed(before, pk.canvas(d)) > 100, "the matches highlighted")
-    _hover_a_point(tab)
+    pk.hover_a_point(tab)
     pk.shot(tab, shots, "metadata-4-search")
     all_ink = pk.ink(pk.canvas(tab)).sum()
     tab.find_element(By.CSS_SELECTOR, '[data-testid="only"]').click()
     pk.wait(tab, lambda d: pk.ink(pk.canvas(d)).sum() < 0.6 * all_ink, "the other points hidden")
-    _hover_a_point(tab)  # only matches are drawn: the card shows a sentence with the word marked
+    pk.hover_a_point(tab)  # only matches are drawn: the card shows a sentence with the word marked
     pk.wait(tab, lambda d: [m.lower() for m in pk.texts(d, '[data-testid="hover-text"] mark')][:1] == ["cat"],
             "the match marked in the hover text")
     pk.shot(tab, shots, "metadata-5-only")

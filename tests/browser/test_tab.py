@@ -40,16 +40,7 @@ def test_pick_a_layer_draws_every_point(tab, shots):
 
 
 def test_hover_shows_the_thumbnail_and_prediction(tab, shots):
-    pixels = pk.canvas(tab)
-    canvas = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
-    scale = pixels.shape[1] / canvas.rect["width"]
-    # The centre of a drawn point: an inked pixel whose neighbourhood is inked too.
-    ink = pk.ink(pixels)
-    solid = ink[2:-2, 2:-2] & ink[:-4, 2:-2] & ink[4:, 2:-2] & ink[2:-2, :-4] & ink[2:-2, 4:]
-    ys, xs = np.nonzero(solid)
-    y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
-    ActionChains(tab).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
-                                                  y - canvas.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
+    pk.hover_a_point(tab)
     thumb = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
     image = pk.canvas(tab, '[data-testid="hover"] canvas.thumb')
     assert image.shape[:2] == (28, 28) and image[..., :3].std() > 20  # a digit, not a blank square
