@@ -29,11 +29,15 @@ def test_pick_a_layer_draws_every_point(tab, shots):
     pk.select(tab, "method", "tsne")
     pk.wait(tab, lambda d: "trustworthiness" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the info line")
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N_PROBE, "the draw of the hidden layer")
-    ink = pk.ink(pk.canvas(tab))
-    # 300 points of a few pixels each: thousands of coloured pixels, spread over the plot, not one blot.
-    assert ink.sum() > 2000
-    rows, cols = np.nonzero(ink)
-    assert np.ptp(rows) > ink.shape[0] / 3 and np.ptp(cols) > ink.shape[1] / 4
+
+    def spread(driver) -> bool:
+        """300 points of a few pixels each: thousands of coloured pixels, spread over the plot, not one blot (read
+        once the switch from PCA has finished animating)."""
+        ink = pk.ink(pk.canvas(driver))
+        rows, cols = np.nonzero(ink)
+        return ink.sum() > 2000 and np.ptp(rows) > ink.shape[0] / 3 and np.ptp(cols) > ink.shape[1] / 4
+
+    pk.wait(tab, spread, "the points spread over the plot", timeout=20)
     legend = pk.text(tab, '[data-testid="legend"]')
     assert "Label" in legend and sum(int(w) for w in legend.split()[1:] if w.isdigit()) >= N_PROBE
     pk.shot(tab, shots, "1-layer")
