@@ -162,21 +162,22 @@ def shot(driver, shots, name):
     driver.switch_to.frame(driver.find_element(By.CSS_SELECTOR, "iframe"))
 
 
-def select(driver, name, text_prefix):
-    """Choose the first option of picker `name` starting with `text_prefix`. The page rebuilds its pickers when
-    the run index changes (a poll can land at any moment), so a picker that went stale is found again."""
-    for _ in range(3):
+def select(driver, name, text_prefix, timeout=60):
+    """Choose the first option of picker `name` starting with `text_prefix`, once the page offers it (a run written
+    while TensorBoard runs joins the run index at its next refresh). The page rebuilds its pickers when the run
+    index changes, so a picker that went stale is found again."""
+
+    def chosen(d) -> bool:
         try:
-            menu = Select(driver.find_element(By.CSS_SELECTOR, f'select[name="{name}"]'))
-            texts = [o.text for o in menu.options]
-            for text in texts:
-                if text.startswith(text_prefix):
-                    menu.select_by_visible_text(text)
-                    return
-            raise AssertionError(f"no {name} option starting with {text_prefix!r}: {texts}")
+            menu = Select(d.find_element(By.CSS_SELECTOR, f'select[name="{name}"]'))
+            text = next((o.text for o in menu.options if o.text.startswith(text_prefix)), None)
+            if text is not None:
+                menu.select_by_visible_text(text)
+            return text is not None
         except StaleElementReferenceException:
-            continue
-    raise AssertionError(f"the {name} picker kept being rebuilt")
+            return False
+
+    wait(driver, chosen, f"a {name} option starting with {text_prefix!r}", timeout)
 
 
 def step_once(driver):
