@@ -650,17 +650,20 @@ class RunWriter:
         """Store (or replace) the probe's metadata columns, atomically."""
         save_json(_check_writable_inside(self.root / _METADATA, self._own), metadata.to_json())
 
-    def write_activation(self, layer: str, step: int, array: np.ndarray, **info: Any) -> dict:
+    def write_activation(self, layer: str, step: int, array: np.ndarray, *, rows: np.ndarray | None = None,
+                         **info: Any) -> dict:
         """Store one layer's activations at one snapshot; returns the record appended.
 
         ``info`` (e.g. ``epoch``, ``batch``) is stored in the record. Non-finite values are stored as they are
         and counted in the record's ``nonfinite`` field.
+        ``rows`` (positions into the probe, increasing) stores a snapshot of that subset of the probe only; see
+        :meth:`Run.rows`.
         """
         rel = f"activations/{path_key(layer)}/{int(step)}.npy"
-        return self._write("activation", rel, array, layer=layer, step=int(step), **info)
+        return self._write("activation", rel, array, rows=rows, layer=layer, step=int(step), **info)
 
     def write_prediction(self, step: int, array: np.ndarray, *, output: str | None = None, primary: bool = True,
-                         **info: Any) -> dict:
+                         rows: np.ndarray | None = None, **info: Any) -> dict:
         """Store one model output on the probe set at one snapshot.
 
         The primary output (the one readers colour by) goes where single-output runs have always put it; each
@@ -668,16 +671,32 @@ class RunWriter:
         names the primary too when given, so a reader can tell which output each snapshot's primary file holds.
         """
         kind, rel, fields = _prediction_target(step, output, primary)
-        return self._write(kind, rel, array, **fields, **info)
+        return self._write(kind, rel, array, rows=rows, **fields, **info)
 
-    def _write(self, kind: str, rel: str, array: np.ndarray, **fields: Any) -> dict:
+    def _write(self, kind: str, rel: str, array: np.ndarray, rows: np.ndarray | None = None, **fields: Any) -> dict:
         array = np.asarray(array)
+        if rows is not None:
+            fields["rows"] = self._write_rows(rows, len(array))
         save_array(_check_writable_inside(self.root / rel, self._own), array)
         nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
                   "crc32": checksum(array), "nonfinite": nonfinite, "time": time.time(), **fields}
         append_record(self.root / _RECORDS, record, self._own)
         return record
+
+
+    def _write_rows(self, rows: np.ndarray, n: int) -> str:
+        """Store a snapshot's probe subset once per distinct subset (named by its checksum); its file name."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.ndim != 1 or len(rows) != n or (len(rows) > 1 and np.any(np.diff(rows) <= 0)) or \
+                (len(rows) and rows[0] < 0):
+            raise ValueError(f"rows must be {n} increasing positions into the probe, one per stored row; got "
+                             f"shape {rows.shape}")
+        rel = f"subsets/{checksum(rows)}-{len(rows)}.npy"
+        path = _check_writable_inside(self.root / rel, self._own)
+        if not path.exists():
+            save_array(path, rows)
+        return rel
 
 
 def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[str, str, dict]:
@@ -760,7 +779,8 @@ def _object_fault(obj: Any, fields: dict) -> str | None:
 #: the first five, or with one of another type, is left out, so readers never meet a field of the wrong type.
 _RECORD_FIELDS = {"kind": _typed(str), "file": _typed(str), "step": _is_int, "dtype": _typed(str),
                   "crc32": _typed(str), "shape": lambda v: _is_shape(v) and bool(v) and None not in v,
-                  "nonfinite": lambda v: _is_int(v) and v >= 0, "layer": _typed(str), "output": _typed(str)}
+                  "nonfinite": lambda v: _is_int(v) and v >= 0, "layer": _typed(str), "output": _typed(str),
+                  "rows": _typed(str)}
 _RECORD_REQUIRED = frozenset(("kind", "file", "step", "dtype", "crc32", "shape"))
 
 
@@ -893,6 +913,7 @@ class Run:
         # changed in place, so a request thread reading it while another re-reads the log sees one state
         self._state: tuple[int, list[dict], dict[str, dict[tuple, dict]]] = (-1, [], {})
         self._rereading = threading.Lock()
+        self._subsets: dict[str, np.ndarray] = {}  # subset file -> its positions (named by checksum: immutable)
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, layers={len(self.layers)}, snapshots={len(self.steps())})"
@@ -1027,8 +1048,32 @@ class Run:
             found[1].str == record.get("dtype")
 
     def activations(self, layer: str, step: int, mmap: bool = True) -> np.ndarray:
-        """Activations of ``layer`` at ``step``: (n_probe, width), memory-mapped read-only."""
+        """Activations of ``layer`` at ``step``: (n_rows, width), memory-mapped read-only; row i is probe point
+        ``rows(layer, step)[i]`` (every probe point, in order, unless the snapshot holds a subset)."""
         return self.read_array(self.record(layer, step), mmap=mmap)
+
+    def rows(self, layer: str, step: int) -> np.ndarray:
+        """Positions into :attr:`probe` of the rows stored for ``layer`` at ``step``: all of them in order, or the
+        subset a snapshot recorded (e.g. ``ActivationLogger(batch_probe=...)``). Their ids: ``probe.ids[rows]``."""
+        return self.record_rows(self.record(layer, step))
+
+    def record_rows(self, record: dict) -> np.ndarray:
+        """Positions into :attr:`probe` of the rows of the array ``record`` describes (see :meth:`rows`)."""
+        rel = record.get("rows")
+        if rel is None:
+            return np.arange(record["shape"][0])
+        found = self._subsets.get(rel)
+        if found is None:
+            path = self.root / rel
+            found = np.asarray(_array_inside(path, self._own, mmap=False))
+            n = len(self.probe)
+            if found.dtype != np.int64 or found.ndim != 1 or len(found) != record["shape"][0] or \
+                    (len(found) and (found[0] < 0 or found[-1] >= n)) or np.any(np.diff(found) <= 0):
+                raise DamagedFileError(path, f"is not {record['shape'][0]} increasing positions into the probe of "
+                                             f"{n} points (replaced or damaged); record the snapshot again")
+            found.flags.writeable = False
+            self._subsets[rel] = found
+        return found
 
     # predictions ----------------------------------------------------------------------------------------------
     @property
@@ -1069,6 +1114,13 @@ class Run:
             raise NotFoundError(f"run {self.name!r} has no {which} at step {step}; "
                                 f"it has: {_choices(self.prediction_steps(output))}")
         return self.read_array(rec)
+
+    def prediction_rows(self, step: int, output: str | None = None) -> np.ndarray:
+        """Positions into :attr:`probe` of the rows of :meth:`predictions` at ``step`` (see :meth:`rows`)."""
+        rec = self._prediction_record(step, output)
+        if rec is None:
+            raise NotFoundError(f"run {self.name!r} has no predictions at step {step}")
+        return self.record_rows(rec)
 
     # probe ----------------------------------------------------------------------------------------------------
     @property
