@@ -144,13 +144,16 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         and ``repviz info`` prints it. A layer called several times is recorded
         once per call as ``name#0``, ``name#1``, ...; a layer with several outputs as ``name:0``, ``name:1``, ...
     freq : int or list of int, default=1
-        Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch).
-        Steps are epoch numbers, 0 being before training (``manifest['step_unit'] == 'epoch'``). A later ``fit``
-        into the same run (a second ``fit`` call, fine-tuning after training a head) continues the count where
-        the run stopped: its epoch ``e`` is step ``last + e``, and its first snapshot, the state the previous fit
-        ended in, is not taken again when stored. ``manifest['fits']`` lists each fit's first and last step
-        (``repviz info`` shows them); nothing stored is overwritten. ``fit(initial_epoch=k)`` resuming an
-        interrupted run numbers from ``k`` as before.
+        Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch;
+        0, the state before training, is recorded anyway). Steps are epoch numbers, 0 being before training
+        (``manifest['step_unit'] == 'epoch'``). Epochs are counted as ``fit`` counts them, so the schedule
+        applies to each ``fit`` call: a later ``fit`` into the same run (a second ``fit`` call, fine-tuning after
+        training a head) numbers its epochs from 1 again and continues the run's step count where it stopped:
+        its epoch ``e`` is step ``last + e`` (``freq=[0, 2, 5]`` with two 3-epoch fits records steps 0, 2, then
+        3, the state the first fit ended in, and 5), and its first snapshot is not taken again when the run
+        holds it. ``manifest['fits']`` lists each fit's first and last step (``repviz info`` shows them);
+        nothing stored is overwritten. ``fit(initial_epoch=k)`` resuming an interrupted run numbers its epochs
+        from ``k + 1``, as ``fit`` does, and they are the run's steps.
     batch_freq : int, default=None
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
@@ -290,12 +293,6 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     # Keras hooks
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
-        epochs = (self.params or {}).get("epochs")
-        if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
-                0 < f <= epochs for f in self.freq):
-            warnings.warn(f"freq={self.freq} schedules no snapshot within the {epochs} epoch(s) of this fit; only "
-                          f"the snapshot before training will be recorded", RuntimeWarning,
-                          stacklevel=_user_stacklevel())
         stored = self._writer.stored_manifest() or {}
         target = self._target()
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
@@ -328,6 +325,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self._epoch = epoch
         if self._first:  # snapshot 0 (or the resumed position when fit starts at initial_epoch > 0)
             self._first = False
+            self._warn_empty_schedule(epoch)
             last = self._writer.last_step()
             fits = list(self._writer.manifest.get("fits") or [])
             if self.batch_freq is None:
@@ -346,6 +344,15 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                 self._snapshot(first, epoch=epoch, batch=0)
             self._writer.update_manifest(fits=[*fits, {"first_step": first, "end_step": None,
                                                        "initial_epoch": int(epoch), "started": time.time()}])
+
+    def _warn_empty_schedule(self, initial_epoch: int) -> None:
+        """Warn when an epoch list names none of the epochs this fit runs (``initial_epoch + 1`` to ``epochs``)."""
+        epochs = (self.params or {}).get("epochs")
+        if self.batch_freq is None and isinstance(self.freq, list) and epochs and not any(
+                initial_epoch < f <= epochs for f in self.freq):
+            runs = f"the {epochs} epoch(s)" if not initial_epoch else f"epochs {initial_epoch + 1}-{epochs}"
+            warnings.warn(f"freq={self.freq} schedules no snapshot within {runs} of this fit; only the snapshot "
+                          f"before training will be recorded", RuntimeWarning, stacklevel=_user_stacklevel())
 
     def on_epoch_end(self, epoch, logs=None):
         step = epoch + 1

@@ -408,6 +408,30 @@ def test_epoch_list_schedule(tmp_path):
     assert run.steps() == [0, 1, 3]
 
 
+def test_an_epoch_list_applies_to_each_fit_as_fit_numbers_its_epochs(tmp_path):
+    """freq=[0, 2, 5] into one run: a second fit numbers its epochs from 1 again and continues the step count
+    (steps 3 and 3 + 2); fit(initial_epoch=6, epochs=9) runs epochs 7-9, which the list does not name: it is said
+    (it was not: the check counted epochs from 1), and a resumed fit(initial_epoch=3) takes the listed epoch 5."""
+    keras.utils.set_random_seed(0)
+    x, y = _images()
+    model = _mlp()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), layers=["hidden"], freq=[0, 2, 5])
+    for _ in range(2):
+        model.fit(x, y, epochs=3, batch_size=32, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0, 2, 3, 5]
+    assert [run.record("hidden", s)["epoch"] for s in run.steps()] == [0, 2, 0, 2]  # each fit's own epoch
+    with pytest.warns(RuntimeWarning, match=r"freq=\[0, 2, 5\] schedules no snapshot within epochs 7-9 of this fit"):
+        model.fit(x, y, epochs=9, initial_epoch=6, batch_size=32, verbose=0, callbacks=[logger])
+    assert repviz.open_logdir(tmp_path).run("run").steps() == [0, 2, 3, 5, 6]
+    resumed = ActivationLogger(tmp_path / "resumed", probe=(x[:N], y[:N]), layers=["hidden"], freq=[0, 2, 5])
+    model.fit(x, y, epochs=6, initial_epoch=3, batch_size=32, verbose=0, callbacks=[resumed])
+    run = repviz.open_logdir(tmp_path).run("resumed")
+    assert run.steps() == [3, 5]
+    assert [(f["first_step"], f["end_step"]) for f in run.manifest["fits"]] == [(3, 6)]
+
+
 def test_a_schedule_beyond_the_fit_is_reported(tmp_path):
     """Non-regression: freq=[100] with 2 epochs recorded only step 0 without a word; the warning points at the
     user's line (the fit call), not at repviz's (issue #27)."""
