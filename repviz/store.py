@@ -14,6 +14,7 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         predictions/<step>.npy              the primary model output on the probe set per snapshot
         predictions/<output-key>/<step>.npy every other output of a multi-output model
         embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
+        placed/<run-key>/<method-key>/<layer-key>/<step>.npy (+ .json)  probes placed into another run's layout
         cache/neighbors/<layer-key>/<step>-<variant>-<crc>.npy         k-NN graphs of stored activations
         cache/density/<method-key>/<layer-key>/<step>-<variant>-<crc>.json   density contours of an embedding
 
@@ -1296,6 +1297,39 @@ class Run:
                     f"(compute them with `repviz embed`)")
         return (f"run {self.name!r} has no {method_key!r} embedding of layer {layer!r} at step {step}; it has "
                 f"steps: {_choices(self.embedding_steps(method_key, layer))}")
+
+    # placed points: this run's probes placed into another run's stored layout (repviz.placement) --------------
+    def _placed_path(self, into: str, method_key: str, layer: str, step: int, *, write: bool = False) -> Path:
+        """The file of this run's points placed into run ``into``'s layout ``method_key`` of ``layer`` at ``step``:
+        where it is written, or for reading the first place that holds it (as :meth:`_embedding_path`)."""
+        bases = [self.results] if self.results == self.root else [self.results, self.root]
+        paths = [base.joinpath("placed", path_key(into), path_key(method_key), path_key(layer), f"{int(step)}.npy")
+                 for base in bases]
+        return paths[0] if write else next((p for p in paths if p.exists()), paths[0])
+
+    def has_placed(self, into: str, method_key: str, layer: str, step: int) -> bool:
+        return self._placed_path(into, method_key, layer, step).exists()
+
+    def write_placed(self, into: str, method_key: str, layer: str, step: int, coords: np.ndarray,
+                     info: dict) -> None:
+        """Store placed points and their sidecar (the layout they were placed into), both atomically, the sidecar
+        first. Kept apart from :meth:`write_embedding`: placed points are never listed as a fitted layout."""
+        path = _check_writable_inside(self._placed_path(into, method_key, layer, step, write=True), self._out)
+        save_json(path.with_suffix(".json"), info)
+        save_array(path, np.asarray(coords, dtype=np.float32))
+
+    def placed(self, into: str, method_key: str, layer: str, step: int) -> tuple[np.ndarray, dict]:
+        """Points of this run placed into run ``into``'s layout (:meth:`write_placed`): coordinates (n_probe,
+        n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored."""
+        path = self._placed_path(into, method_key, layer, step)
+        if not path.exists():
+            raise NotFoundError(f"run {self.name!r} has no points placed into the {method_key!r} layout of run "
+                                f"{into!r} ({layer!r}, step {step}); place them with `repviz place`")
+        info = _json_inside(path.with_suffix(".json"), self._bounds_of(path))
+        if type(info) is not dict:
+            raise DamagedFileError(path.with_suffix(".json"), "is not a placement's sidecar; `repviz place` "
+                                                              "computes it again")
+        return _embedding_inside(path, self._bounds_of(path)), info
 
     def stamp(self) -> tuple:
         """A cheap value that changes whenever a listing of this run would: a record appended, the probe or an
