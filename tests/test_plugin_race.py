@@ -47,7 +47,7 @@ def _append(writer, run, done: threading.Event) -> None:
         done.set()
 
 
-def _read(client, done: threading.Event, seed: int, answers: list) -> None:
+def _read(client, done: threading.Event, seed: int, answers: list, bodies: list) -> None:
     """Poll the index; read what it lists (a random listed step of each route); record (route, listed, status)."""
     rng = random.Random(seed)
     while not done.is_set():
@@ -70,6 +70,8 @@ def _read(client, done: threading.Event, seed: int, answers: list) -> None:
             if listed:
                 r = client.get(BASE + route + "?" + query.format(layer=layer["name"], step=rng.choice(listed)))
                 answers.append((route, True, r.status_code))
+                if r.status_code >= 500 or r.status_code == 404:
+                    bodies.append(f"{route} {r.status_code}: {r.get_data(as_text=True)[:300]}")
 
 
 @pytest.fixture
@@ -93,9 +95,9 @@ def test_readers_see_a_consistent_run_while_it_is_written(tmp_path, new_run, fas
     client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
     assert client.get(BASE + "runs").status_code == 200  # the first listing, before the appender starts
 
-    done, answers = threading.Event(), []
+    done, answers, bodies = threading.Event(), [], []
     threads = [threading.Thread(target=_append, args=(writer, open_logdir(tmp_path).run("r"), done))]
-    threads += [threading.Thread(target=_read, args=(client, done, seed, answers)) for seed in range(READERS)]
+    threads += [threading.Thread(target=_read, args=(client, done, seed, answers, bodies)) for seed in range(READERS)]
     for t in threads:
         t.start()
     for t in threads:
@@ -107,4 +109,4 @@ def test_readers_see_a_consistent_run_while_it_is_written(tmp_path, new_run, fas
     assert len(reads) >= 50, f"only {len(reads)} reads of listed steps: the race was not exercised"
     failed = Counter(f"{route} {status}" for route, listed, status in answers
                      if status >= 500 or (listed and status == 404))
-    assert not failed, f"{sum(failed.values())} of {len(answers)} requests failed: {dict(failed)}"
+    assert not failed, f"{sum(failed.values())} of {len(answers)} requests failed: {dict(failed)}; {bodies[:5]}"
