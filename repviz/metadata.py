@@ -107,14 +107,16 @@ def columns_from(data: Any, n: int, kinds: Mapping[str, str] | None = None) -> M
     """Metadata from ``data`` (a mapping column -> sequence, or a pandas DataFrame) for a probe of ``n`` examples.
 
     Strings, integers, floats (NaN or None: missing) and booleans; a column of strings with missing values (None,
-    NaN) gets "". Kinds are inferred (see :data:`MAX_CATEGORIES`; pandas' ``category`` dtype is a category) unless
-    ``kinds`` names them. A column of the wrong length, mixed types or a kind its values cannot have raises one
-    ``ValueError`` line naming the column.
+    NaN, pandas' NA) gets "", a column of booleans with missing values becomes the strings "True", "False" and
+    "". Kinds are inferred (see :data:`MAX_CATEGORIES`; pandas' ``category`` dtype is a category) unless
+    ``kinds`` names them. A column of the wrong length, mixed types, other values (dates: convert them to
+    strings) or a kind its values cannot have raises one ``ValueError`` line naming the column.
     """
     if hasattr(data, "columns") and hasattr(data, "dtypes"):  # a pandas DataFrame, without importing pandas
-        given = {str(c): data[c] for c in data.columns}
         categorical = {str(c) for c, t in data.dtypes.items() if str(t) == "category"}
-        given = {c: (v.astype(object) if c in categorical else v).to_numpy() for c, v in given.items()}
+        # pandas' own dtypes (category, Int64, boolean, string) mark a missing value pd.NA: None here
+        given = {str(c): data[c].to_numpy() if isinstance(data[c].dtype, np.dtype) else
+                 data[c].to_numpy(dtype=object, na_value=None) for c in data.columns}
     elif isinstance(data, Mapping):
         given, categorical = {str(c): v for c, v in data.items()}, set()
     else:
@@ -215,13 +217,17 @@ def _convert(name: str, values: Any, n: int) -> np.ndarray:
     present = [v for v in items if not _missing(v)]
     if all(isinstance(v, str) for v in present):
         return _array(["" if _missing(v) else v for v in items], "str")
-    if present and all(isinstance(v, bool) for v in present) and len(present) == n:
-        return _array(items, "bool")
+    if present and all(isinstance(v, bool) for v in present):  # with a missing value: "True", "False" and ""
+        return _array(items, "bool") if len(present) == n else _array(["" if _missing(v) else str(v)
+                                                                       for v in items], "str")
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
         if len(present) == n and all(isinstance(v, int) for v in present):
             return _array(items, "int")
         return _array([math.nan if _missing(v) else float(v) for v in items], "float")
     kinds = sorted({type(v).__name__ for v in present})
+    if len(kinds) == 1:
+        raise ValueError(f"metadata column {name!r} holds {kinds[0]} values; give strings, numbers or booleans "
+                         f"(e.g. convert it with .astype(str))")
     raise ValueError(f"metadata column {name!r} mixes {', '.join(kinds)}; give one type per column (strings, "
                      f"numbers or booleans; None or NaN for a missing value)")
 

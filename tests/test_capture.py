@@ -501,6 +501,39 @@ def test_a_dict_probe_is_matched_to_the_inputs_by_name(tmp_path):
                                atol=1e-6)
 
 
+@pytest.mark.parametrize("form", ["frame", "columns"])
+def test_a_pandas_probe_as_fit_takes_it(tmp_path, form):
+    """A DataFrame probe with a Series of labels, as model.fit takes them: the frame for one input of its width, or
+    dict(frame) for one Input((1,)) per column (keras-io's structured data, inputs declared in another order than
+    the columns); the frame's columns also as metadata. The stored activations are the model's on the values."""
+    pd = pytest.importorskip("pandas")
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"age": rng.normal(40, 9, 96), "visits": rng.integers(0, 9, 96),
+                          "score": rng.random(96).astype(np.float32)})
+    y = pd.Series((frame.score > 0.5).astype(int), name="label")
+    if form == "frame":
+        inputs = keras.Input((3,))
+        hidden = keras.layers.Dense(4, activation="tanh", name="hidden")(inputs)
+        probe, values = frame, frame.to_numpy(np.float32)
+    else:
+        inputs = {c: keras.Input((1,), name=c) for c in ("score", "age", "visits")}
+        hidden = keras.layers.Dense(4, activation="tanh", name="hidden")(keras.layers.concatenate(list(inputs.values())))
+        probe, values = dict(frame), {c: frame[[c]].to_numpy(np.float32) for c in inputs}
+    model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax", name="out")(hidden))
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=(probe, y), probe_size=N,
+                              metadata=frame[:N].assign(label=y[:N].map({0: "low", 1: "high"})))
+    model.fit(probe, y, epochs=1, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    np.testing.assert_array_equal(run.probe.labels, y[:N])
+    assert run.probe.metadata.kinds == {"age": "number", "visits": "category", "score": "number", "label": "category"}
+    np.testing.assert_array_equal(run.probe.metadata["age"], frame.age[:N])
+    head = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 1), head.predict(keras.tree.map_structure(lambda v: v[:N], values), verbose=0),
+                               rtol=1e-5, atol=1e-6)
+
+
 def _batches(x, y, size=10):
     return ((x[i:i + size], y[i:i + size]) for i in range(0, len(x), size))
 

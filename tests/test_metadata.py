@@ -159,6 +159,37 @@ def test_activation_logger_stores_metadata_once(tmp_path):
     assert md["text"].tolist() == TEXTS and md.kinds["source"] == "category"
 
 
+def test_a_pandas_frame_gives_its_columns_with_pandas_missing_values():
+    """A DataFrame as metadata: each pandas dtype read as its values (pandas' NA is missing, as None is), kinds as
+    for a mapping; a column of dates is refused in one line saying what to do. Non-regression: the "string" and
+    "boolean" dtypes' pd.NA was refused as a value of another type ("mixes NAType, str")."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({
+        "text": ["a b", "c", None, "d", "e", "f"],
+        "source": pd.Categorical(["x", None, "y", "x", "y", "x"]),
+        "level": pd.Categorical([1, 2, 1, 2, 1, 2]),
+        "score": [0.5, np.nan, 0.25, 1.0, -2.0, 3.0],
+        "count": pd.array([1, None, 3, 4, 5, 6], dtype="Int64"),
+        "words": pd.array(["a", None, "b", "c", "d", "e"], dtype="string"),
+        "flag": pd.array([True, None, True, True, False, True], dtype="boolean"),
+        "ok": [True, False, True, True, False, True],
+    }, index=[10, 11, 12, 13, 14, 15])  # the frame's index plays no part: values in row order
+    md = columns_from(frame, 6)
+    expected = {"text": ["a b", "c", "", "d", "e", "f"], "source": ["x", "", "y", "x", "y", "x"],
+                "level": [1, 2, 1, 2, 1, 2], "words": ["a", "", "b", "c", "d", "e"],
+                "flag": ["True", "", "True", "True", "False", "True"], "ok": [True, False, True, True, False, True]}
+    for name, values in expected.items():
+        assert md[name].tolist() == values, name
+    np.testing.assert_array_equal(md["score"], [0.5, np.nan, 0.25, 1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(md["count"], [1, np.nan, 3, 4, 5, 6])
+    assert md.kinds == {"text": "text", "source": "category", "level": "category", "score": "number",
+                        "count": "number", "words": "text", "flag": "category", "ok": "category"}
+    with pytest.raises(ValueError) as e:
+        columns_from(pd.DataFrame({"when": pd.date_range("2020-01-01", periods=6)}), 6)
+    assert str(e.value) == ("metadata column 'when' holds datetime values; give strings, numbers or booleans (e.g. "
+                            "convert it with .astype(str))")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The plugin
 # --------------------------------------------------------------------------------------------------------------
