@@ -198,3 +198,36 @@ def test_pipeline_cache_key_kept():
 
     assert resolve("isomap").key == "isomap-ee4ccc8e0e"
     assert resolve("isomap", {"p": 1, "metric": "minkowski"}).key != "isomap-ee4ccc8e0e"
+
+
+def test_nbrs_is_a_fitted_neighbour_search_in_the_data_units():
+    # scikit-learn's test_isomap_clone_bug reads nbrs_.n_neighbors after set_params; its answers are checked
+    # against scikit-learn's NearestNeighbors on data far from unit scale (Isomap rescales X internally)
+    from sklearn.neighbors import NearestNeighbors
+
+    rng = np.random.default_rng(0)
+    X, Q = rng.standard_normal((60, 3)) * 1e4, rng.standard_normal((7, 3)) * 1e4
+    iso = Isomap()
+    for k in (6, 9):
+        iso.set_params(n_neighbors=k).fit(X)
+        assert iso.nbrs_.n_neighbors == k and iso.nbrs_.n_samples_fit_ == 60
+    ref = NearestNeighbors(n_neighbors=9).fit(X)
+    for query in (Q, None):
+        dist, ind = iso.nbrs_.kneighbors(query)
+        ref_dist, ref_ind = ref.kneighbors(query)
+        np.testing.assert_array_equal(ind, ref_ind)
+        np.testing.assert_allclose(dist, ref_dist, rtol=1e-5)
+    np.testing.assert_array_equal(iso.nbrs_.kneighbors(Q, 3, return_distance=False), ref.kneighbors(Q, 3)[1])
+    graph = iso.nbrs_.radius_neighbors_graph(Q, radius=2e4, mode="distance")
+    ref_graph = ref.radius_neighbors_graph(Q, radius=2e4, mode="distance")
+    np.testing.assert_allclose(graph.toarray(), ref_graph.toarray(), rtol=1e-5)
+    np.testing.assert_array_equal(iso.nbrs_.kneighbors_graph(Q).toarray(), ref.kneighbors_graph(Q).toarray())
+
+
+def test_disconnected_graph_messages_carry_scikit_learns_phrase():
+    # code written for scikit-learn filters or matches "number of connected components"
+    X = np.array([0, 1, 2, 5, 6, 7], dtype=float)[:, None]
+    with pytest.warns(UserWarning, match="has 2 connected components; joining.*number of connected components"):
+        Isomap(n_neighbors=2).fit(X)
+    with pytest.raises(RuntimeError, match="has 2 connected components;.*number of connected components"):
+        Isomap(n_neighbors=1, metric="precomputed").fit(kneighbors_graph(X, 2, mode="distance"))

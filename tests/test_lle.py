@@ -127,3 +127,14 @@ def test_transform_in_a_pipeline():
                          KNeighborsClassifier()).fit(X, y).score(X, y) > 0.9
     with pytest.raises(ValueError, match="X has 3 features, but LocallyLinearEmbedding is expecting 2"):
         LocallyLinearEmbedding().fit(X).transform(np.c_[X, X[:, :1]])
+
+
+def test_nbrs_finds_the_neighbours_transform_uses(roll):
+    from sklearn.neighbors import NearestNeighbors
+
+    lle = LocallyLinearEmbedding(n_neighbors=7).fit(roll * 1e3)  # rescaled inside the fit
+    dist, ind = lle.nbrs_.kneighbors(roll[:5] * 1e3 + 1.0)
+    ref_dist, ref_ind = NearestNeighbors(n_neighbors=7).fit(roll * 1e3).kneighbors(roll[:5] * 1e3 + 1.0)
+    assert lle.nbrs_.n_neighbors == 7
+    np.testing.assert_array_equal(ind, ref_ind)
+    np.testing.assert_allclose(dist, ref_dist, rtol=1e-5)

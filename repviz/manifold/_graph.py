@@ -106,13 +106,15 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
     if metric == "precomputed" and sp.issparse(X):
         raise RuntimeError(f"The precomputed neighbour graph of {owner} has {n_comp} connected components; the "
                            f"distances that would join them are not in a sparse graph. Build it with more "
-                           f"neighbours, or pass the dense distance matrix.")
+                           f"neighbours (until the number of connected components is 1), or pass the dense "
+                           f"distance matrix.")
     if not connect:
         raise ValueError(f"The neighbourhood graph of {owner} has {n_comp} connected components. Increase "
                          f"{hint}, or pass connect=True to join them by their shortest bridging edges.")
     warnings.warn(f"The neighbourhood graph of {owner} has {n_comp} connected components; joining them by "
                   f"their {n_comp - 1} shortest bridging edges (Borůvka's rule). Increase {hint} if the "
-                  f"components should be connected by the data itself.", stacklevel=stacklevel)
+                  f"components should be connected by the data itself (the number of connected components of "
+                  f"its graph is then 1).", stacklevel=stacklevel)
     n = X.shape[0]
     sq = None
     if metric in GRAM_METRICS and not sp.issparse(X):

@@ -31,9 +31,10 @@ from .._validation import (
     check_n_features,
     rescaled,
 )
-from ..neighbors import KNN_METHODS, METRIC_RULES, block_rows, check_data, distances, kneighbors, resolve_metric
+from ..neighbors import KNN_METHODS, METRIC_RULES, check_data, resolve_metric
 from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, fix_signs
+from ._fitted_neighbors import FittedNeighbors
 from ._graph import neighbour_graph
 from .mds import double_centre, torgerson
 
@@ -247,6 +248,9 @@ class Isomap(Estimator):
     n_connected_components_ : int
         Components of the graph before connecting.
     landmarks_ : int ndarray (n_landmarks,) or None
+    nbrs_ : FittedNeighbors
+        The neighbour search over the fitted points (scikit-learn's ``NearestNeighbors`` interface:
+        ``n_neighbors``, ``radius``, ``kneighbors``, ``kneighbors_graph``, ``radius_neighbors_graph``).
 
     Examples
     --------
@@ -353,7 +357,8 @@ class Isomap(Estimator):
         self.n_features_in_ = X.shape[1]
         # what transform needs, in the units of X: mean squared geodesic per reference point, projection
         self._mean_sq, self._proj = mean_sq * scale**2, proj * signs / scale
-        self._fit_X, self._scale, self._metric = X, scale, (metric, params)
+        self.nbrs_ = FittedNeighbors(X, n_neighbors=self.n_neighbors, radius=self.radius, metric=metric,
+                                     metric_params=params, scale=scale)
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -363,18 +368,15 @@ class Isomap(Estimator):
         or with ``metric="precomputed"`` the (m, n_samples) distances to the fitted points (dense or a sparse
         graph). Time O(m n (d + k)), memory O(m n)."""
         self._check_fitted()
-        metric, params = self._metric
         Q = check_data(X, "Isomap", dtype=np.float32)
-        if metric == "precomputed":
-            if Q.shape[1] != self._fit_X.shape[0]:
-                raise ValueError(f"With metric='precomputed', Isomap.transform expects distances to the "
-                                 f"{self._fit_X.shape[0]} fitted points (shape (n_queries, "
-                                 f"{self._fit_X.shape[0]})); got shape {Q.shape}.")
+        n = self.nbrs_.n_samples_fit_
+        if self.nbrs_.metric == "precomputed":
+            if Q.shape[1] != n:
+                raise ValueError(f"With metric='precomputed', Isomap.transform expects distances to the {n} fitted "
+                                 f"points (shape (n_queries, {n})); got shape {Q.shape}.")
         else:
             check_n_features(self, Q)
-        Q = Q / np.float32(self._scale) if self._scale != 1.0 else Q
-        graph = self._query_graph(Q, metric, params)
-        graph.data *= self._scale
+        graph = self._query_graph(Q)
         DT = self.dist_matrix_ if self.landmarks_ is None else np.ascontiguousarray(self.dist_matrix_.T)
         g = np.empty((Q.shape[0], DT.shape[1]))
         _through_neighbours(graph.indptr.astype(np.int64), graph.indices.astype(np.int64),
@@ -383,27 +385,11 @@ class Isomap(Estimator):
         g -= self._mean_sq
         return (-0.5 * g @ self._proj).astype(np.float32)
 
-    def _query_graph(self, Q, metric, params) -> sp.csr_matrix:
+    def _query_graph(self, Q) -> sp.csr_matrix:
         """CSR (queries × fitted points) of the distances to each query's neighbours (kNN, or within radius)."""
-        n = self._fit_X.shape[0]
         if self.n_neighbors is not None:
-            ind, dist = kneighbors(Q, self._fit_X, self.n_neighbors, metric=metric, metric_params=params)
-            k = ind.shape[1]
-            return sp.csr_matrix((dist.ravel(), ind.ravel(), np.arange(0, ind.size + 1, k)), shape=(Q.shape[0], n))
-        radius = self.radius / self._scale
-        blocks = []
-        for s in range(0, Q.shape[0], block_rows(n, 64 << 20)):
-            rows = Q[s:s + block_rows(n, 64 << 20)]
-            if metric == "precomputed" and sp.issparse(rows):
-                C = rows.tocoo()
-                keep = C.data <= radius  # stored entries only: the graph's candidate edges
-                r, c, d = C.row[keep], C.col[keep], C.data[keep]
-            else:
-                D = rows if metric == "precomputed" else distances(rows, self._fit_X, metric, params)
-                r, c = np.nonzero(D <= radius)
-                d = D[r, c]
-            blocks.append(sp.csr_matrix((d, (r, c)), shape=(rows.shape[0], n)))  # explicit zeros are kept
-        graph = sp.vstack(blocks).tocsr()
+            return self.nbrs_.kneighbors_graph(Q, mode="distance")
+        graph = self.nbrs_.radius_neighbors_graph(Q, mode="distance")
         lonely = np.flatnonzero(np.diff(graph.indptr) == 0)
         if lonely.size:
             raise ValueError(f"{lonely.size} new point(s) (the first: row {lonely[0]}) have no fitted point within "

@@ -27,9 +27,10 @@ from .._validation import (
     check_n_neighbors,
     rescaled,
 )
-from ..neighbors import KNN_METHODS, kneighbors
+from ..neighbors import KNN_METHODS
 from ._base import Estimator
 from ._eigen import SOLVERS, eigsolve
+from ._fitted_neighbors import FittedNeighbors
 from ._graph import neighbour_graph
 
 
@@ -234,6 +235,9 @@ class LocallyLinearEmbedding(Estimator):
         Columns signed so their largest-magnitude entry is positive.
     reconstruction_error_ : float
         Sum of the eigenvalues of M kept (the alignment cost of the embedding).
+    nbrs_ : FittedNeighbors
+        The neighbour search over the fitted points (scikit-learn's ``NearestNeighbors`` interface), which
+        ``transform`` uses.
 
     Examples
     --------
@@ -299,6 +303,8 @@ class LocallyLinearEmbedding(Estimator):
         self.reconstruction_error_ = float(w[1:].sum())
         self.n_features_in_ = X.shape[1]
         self._fit_X, self._scale = X, scale
+        self.nbrs_ = FittedNeighbors(X, n_neighbors=k, radius=None, metric=self.metric, metric_params=None,
+                                     scale=scale)
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -308,8 +314,8 @@ class LocallyLinearEmbedding(Estimator):
         self._check_fitted()
         Q = check_array(X, "LocallyLinearEmbedding")
         check_n_features(self, Q)
+        ind = self.nbrs_.kneighbors(Q, return_distance=False)
         Q = Q / Q.dtype.type(self._scale) if self._scale != 1.0 else Q
-        ind = kneighbors(Q, self._fit_X, self.n_neighbors, metric=self.metric)[0]
         weights = _barycentric_weights(Q.astype(np.float64), self._fit_X.astype(np.float64), ind, self.reg)
         return np.einsum("ik,ikc->ic", weights, self.embedding_[ind].astype(np.float64)).astype(np.float32)
 
