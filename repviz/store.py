@@ -166,6 +166,53 @@ def save_array(path: str | os.PathLike, array: np.ndarray) -> None:
         np.lib.format.write_array(f, array, allow_pickle=False)
 
 
+class ArrayBlocks:
+    """An ``.npy`` array written in blocks of rows, in order, to a temporary file beside ``path``, so that it never
+    exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum` and
+    non-finite count are kept as the blocks go. :meth:`RunWriter.write_activation` and
+    :meth:`RunWriter.write_prediction` take it in place of an array and rename it into place
+    (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
+
+    def __init__(self, path: Path, shape: tuple[int, ...], dtype: np.dtype | str):
+        self.path, self.shape, self.dtype = path, tuple(int(s) for s in shape), np.dtype(dtype)
+        self.rows, self.crc, self.nonfinite = 0, 0, 0
+        fd, self._tmp = _temp_beside(path)
+        self._file = os.fdopen(fd, "wb")
+        np.lib.format.write_array_header_1_0(self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                                                          "fortran_order": False, "shape": self.shape})
+
+    def write(self, block: np.ndarray) -> None:
+        """Append the next rows (converted to the array's dtype)."""
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        if block.shape[1:] != self.shape[1:] or self.rows + len(block) > self.shape[0]:
+            raise ValueError(f"a block of shape {block.shape} does not continue an array of shape {self.shape} "
+                             f"after its first {self.rows} rows")
+        self.crc = zlib.crc32(block.data, self.crc)
+        if self.dtype.kind == "f":
+            self.nonfinite += int(block.size - np.count_nonzero(np.isfinite(block)))
+        try:
+            self._file.write(memoryview(block).cast("B"))
+        except OSError as e:
+            raise _disk_full(self.path, e) or e from e
+        self.rows += len(block)
+
+    def commit(self) -> None:
+        """Rename the complete array into place."""
+        if self.rows != self.shape[0]:
+            raise ValueError(f"{self.path}: {self.rows} of {self.shape[0]} rows written; write them all first")
+        try:
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except OSError as e:
+            self.abandon()
+            raise _disk_full(self.path, e) or e from e
+
+    def abandon(self) -> None:
+        """Delete the temporary file (nothing stored); a no-op once committed."""
+        self._file.close()
+        self._tmp.unlink(missing_ok=True)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Containment: every file a reader opens lies inside its run (or its results directory, or the log directory)
 # --------------------------------------------------------------------------------------------------------------
@@ -660,8 +707,19 @@ class RunWriter:
         ``rows`` (positions into the probe, increasing) stores a snapshot of that subset of the probe only; see
         :meth:`Run.rows`.
         """
-        rel = f"activations/{path_key(layer)}/{int(step)}.npy"
-        return self._write("activation", rel, array, rows=rows, layer=layer, step=int(step), **info)
+        return self._write("activation", _activation_file(layer, step), array, rows=rows, layer=layer,
+                           step=int(step), **info)
+
+    def activation_blocks(self, layer: str, step: int, shape: tuple[int, ...], dtype) -> ArrayBlocks:
+        """An array to fill block by block, then pass to :meth:`write_activation` (same layer and step)."""
+        return ArrayBlocks(_check_writable_inside(self.root / _activation_file(layer, step), self._own), shape,
+                           dtype)
+
+    def prediction_blocks(self, step: int, shape: tuple[int, ...], *, output: str | None = None,
+                          primary: bool = True) -> ArrayBlocks:
+        """An array to fill block by block, then pass to :meth:`write_prediction` (same arguments)."""
+        rel = _prediction_target(step, output, primary)[1]
+        return ArrayBlocks(_check_writable_inside(self.root / rel, self._own), shape, np.float32)
 
     def write_prediction(self, step: int, array: np.ndarray, *, output: str | None = None, primary: bool = True,
                          rows: np.ndarray | None = None, **info: Any) -> dict:
@@ -674,14 +732,23 @@ class RunWriter:
         kind, rel, fields = _prediction_target(step, output, primary)
         return self._write(kind, rel, array, rows=rows, **fields, **info)
 
-    def _write(self, kind: str, rel: str, array: np.ndarray, rows: np.ndarray | None = None, **fields: Any) -> dict:
-        array = np.asarray(array)
+    def _write(self, kind: str, rel: str, array: np.ndarray | ArrayBlocks, rows: np.ndarray | None = None,
+               **fields: Any) -> dict:
+        if not isinstance(array, ArrayBlocks):
+            array = np.asarray(array)
         if rows is not None:
-            fields["rows"] = self._write_rows(rows, len(array))
-        save_array(_check_writable_inside(self.root / rel, self._own), array)
-        nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
+            fields["rows"] = self._write_rows(rows, array.shape[0])
+        if isinstance(array, ArrayBlocks):
+            if array.path != self.root / rel:
+                raise ValueError(f"blocks opened for {array.path} cannot be stored as {self.root / rel}")
+            array.commit()
+            crc, nonfinite = f"{array.crc & 0xFFFFFFFF:08x}", array.nonfinite
+        else:
+            save_array(_check_writable_inside(self.root / rel, self._own), array)
+            crc = checksum(array)
+            nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
-                  "crc32": checksum(array), "nonfinite": nonfinite, "time": time.time(), **fields}
+                  "crc32": crc, "nonfinite": nonfinite, "time": time.time(), **fields}
         append_record(self.root / _RECORDS, record, self._own)
         return record
 
@@ -698,6 +765,10 @@ class RunWriter:
         if not path.exists():
             save_array(path, rows)
         return rel
+
+
+def _activation_file(layer: str, step: int) -> str:
+    return f"activations/{path_key(layer)}/{int(step)}.npy"
 
 
 def _prediction_target(step: int, output: str | None, primary: bool) -> tuple[str, str, dict]:
