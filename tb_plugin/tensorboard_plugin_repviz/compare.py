@@ -19,6 +19,7 @@ import numpy as np
 from repviz.density import density_contours
 from repviz.neighbourhood import graph_method, nearest_to, neighborhood_change, neighbour_graph
 from repviz.store import NotFoundError, Run
+from repviz.subsets import common_rows
 
 from .catalog import Catalog
 from .data import BadRequest, coords_impl, known_key, known_layer, known_step, label_codes
@@ -52,15 +53,19 @@ def _check_k(k: int, bound: int, n: int) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 def knn_impl(catalog: Catalog, run_name: str, layer: str, step: int, index: int, k: int) -> dict:
-    """The ``k`` nearest probe points of point ``index`` (probe order) in the stored activations, nearest first
-    (ties by index), without the point itself: exact, from the point's distances to all others."""
-    _, X = _representation(catalog, run_name, layer, step)
-    n = len(X)
+    """The ``k`` nearest probe points of probe point ``index`` in the stored activations, nearest first (ties by
+    position), without the point itself: exact, from the point's distances to all others. Indices are positions
+    in the probe; a snapshot of a probe subset answers for, and with, the points it holds."""
+    run, X = _representation(catalog, run_name, layer, step)
+    rows, n = run.rows(layer, step), len(run.probe)
     if not 0 <= index < n:
         raise BadRequest(f"index must be in [0, {n}); got {index}")
-    _check_k(k, MAX_KNN, n)
-    order, distances = nearest_to(X, index, k)
-    return {"index": index, "k": k, "neighbors": order.tolist(), "distances": distances.tolist()}
+    row = int(np.searchsorted(rows, index))
+    if row >= len(rows) or rows[row] != index:
+        raise BadRequest(f"index must be one of the {len(rows)} probe points of this snapshot; got {index}")
+    _check_k(k, MAX_KNN, len(X))
+    order, distances = nearest_to(X, row, k)
+    return {"index": index, "k": k, "neighbors": rows[order].tolist(), "distances": distances.tolist()}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -72,12 +77,16 @@ def graph_variant(n: int, k: int) -> str:
     return f"k{k}-{graph_method(n)}"
 
 
-def compute_graph(run: Run, layer: str, step: int, k: int) -> np.ndarray:
+def compute_graph(run: Run, layer: str, step: int, k: int, where: np.ndarray | None = None) -> np.ndarray:
     """The k-NN graph (n, k) int32 of the stored activations, cached in the store (worker side: imports numba).
 
-    A log directory that cannot be written (and no ``--repviz_out``) still gets its answer, uncached.
+    ``where`` (rows of the snapshot) restricts it to those rows (the points two snapshots of different probe
+    subsets share): that graph, indices into ``where``, is not cached. A log directory that cannot be written
+    (and no ``--repviz_out``) still gets its answer, uncached.
     """
     X = run.activations(layer, step)
+    if where is not None:
+        return neighbour_graph(np.asarray(X[where]), k, random_state=0)
     variant = graph_variant(len(X), k)
     indices = neighbour_graph(X, k, random_state=0)
     try:
@@ -88,11 +97,14 @@ def compute_graph(run: Run, layer: str, step: int, k: int) -> np.ndarray:
 
 
 def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], second: tuple[str, str, int], k: int,
-                             compute: Callable[[list[tuple[Run, str, int]], int], list[np.ndarray]]) -> np.ndarray:
-    """Neighbourhood change (n,) float32 between two representations, each given as (run, layer, step).
+                             compute: Callable[[list[tuple], int], list[np.ndarray]]) -> np.ndarray:
+    """Neighbourhood change (n,) float32 between two representations, each given as (run, layer, step), one value
+    per row of the first (its probe subset's order).
 
-    ``compute(representations, k)`` returns the graphs of those given as (run, layer, step) that are not cached
-    yet (the plugin passes one that runs :func:`compute_graph` in worker processes, side by side).
+    ``compute(representations, k)`` returns the graphs of those given as (run, layer, step) or, restricted to some
+    of their rows, (run, layer, step, rows) that are not cached yet (the plugin passes one that runs
+    :func:`compute_graph` in worker processes, side by side). Snapshots of different probe subsets are compared
+    on the points they share (k-NN graphs among those points only); the first's other points get NaN.
     """
     (run_a, X_a), (run_b, _) = (_representation(catalog, *first), _representation(catalog, *second))
     if run_a is not run_b and not np.array_equal(np.asarray(run_a.probe.ids), np.asarray(run_b.probe.ids)):
@@ -104,12 +116,27 @@ def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], seco
         if run.record(layer, step).get("nonfinite"):
             raise BadRequest(f"layer {layer!r} of run {run.name!r} has non-finite activations at step {step}; its "
                              f"neighbourhoods are undefined")
+    rows = [run.rows(layer, step) for run, layer, step in pair]
+    if not np.array_equal(rows[0], rows[1]):
+        return _subset_change(pair, rows, k, compute)
     graphs = [run.neighbor_graph(layer, step, graph_variant(len(X_a), k)) for run, layer, step in pair]
     missing = [rep for rep, graph in zip(pair, graphs) if graph is None]
     computed = iter(compute(list(dict.fromkeys(missing)), k) if missing else [])
     new = {rep: next(computed) for rep in dict.fromkeys(missing)}
     graphs = [graph if graph is not None else new[rep] for rep, graph in zip(pair, graphs)]
     return neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
+
+
+def _subset_change(pair: list[tuple[Run, str, int]], rows: list[np.ndarray], k: int,
+                   compute: Callable[[list[tuple], int], list[np.ndarray]]) -> np.ndarray:
+    """Neighbourhood change of two snapshots of different probe subsets on the points they share (NaN for the
+    first's other rows); the graphs among those points are computed each time (not cached)."""
+    common, where = common_rows(rows)
+    _check_k(k, MAX_CHANGE_K, len(common))
+    graphs = compute([(*rep, w) for rep, w in zip(pair, where)], k)
+    out = np.full(len(rows[0]), np.nan, dtype="<f4")
+    out[where[0]] = neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -129,17 +156,24 @@ def check_indices(indices, n: int) -> np.ndarray:
 
 
 def trails_impl(catalog: Catalog, run_name: str, layer: str, key: str, indices) -> tuple[np.ndarray, list[int]]:
-    """The 2-D coordinates (n_steps, m, 2) float32 of points ``indices`` in embedding ``key`` of ``layer`` at every
-    stored step, in step order, and the steps."""
+    """The 2-D coordinates (n_steps, m, 2) float32 of probe points ``indices`` (positions in the probe) in
+    embedding ``key`` of ``layer`` at every stored step, in step order, and the steps; NaN at a step whose
+    snapshot of a probe subset does not hold the point."""
     run = catalog.run(run_name)
     steps = run.embedding_steps(known_key(run, key), known_layer(run, layer))
     if not steps:
         raise NotFoundError(f"embedding {key!r} of run {run_name!r} has no snapshots of layer {layer!r}")
-    rows = check_indices(indices, len(run.read_embedding(key, layer, steps[0])))
-    out = np.zeros((len(steps), len(rows), 2), dtype="<f4")
+    points = check_indices(indices, len(run.probe))
+    out = np.full((len(steps), len(points), 2), np.nan, dtype="<f4")
     for i, step in enumerate(steps):
         Y = run.read_embedding(key, layer, step)
-        out[i, :, :min(2, Y.shape[1])] = Y[rows, :2]
+        rows = run.rows(layer, step)
+        if not len(rows):
+            continue
+        at = np.minimum(np.searchsorted(rows, points), len(rows) - 1)
+        held = rows[at] == points
+        out[i, held] = 0.0
+        out[i, held, :min(2, Y.shape[1])] = Y[at[held], :2]
     return out, steps
 
 
@@ -161,7 +195,7 @@ def density_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: st
     cached = run.density(key, layer, step, variant)
     if cached is not None:
         return cached
-    classes = label_codes(run.probe.labels, len(Y))[0] if by == "class" else None
+    classes = label_codes(run.probe.labels, len(run.probe))[0][run.rows(layer, step)] if by == "class" else None
     out = density_contours(Y, classes, levels)
     try:
         run.write_density(key, layer, step, variant, out)

@@ -167,6 +167,7 @@ def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str |
     record = run.record(layer, step)
     out = {"layer": {"name": layer, **info},
            "record": {k: record.get(k) for k in ("shape", "dtype", "nonfinite", "epoch", "batch", "step")},
+           "points": {"n": int(record["shape"][0]), "of": len(run.probe), "subset": "rows" in record},
            "embedding": None}
     if key is not None:
         known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
@@ -215,6 +216,25 @@ def coords_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
     return out
 
 
+def rows_impl(catalog: Catalog, run_name: str, layer: str, step: int) -> np.ndarray:
+    """Positions into the probe (int32) of the rows of ``layer`` at ``step``: of its activations and of every
+    embedding of it (row i of the coords route is probe point ``rows[i]``); all of them, in order, unless the
+    snapshot holds a subset of the probe."""
+    run = catalog.run(run_name)
+    known_step(step, run.steps(known_layer(run, layer)), f"layer {layer!r} of run {run_name!r}")
+    return np.asarray(run.rows(layer, step), dtype="<i4")
+
+
+def in_probe_order(values: np.ndarray, rows: np.ndarray, n: int, fill: float) -> np.ndarray:
+    """``values`` of the rows at probe positions ``rows`` spread over all ``n`` probe points, ``fill`` elsewhere
+    (the same array when the rows are the whole probe)."""
+    if len(rows) == n:
+        return values
+    out = np.full((n, *values.shape[1:]), fill, dtype=values.dtype)
+    out[rows] = values
+    return out
+
+
 def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
     """Class codes of the probe points, int32 (-1: none)."""
     probe = catalog.run(run_name).probe
@@ -222,14 +242,18 @@ def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
 
 
 def predictions_impl(catalog: Catalog, run_name: str, step: int) -> np.ndarray:
-    """Predicted class then confidence of every probe point at ``step``: float32 of length 2n."""
+    """Predicted class then confidence of every probe point at ``step``: float32 of length 2n (class -1 and
+    confidence NaN for the points a snapshot of a probe subset did not predict)."""
     run = catalog.run(run_name)
     known_step(step, run.prediction_steps(), f"the predictions of run {run_name!r}")
     probe = run.probe
-    codes, names = label_codes(probe.labels, len(probe))
+    n = len(probe)
+    codes, names = label_codes(probe.labels, n)
     n_classes = len(names) if names is not None else int(codes.max()) + 1 if len(codes) else 0
     classes, confidence = predicted_classes(np.asarray(run.predictions(step)), binary=n_classes == 2)
-    return np.concatenate([classes, confidence]).astype("<f4")
+    rows = run.prediction_rows(step)
+    return np.concatenate([in_probe_order(classes, rows, n, -1.0),
+                           in_probe_order(confidence, rows, n, np.nan)]).astype("<f4")
 
 
 def ids_impl(catalog: Catalog, run_name: str) -> np.ndarray:

@@ -3,7 +3,8 @@
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
 JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``similarity`` (404 while not computed),
 ``POST compute``, ``POST compute_meta``, ``POST compute_similarity``;
-binary ``coords``, ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
+binary ``coords``, ``rows`` (the probe positions of a snapshot's rows: it may hold a subset of the probe),
+``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
 the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 403, 404, 405, 413, 415,
 429, 500 or 503, never a traceback page.
 
@@ -290,6 +291,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
             "/labels": _app(self._serve_labels, GET),
             "/predictions": _app(self._serve_predictions, GET),
             "/ids": _app(self._serve_ids, GET),
+            "/rows": _app(self._serve_rows, GET),
             "/thumbnails": _app(self._serve_thumbnails, GET),
             "/metadata": _app(metadata.handler(self.catalog, _arg), GET),
             "/static/*": _app(self._serve_static, GET),
@@ -380,9 +382,9 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     def _graphs(self, representations: list, k: int) -> list[np.ndarray]:
         """k-NN graphs computed side by side in the job manager's worker processes (a graph asked for by
-        concurrent requests is computed once)."""
-        return self.jobs.calls([(("graph", run.name, layer, step, k), compare.compute_graph, (run, layer, step, k))
-                                for run, layer, step in representations])
+        concurrent requests is computed once); a representation may name the rows it is restricted to."""
+        return self.jobs.calls([(("graph", run.name, layer, step, k, *map(data.etag, where)), compare.compute_graph,
+                                 (run, layer, step, k, *where)) for run, layer, step, *where in representations])
 
     def _serve_trails(self, request, body):
         if not all(isinstance(body.get(k), str) for k in ("run", "layer", "key")):
@@ -404,6 +406,10 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     def _serve_ids(self, request):
         return _binary(request, data.ids_impl(self.catalog, _arg(request, "run")))
+
+    def _serve_rows(self, request):
+        return _binary(request, data.rows_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                               _int_arg(request, "step")))
 
     def _serve_thumbnails(self, request):
         return _binary(request, data.thumbnails_impl(self.catalog, _arg(request, "run"),
