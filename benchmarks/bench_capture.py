@@ -2,7 +2,7 @@
 
     python benchmarks/bench_capture.py [--mnist PATH] [--epochs 3] [--probe 2000] [--models mlp,cnn]
                                        [--modes "every epoch,every 50 batches,every 50 batches paired"]
-                                       [--repeats 3] [--rows 60000]
+                                       [--repeats 3] [--rows 60000] [--backend tensorflow,jax,torch]
 
 An MLP (784-256-128-10) and a small CNN (conv16-pool-conv32-pool-dense128-dense10) train on the 60,000 MNIST
 training digits, each fit in its own process: a plain fit, a fit capturing every epoch (the default layers,
@@ -20,11 +20,18 @@ On a shared machine whole fits a minute apart can differ by more than the logger
 batches paired" (run by default) measures the same overhead within one fit: it captures every 100 batches and compares each
 50-batch window that starts with a snapshot (whose background write falls in it too) with the windows either
 side, which share the load of the moment; the set-up and final wait are added as their share of the plain fit.
+
+``--backend`` (comma-separated, default tensorflow) runs the same table on each Keras backend, each fit in a process
+with ``KERAS_BACKEND`` set, and ends with one line per backend and model: the overhead against the plain fit on the
+same backend (every epoch; every 50 batches, paired). A backend whose package is not installed is said so in one line
+and skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -40,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = {"plain": {}, "every epoch": {"freq": 1}, "every 50 batches": {"batch_freq": 50},
          "every 50 batches paired": {"batch_freq": 100}, "every epoch + tsne": {"freq": 1, "embed": "tsne"}}
 WINDOW = 50  # "paired": 50-batch windows, one with a snapshot at its start (every 100 batches), the next without
+BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # Keras backend -> the module it imports
 
 
 def build(name: str):
@@ -118,7 +126,9 @@ def worker(args) -> None:
     snapshot_bytes = sum(p.stat().st_size for d in ("activations", "predictions")
                          for p in Path(logdir).glob(f"run/plugins/repviz/{d}/**/*") if p.is_file())
     shutil.rmtree(logdir)
-    print(json.dumps({"wall": wall, "cpu": cpu, **spent, "disk": disk, "snapshot_bytes": snapshot_bytes,
+    versions = f"keras {keras.version()}, {keras.backend.backend()} " + importlib.import_module(
+        BACKENDS[keras.backend.backend()]).__version__
+    print(json.dumps({"versions": versions, "wall": wall, "cpu": cpu, **spent, "disk": disk, "snapshot_bytes": snapshot_bytes,
                       "rss": _peak_rss(), "rss_start": rss_start, "accuracy": history.history["accuracy"][-1]}))
 
 
@@ -170,8 +180,16 @@ def _status_bytes(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def run_one(model: str, mode: str, args) -> dict:
-    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
+def missing_backend(backend: str) -> str | None:
+    """Why ``backend`` cannot be measured here (its package is not installed), or None."""
+    if importlib.util.find_spec(BACKENDS[backend]) is None:
+        return f"{backend}: not measured, the {BACKENDS[backend]} package is not installed (pip install {backend})"
+    return None
+
+
+def run_one(model: str, mode: str, args, backend: str = "tensorflow") -> dict:
+    env = {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "",
            "OMP_NUM_THREADS": str(args.threads), "TF_NUM_INTRAOP_THREADS": str(args.threads),
            "TF_NUM_INTEROP_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, __file__, "--worker", "--model", model, "--mode", mode, "--mnist", args.mnist,
@@ -179,8 +197,49 @@ def run_one(model: str, mode: str, args) -> dict:
     load = os.getloadavg()[0]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode:
-        raise RuntimeError(f"{model}/{mode} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(f"{model}/{mode} on {backend} failed:\n{out.stderr[-3000:]}")
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "load": load}
+
+
+def report(model: str, modes: list[str], rounds: list[dict]) -> dict[str, float]:
+    """Print the rows of ``model``'s table from its ``rounds``; returns each mode's overhead against the plain fit
+    (the paired estimate for the paired mode)."""
+    overheads = {}
+    for mode in modes:
+        rs = [r[mode] for r in rounds]
+        wall = float(np.median([r["wall"] for r in rs]))
+        load = float(np.median([r["load"] for r in rs]))
+        rss = float(np.median([r["rss"] for r in rs]))
+        if mode == "plain":
+            base_rss = rss
+            print(f"{model:<5} {mode:<17} {wall:7.1f} {'-':>9} {'-':>5} {'-':>13} {'-':>6} {'-':>9} {'-':>7} {'-':>7} "
+                  f"{rss / 2**20:4.0f} MB {'-':>10} {load:5.2f}", flush=True)
+            continue
+        # vs plain: median over rounds of (fit with logger / the same round's plain fit) - 1
+        each = [r[mode]["wall"] / r["plain"]["wall"] - 1 for r in rounds]
+        vs = overheads[mode] = float(np.median(each))
+        snaps = len(rs[0]["snapshots"])
+        spent = float(np.median([r["setup"] + sum(r["snapshots"]) for r in rs]))
+        setup = float(np.median([r["setup"] for r in rs]))
+        steady = float(np.median([np.median(r["snapshots"][1:] or r["snapshots"]) for r in rs]))
+        per_disk = float(np.median([r["snapshot_bytes"] / max(len(r["snapshots"]), 1) for r in rs]))
+        writer = float(np.median([r["writer"] for r in rs]))
+        cpu = float(np.median([r[mode]["cpu"] / r["plain"]["cpu"] - 1 for r in rounds]))
+        print(f"{model:<5} {mode:<17} {wall:7.1f} {100 * vs:+8.1f}% {snaps:>5} "
+              f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s {100 * cpu:+6.1f}% "
+              f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
+        print(f"      vs plain in each round: {', '.join(f'{100 * v:+.1f}%' for v in each)}")
+        if mode.endswith("paired"):
+            pairs = [paired_overhead(r[mode]["windows"]) for r in rounds]
+            fixed = [r[mode]["setup"] / r["plain"]["wall"] for r in rounds]
+            total = overheads[mode] = float(np.median([p + f for p, f in zip(pairs, fixed)]))
+            print(f"      every {WINDOW} batches, paired: a {WINDOW}-batch window starting with a snapshot against "
+                  f"the windows either side, {', '.join(f'{100 * v:+.1f}%' for v in pairs)}; with the set-up "
+                  f"and final wait: {100 * total:+.1f}% (median)")
+        for r in rs:
+            if "embed_lag" in r:
+                print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
+    return overheads
 
 
 def main() -> None:
@@ -194,6 +253,8 @@ def main() -> None:
                    help=f"comma-separated capture modes besides the plain fit, from {list(MODES)[1:]}")
     p.add_argument("--repeats", type=int, default=3, help="rounds of alternating runs; medians are reported")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--backend", default="tensorflow",
+                   help=f"comma-separated Keras backends to measure, from {list(BACKENDS)}")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--mode", help=argparse.SUPPRESS)
@@ -204,49 +265,31 @@ def main() -> None:
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise SystemExit(f"unknown --modes {unknown}; choose from {list(MODES)[1:]}")
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    if any(b not in BACKENDS for b in backends):
+        raise SystemExit(f"unknown --backend {args.backend!r}; choose from {list(BACKENDS)}")
     print(f"MNIST {args.rows:,} train, batch 128, {args.epochs} epochs, probe {args.probe}, {args.threads} threads, "
           f"one process per run, median of {args.repeats} alternating runs")
-    head = (f"{'model':<5} {'capture':<17} {'fit s':>7} {'vs plain':>9} {'snap':>5} {'in logger':>13} "
-            f"{'fixed':>6} {'per snap':>9} {'writer':>7} {'cpu':>7} {'+RSS':>7} {'disk/snap':>10} {'load':>5}")
-    print(head + "\n" + "-" * len(head))
-    for model in args.models.split(","):
-        rounds = []
-        for _ in range(args.repeats):  # alternate the modes, so a burst of load hits them alike
-            rounds.append({mode: run_one(model, mode, args) for mode in modes})
-        for mode in modes:
-            rs = [r[mode] for r in rounds]
-            wall = float(np.median([r["wall"] for r in rs]))
-            load = float(np.median([r["load"] for r in rs]))
-            rss = float(np.median([r["rss"] for r in rs]))
-            if mode == "plain":
-                base_rss = rss
-                print(f"{model:<5} {mode:<17} {wall:7.1f} {'-':>9} {'-':>5} {'-':>13} {'-':>6} {'-':>9} {'-':>7} {'-':>7} "
-                      f"{rss / 2**20:4.0f} MB {'-':>10} {load:5.2f}", flush=True)
-                continue
-            # vs plain: median over rounds of (fit with logger / the same round's plain fit) - 1
-            each = [r[mode]["wall"] / r["plain"]["wall"] - 1 for r in rounds]
-            vs = float(np.median(each))
-            snaps = len(rs[0]["snapshots"])
-            spent = float(np.median([r["setup"] + sum(r["snapshots"]) for r in rs]))
-            setup = float(np.median([r["setup"] for r in rs]))
-            steady = float(np.median([np.median(r["snapshots"][1:] or r["snapshots"]) for r in rs]))
-            per_disk = float(np.median([r["snapshot_bytes"] / max(len(r["snapshots"]), 1) for r in rs]))
-            writer = float(np.median([r["writer"] for r in rs]))
-            cpu = float(np.median([r[mode]["cpu"] / r["plain"]["cpu"] - 1 for r in rounds]))
-            print(f"{model:<5} {mode:<17} {wall:7.1f} {100 * vs:+8.1f}% {snaps:>5} "
-                  f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s {100 * cpu:+6.1f}% "
-                  f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
-            print(f"      vs plain in each round: {', '.join(f'{100 * v:+.1f}%' for v in each)}")
-            if mode.endswith("paired"):
-                pairs = [paired_overhead(r[mode]["windows"]) for r in rounds]
-                fixed = [r[mode]["setup"] / r["plain"]["wall"] for r in rounds]
-                total = float(np.median([p + f for p, f in zip(pairs, fixed)]))
-                print(f"      every {WINDOW} batches, paired: a {WINDOW}-batch window starting with a snapshot against "
-                      f"the windows either side, {', '.join(f'{100 * v:+.1f}%' for v in pairs)}; with the set-up "
-                      f"and final wait: {100 * total:+.1f}% (median)")
-            for r in rs:
-                if "embed_lag" in r:
-                    print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
+    summary = []
+    for backend in backends:
+        why = missing_backend(backend)
+        if why:
+            print(why, flush=True)
+            continue
+        print(f"\nKERAS_BACKEND={backend}")
+        head = (f"{'model':<5} {'capture':<17} {'fit s':>7} {'vs plain':>9} {'snap':>5} {'in logger':>13} "
+                f"{'fixed':>6} {'per snap':>9} {'writer':>7} {'cpu':>7} {'+RSS':>7} {'disk/snap':>10} {'load':>5}")
+        print(head + "\n" + "-" * len(head))
+        for model in args.models.split(","):
+            rounds = []
+            for _ in range(args.repeats):  # alternate the modes, so a burst of load hits them alike
+                rounds.append({mode: run_one(model, mode, args, backend) for mode in modes})
+            print(f"({rounds[0]['plain']['versions']})")
+            summary.append((backend, model, report(model, modes, rounds)))
+    if len(summary) > 1:
+        print("\nper backend, against the plain fit on the same backend (medians):")
+        for backend, model, overheads in summary:
+            print(f"  {backend:<10} {model:<5} " + ", ".join(f"{mode} {100 * v:+.1f}%" for mode, v in overheads.items()))
     print("fit s: median fit wall time; vs plain: the fit's overhead against the plain fit of the same round "
           "(targets: every epoch <= 3%, every 50 batches on the CNN <= 10%); paired: the same overhead for every 50 batches measured within one fit, between neighbouring 50-batch windows (one fit captures every 100 batches), so that the machine's load changing between fits does not decide it; in logger: set-up, all snapshots and the final wait "
           "measured on the training thread, and its share of the fit; fixed: set-up and final wait; per snap: median snapshot after the first; writer: CPU time of the background "
