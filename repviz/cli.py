@@ -466,6 +466,41 @@ def _run_similarity(args) -> int:
     return 0
 
 
+def _add_place(sub) -> None:
+    p = sub.add_parser("place", help="place one run's probes into another run's stored layouts (a second probe "
+                                     "set, inputs logged later), marked as placed",
+                       description="Transform the probe points of run RUN into the stored layouts of run INTO at "
+                                   "every layer and snapshot both hold: t-SNE and UMAP place them against the "
+                                   "fixed layout, Isomap, LLE, PCA and the other methods with a transform refit "
+                                   "and rotate onto it. Stored as RUN's placed points (the tab draws them as "
+                                   "rings over INTO's layout), never as a layout of its own; placed points that "
+                                   "are up to date are not computed again. Exit status 1 if some could not be "
+                                   "placed.")
+    p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
+    p.add_argument("--run", required=True, help="the run whose probe points are placed")
+    p.add_argument("--into", required=True, help="the run whose layouts they are placed into")
+    p.add_argument("--method", default="tsne", help="the layouts' method or key (default: tsne)")
+    p.add_argument("--layers", help="comma-separated layers (default: every layer of the layouts)")
+    p.add_argument("--steps", help="comma-separated snapshot steps (default: every step both runs hold)")
+    _add_out(p)
+    p.set_defaults(func=_run_place)
+
+
+def _run_place(args) -> int:
+    from .placement import place_run
+
+    rows = place_run(open_logdir(args.logdir, args.out), args.run, args.into, args.method,
+                     layers=_split(args.layers, "--layers"), steps=_split_steps(args.steps, "--steps"))
+    print(f"{'layer':<20} {'step':>6}  {'status':<7} {'points':>6}  10-NN accuracy placed / layout")
+    for r in rows:
+        if r["status"] == "failed":
+            print(f"repviz place: skipped {r['layer']} step {r['step']}: {r['error']}", file=sys.stderr)
+            continue
+        accuracy = f"{r['knn_accuracy']:.3f} / {r['layout_knn_accuracy']:.3f}" if "knn_accuracy" in r else "-"
+        print(f"{r['layer']:<20} {r['step']:>6}  {r['status']:<7} {r['n']:>6}  {accuracy}")
+    return 1 if any(r["status"] == "failed" for r in rows) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="repviz", description="Look inside neural networks.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -476,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_similarity(sub)
     _add_metadata(sub)
+    _add_place(sub)
     return parser
 
 

@@ -228,3 +228,22 @@ def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int |
     if labels is not None:
         scores["knn_accuracy"] = _vote_accuracy(near_y, codes, queries, len(classes))
     return scores
+
+
+def placed_knn_accuracy(Y_fit, labels_fit, Y_new, labels_new, n_neighbors: int = 10) -> float:
+    """Accuracy of a majority vote of each placed point's ``n_neighbors`` nearest points of the layout ``Y_fit``
+    (labels ``labels_fit``) against its own label: :func:`knn_accuracy` for points that were not in the fit (ties
+    go to the smallest label)."""
+    Y_fit = check_array(Y_fit, "placed_knn_accuracy", dtype=FLOAT_DTYPES, name="Y_fit")
+    Y_new = check_array(Y_new, "placed_knn_accuracy", dtype=FLOAT_DTYPES, name="Y_new")
+    check_n_neighbors(n_neighbors, Y_fit.shape[0], "placed_knn_accuracy")
+    labels_fit, labels_new = np.asarray(labels_fit).ravel(), np.asarray(labels_new).ravel()
+    if len(labels_fit) != len(Y_fit) or len(labels_new) != len(Y_new):
+        raise ValueError(f"labels have {len(labels_fit)} and {len(labels_new)} entries for {len(Y_fit)} layout and "
+                         f"{len(Y_new)} placed points")
+    classes, codes = np.unique(np.concatenate([labels_fit, labels_new]), return_inverse=True)
+    fit_codes, new_codes = codes[:len(Y_fit)], codes[len(Y_fit):]
+    near = cKDTree(Y_fit).query(Y_new, n_neighbors)[1].reshape(len(Y_new), n_neighbors)
+    votes = np.zeros((len(Y_new), len(classes)), dtype=np.int64)
+    np.add.at(votes, (np.repeat(np.arange(len(Y_new)), n_neighbors), fit_codes[near].ravel()), 1)
+    return float(np.mean(votes.argmax(axis=1) == new_codes))

@@ -204,8 +204,64 @@ class UMAP(Estimator):
         return self
 
     def transform(self, X) -> np.ndarray:
-        """Place new points (m, n_features) into the fitted layout: umap-learn's ``transform`` (their fuzzy
-        memberships to their nearest fitted points, then only they are optimised), float32 (m, n_components)."""
+        """Place new points (m, n_features) into the fitted layout, which does not move (:func:`place`, umap-learn's
+        ``transform``), float32 (m, n_components). The layout is ``embedding_``: a fit started from an array lands
+        the new points where its returned coordinates are, not in umap-learn's rescaled copy of them."""
         self._check_fitted()
         X = check_array(X, "UMAP.transform")
-        return np.asarray(self.umap_.transform(X), dtype=np.float32)
+        return place(X, self.umap_._raw_data, self.embedding_, **self._placing_params(), n_neighbors=self.n_neighbors_)
+
+    def _placing_params(self) -> dict:
+        return {name: getattr(self, name) for name in _PLACING}
+
+
+#: The parameters of :class:`UMAP` that :func:`place` takes too.
+_PLACING = ("min_dist", "spread", "learning_rate", "negative_sample_rate", "repulsion_strength",
+            "local_connectivity", "n_epochs", "metric", "random_state")
+
+
+def place(X_new, X_fit, Y_fit, *, n_neighbors: int = 15, min_dist: float = 0.1, spread: float = 1.0,
+          learning_rate: float = 1.0, negative_sample_rate: int = 5, repulsion_strength: float = 1.0,
+          local_connectivity: float = 1.0, n_epochs: int | None = None, metric: str = "euclidean",
+          random_state=None) -> np.ndarray:
+    """Positions of the new points ``X_new`` in the fixed UMAP layout ``Y_fit`` of ``X_fit``, as umap-learn's
+    ``UMAP.transform`` computes them, from the arrays alone (a stored layout needs no fitted model): each new
+    point's fuzzy memberships to its ``n_neighbors`` nearest fitted points (:func:`repviz.neighbors.kneighbors`),
+    a start at their weighted mean, then n_epochs / 3 epochs (100 for ``n_epochs=None`` up to 10,000 new points,
+    else 30) of umap-learn's layout optimisation that move only the new points. The other parameters are
+    :class:`UMAP`'s, as the layout was fitted. Float32 (m, n_components)."""
+    import scipy.sparse as sp
+    from umap.layouts import optimize_layout_euclidean
+    from umap.umap_ import (
+        compute_membership_strengths,
+        find_ab_params,
+        init_graph_transform,
+        make_epochs_per_sample,
+        smooth_knn_dist,
+    )
+
+    X_fit, Y_fit = np.asarray(X_fit, dtype=np.float32), np.ascontiguousarray(Y_fit, dtype=np.float32)
+    X_new = check_array(X_new, "UMAP place")
+    if metric not in UMAP_METRICS:
+        raise ValueError(f"The 'metric' parameter of UMAP place must be one of {UMAP_METRICS}. Got {metric!r} "
+                         "instead.")
+    k = min(int(n_neighbors), len(X_fit))
+    idx, dist = kneighbors(X_new, X_fit, k, metric=metric)
+    dist = np.ascontiguousarray(dist, dtype=np.float32)
+    sigmas, rhos = smooth_knn_dist(dist, float(k), local_connectivity=max(0.0, float(local_connectivity) - 1.0))
+    rows, cols, vals, _ = compute_membership_strengths(idx.astype(np.int32), dist, sigmas, rhos, bipartite=True)
+    graph = sp.coo_matrix((vals, (rows, cols)), shape=(len(X_new), len(X_fit)))
+    csr = graph.tocsr()
+    csr.eliminate_zeros()
+    start = init_graph_transform(csr, Y_fit)
+    epochs = (100 if len(X_new) <= 10_000 else 30) if n_epochs is None else max(1, int(n_epochs // 3))
+    graph.data[graph.data < graph.data.max() / float(epochs)] = 0.0
+    graph.eliminate_zeros()
+    a, b = find_ab_params(float(spread), float(min_dist))
+    seed = 42 if random_state is None else int(rng_from(random_state).integers(2**31 - 1))
+    rng_state = np.random.RandomState(seed).randint(np.iinfo(np.int32).min, np.iinfo(np.int32).max, 3)
+    Y = optimize_layout_euclidean(np.ascontiguousarray(start, dtype=np.float32), Y_fit.copy(), graph.row, graph.col,
+                                  epochs, len(X_fit), make_epochs_per_sample(graph.data, epochs), a, b,
+                                  rng_state.astype(np.int64), float(repulsion_strength), float(learning_rate) / 4.0,
+                                  int(negative_sample_rate), parallel=random_state is None)
+    return np.asarray(Y, dtype=np.float32)

@@ -1,0 +1,136 @@
+"""Placing probes that were not in a layout's fit into it (repviz.placement, ``repviz place``)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from repviz.cli import main
+from repviz.methods import resolve
+from repviz.metrics import knn_accuracy, placed_knn_accuracy
+from repviz.pipeline import embed_logdir
+from repviz.placement import place_points, place_run
+from repviz.store import open_logdir
+
+METHODS = ["tsne", "isomap", "lle", "umap"]
+TURN = np.array([[np.cos(0.7), -np.sin(0.7)], [np.sin(0.7), np.cos(0.7)]])
+
+
+@pytest.fixture(scope="module")
+def layout(digits):
+    """``layout(method) -> (params, X_fit, Y_fit, y_fit, X_new, y_new)``: 1,000 digits fitted by the pipeline's
+    parameters of ``method``, the layout turned and moved as the pipeline's Procrustes alignment leaves a stored
+    one, and 300 held-out digits."""
+    X, y = digits
+    perm = np.random.default_rng(0).permutation(len(X))
+    fit, new = perm[:1000], perm[1000:1300]
+
+    @functools.cache
+    def make(method: str):
+        if method == "umap":
+            pytest.importorskip("umap")
+        params = resolve(method, {"n_neighbors": 30} if method == "lle" else None).params  # 1 component
+        params = {**params, "n_jobs": 1} if "n_jobs" in params else params
+        estimator = resolve(method).method.estimator_class()(**params)
+        Y = np.asarray(estimator.fit_transform(X[fit].astype(np.float32)), dtype=np.float64)
+        Y = (Y @ TURN + [5.0, -3.0]).astype(np.float32)
+        return params, X[fit], Y, y[fit], X[new], y[new]
+
+    return make
+
+
+def _radius(Y) -> float:
+    return float(np.sqrt(((Y - Y.mean(axis=0)) ** 2).sum(axis=1).mean()))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_placed_points_of_the_fit_land_at_their_fitted_position(layout, method):
+    params, X_fit, Y_fit, _, _, _ = layout(method)
+    placed = place_points(method, params, X_fit, Y_fit, X_fit[:200])
+    moved = np.linalg.norm(placed.coords - Y_fit[:200], axis=1)
+    print(method, "median moved / radius", np.median(moved) / _radius(Y_fit))
+    assert placed.coords.dtype == np.float32 and np.median(moved) < 0.03 * _radius(Y_fit)
+    if method in ("isomap", "lle"):  # refitted, turned onto the stored layout: the refit reproduced it
+        assert placed.how["refit_displacement"] < 1e-4
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_held_out_points_land_among_their_own_class(layout, method):
+    params, X_fit, Y_fit, y_fit, X_new, y_new = layout(method)
+    placed = place_points(method, params, X_fit, Y_fit, X_new).coords
+    fitted, held_out = knn_accuracy(Y_fit, y_fit), placed_knn_accuracy(Y_fit, y_fit, placed, y_new)
+    print(method, "10-NN accuracy: fitted", fitted, "placed", held_out)
+    assert held_out >= fitted - 0.05
+
+
+def test_placed_knn_accuracy_counts_the_vote_of_the_nearest_layout_points():
+    Y_fit = np.array([[0, 0], [0, 1], [1, 0], [10, 10], [10, 11], [11, 10]], dtype=np.float32)
+    labels = np.array(["a", "a", "a", "b", "b", "b"])
+    Y_new = np.array([[0.5, 0.5], [10.5, 10.5], [9, 9]], dtype=np.float32)
+    assert placed_knn_accuracy(Y_fit, labels, Y_new, ["a", "b", "a"], n_neighbors=3) == pytest.approx(2 / 3)
+
+
+def test_a_method_without_a_transform_is_refused_in_one_line(digits):
+    X = digits[0][:60].astype(np.float32)
+    with pytest.raises(ValueError, match=r"^method 'mds' has no rule for placing new points .*tsne") as e:
+        place_points("mds", {}, X, X[:, :2], X[:5])
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="the new points have 3 features and the layout's 64"):
+        place_points("tsne", {}, X, X[:, :2], X[:5, :3])
+
+
+@pytest.fixture()
+def two_probe_sets(tmp_path, cluster_run):
+    """A log directory with run "train" (120 probes of 4 clusters, t-SNE layouts of its steps 0-2) and run "test"
+    (60 other probes of the same clusters, same model and layers), placed into it."""
+    cluster_run(tmp_path / "logs" / "train", layers=("a",), steps=range(3), n=120, seed=0)
+    cluster_run(tmp_path / "logs" / "test", layers=("a",), steps=range(3), n=60, seed=0)
+    embed_logdir(tmp_path / "logs", ["tsne"], runs=["train"], progress=False)
+    return tmp_path / "logs"
+
+
+def test_place_run_stores_placed_points_apart_from_fitted_layouts(two_probe_sets):
+    rows = place_run(two_probe_sets, "test", into="train", method="tsne")
+    assert [(r["layer"], r["step"], r["status"], r["n"]) for r in rows] == [("a", s, "placed", 60) for s in range(3)]
+    assert all(r["knn_accuracy"] >= r["layout_knn_accuracy"] - 0.05 for r in rows)
+    log = open_logdir(two_probe_sets)
+    test, train = log.run("test"), log.run("train")
+    key = train.embedding_key("tsne")
+    coords, info = test.placed("train", key, "a", 2)
+    assert coords.shape == (60, 2) and info["placed_into"] == {"run": "train", "key": key, "method": "tsne",
+                                                                "layer": "a", "step": 2}
+    assert test.embedding_keys() == []  # never a fitted layout of its own
+    # each placed point lies among the layout's points of its cluster
+    Y = np.asarray(train.read_embedding(key, "a", 2))
+    means = np.stack([Y[np.arange(120) % 4 == c].mean(axis=0) for c in range(4)])
+    nearest = np.argmin(((coords[:, None, :] - means[None]) ** 2).sum(axis=2), axis=1)
+    assert np.mean(nearest == np.arange(60) % 4) > 0.95
+
+
+def test_placing_again_computes_only_what_a_new_layout_made_stale(two_probe_sets):
+    place_run(two_probe_sets, "test", into="train")
+    assert {r["status"] for r in place_run(two_probe_sets, "test", into="train")} == {"cached"}
+    train = open_logdir(two_probe_sets).run("train")
+    key = train.embedding_key("tsne")
+    moved = np.asarray(train.read_embedding(key, "a", 1)) + 1.0  # the layout of step 1 computed anew
+    train.write_embedding(key, "a", 1, moved, train.embedding_info(key, "a", 1))
+    assert [r["status"] for r in place_run(two_probe_sets, "test", into="train")] == ["cached", "placed", "cached"]
+
+
+def test_place_refuses_what_it_cannot_place(two_probe_sets):
+    with pytest.raises(ValueError, match="placed into another run's layout"):
+        place_run(two_probe_sets, "train", into="train")
+    with pytest.raises(LookupError, match="holds no snapshot at the steps of run 'train'"):
+        place_run(two_probe_sets, "test", into="train", steps=[7])
+    with pytest.raises(LookupError, match="run 'train' has no 'pca' embeddings"):
+        place_run(two_probe_sets, "test", into="train", method="pca")
+
+
+def test_repviz_place_prints_a_row_per_snapshot(two_probe_sets, capsys):
+    assert main(["place", str(two_probe_sets), "--run", "test", "--into", "train", "--steps", "0,2"]) == 0
+    out = capsys.readouterr().out
+    assert "placed" in out and out.count("\n") >= 3 and "10-NN" in out
+    assert main(["place", str(two_probe_sets), "--run", "test", "--into", "nope"]) == 2
+    assert "repviz place: error: " in capsys.readouterr().err
