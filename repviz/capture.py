@@ -6,9 +6,10 @@ temporarily wrapped to keep its outputs. Unlike a side model over ``layer.output
 subclassed models and of nested models, sees every call of a layer that is called twice, and every output of a
 multi-output layer. Each output is flattened per sample (globally pooled first on request) and, when wide, reduced
 by a seeded count sketch fixed for the run (:mod:`repviz._reduction`, a numba kernel over the batch's numpy view),
-then handed to a background thread that writes it through :mod:`repviz.store` while training goes on (at most two
-snapshots in flight, so memory does not grow with the number of snapshots). That thread also reduces the last
-probe batch of each snapshot, so the training thread waits only for the forward passes and the other batches.
+and written to the snapshot's files batch by batch (:class:`repviz.store.ArrayBlocks`: no snapshot is ever held
+whole in memory, whatever the probe's size). A background thread reduces and writes the last probe batch of each
+snapshot and stores the snapshot while training goes on, so the training thread waits only for the forward passes
+and the other batches.
 
 This is the only Keras-aware module of repviz.
 """
@@ -38,6 +39,7 @@ from ._validation import INTEGER, NONE, Interval, Rule, check_option, check_para
 from .chief import ChiefOnly
 from .datasets import thumbnails
 from .metadata import columns_from
+from .subsets import stratified_subset
 
 _SKETCH_KERNEL = _reduction.load_sketch_kernel()  # while the script goes on to load data and build its model
 
@@ -158,9 +160,18 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
         capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both. Each
-        snapshot runs the whole probe set through the model, so a fine schedule costs in proportion to the
-        probe's size: the logger times its snapshots against the training between them and warns once when
-        they take more than a tenth of it.
+        snapshot runs the probe set through the model, so a fine schedule costs in proportion to the probe's
+        size (``batch_probe`` records fewer points at batch snapshots): the logger times its snapshots against
+        the training between them and warns once when they take more than a tenth of it.
+    batch_probe : int or array of int, default=None
+        With ``batch_freq``: the batch snapshots record only this many probe points (a subset drawn once with
+        ``seed``, each class in proportion to its count when the probe has class labels), or the probe positions
+        given; the snapshot each fit starts from records the whole probe. Only the subset runs through the model
+        at batch snapshots, which is what makes a fine schedule with a large probe affordable. The stored
+        snapshots say which points they hold (:meth:`repviz.store.Run.rows`); embeddings, alignment and
+        comparisons use the points snapshots share. The manifest's ``batch_probe`` records the choice
+        (``n``, ``seed``, ``by``). A size not below the probe's records the whole probe (with a warning when
+        larger).
     probe_ids : array of int, default=None
         Stable ids of the probe rows (e.g. their indices in the test set), used to match probes across runs;
         default ``0..n-1``.
@@ -248,7 +259,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                  dtype: str = "float32", max_width: int | None = None, projection_dim: int = 256,
                  pooling: str | dict | None = None, batch_size: int | None = None, seed: int = 0,
                  prediction_output: str | None = None, embed: str | Sequence[str] | None = None, model=None,
-                 forward: Callable | None = None, metadata: Any = None):
+                 forward: Callable | None = None, metadata: Any = None,
+                 batch_probe: int | Sequence[int] | np.ndarray | None = None):
         super().__init__()
         self.log_dir = log_dir
         check_param(probe_size, [_POSITIVE, NONE], "probe_size", "ActivationLogger")
@@ -283,6 +295,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self.prediction_output = check_param(prediction_output, [_STRING, NONE], "prediction_output",
                                              "ActivationLogger")
         self.embed = _check_embed(embed)
+        self._subset, self._subset_info = self._batch_subset(batch_probe)
         self._writer = store.RunWriter(log_dir)
         self._writer.check_writable()
         self._captures: list[_Capture] | None = None
@@ -297,6 +310,10 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         target = self._target()
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or _auto_batch_rows(self.n_probe, self._captures, self._outputs)
+        if self._subset is not None:  # the inputs of batch snapshots, taken once
+            self._subset_x = keras.tree.map_structure(lambda a: a[self._subset], self._x)
+            self._subset_batch_rows = self.batch_size or _auto_batch_rows(len(self._subset), self._captures,
+                                                                          self._outputs)
         self._writer.begin(self._manifest(target))
         try:
             self._writer.write_probe(self.probe_ids, self._labels(), self._thumbnails())
@@ -511,7 +528,35 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
                                         sorted(self._outputs, key=lambda o: o.index)}},
             "schedule": schedule, "step_unit": schedule["unit"], "dtype": self.dtype.name,
             **({"skipped": self._skipped} if self._skipped else {}),
+            **({"batch_probe": self._subset_info} if self._subset_info else {}),
         }
+
+    def _batch_subset(self, batch_probe) -> tuple[np.ndarray | None, dict | None]:
+        """The probe positions that batch snapshots record (None: all) and the manifest's note of the choice."""
+        if batch_probe is None:
+            return None, None
+        if self.batch_freq is None:
+            raise ValueError("batch_probe chooses the probe points of batch snapshots and this logger takes none; "
+                             "pass batch_freq= too, or probe_size= to record fewer points at every snapshot.")
+        n = self.n_probe
+        if _is_int(batch_probe):
+            check_param(batch_probe, [_POSITIVE], "batch_probe", "ActivationLogger")
+            if batch_probe > n:
+                warnings.warn(f"batch_probe={batch_probe} exceeds the probe's {n} points; batch snapshots record "
+                              f"the whole probe", RuntimeWarning, stacklevel=_user_stacklevel())
+            labels = self._labels()
+            classes = labels if labels is not None and labels.dtype.kind in "iub" else None
+            rows = stratified_subset(n, int(batch_probe), classes, random_state=self.seed)
+            info = {"n": len(rows), "seed": self.seed, "by": "random" if classes is None else "class"}
+        else:
+            rows = np.asarray(batch_probe)
+            if rows.ndim != 1 or not len(rows) or rows.dtype.kind not in "iu" or rows.min() < 0 or \
+                    rows.max() >= n or len(np.unique(rows)) != len(rows):
+                raise ValueError(f"batch_probe must be a size or distinct positions into the probe (0 to {n - 1}); "
+                                 f"got an array of dtype {rows.dtype}, shape {rows.shape}")
+            rows = np.sort(rows).astype(np.int64)
+            info = {"n": len(rows), "by": "positions"}
+        return (None, None) if len(rows) == n else (rows, info)
 
     def _labels(self) -> np.ndarray | None:
         y = self._y
@@ -554,63 +599,70 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             return tf.function(run, input_signature=[signature], autograph=False)
         return run
 
-    def _snapshot(self, step: int, **info: Any) -> None:
-        """Run the probe through the model on the training thread (the weights must not move meanwhile) and hand
-        the arrays to the background writer. The last probe batch's outputs go to the writer as they are: it
-        reduces them (on that one thread) while training goes on."""
+    def _snapshot(self, step: int, rows: np.ndarray | None = None, **info: Any) -> None:
+        """Run the probe (its positions ``rows`` only, when given) through the model on the training thread (the
+        weights must not move meanwhile), appending each probe batch's outputs to the snapshot's files, and hand
+        the last batch's outputs to the background writer as they are: it reduces them (on that one thread) and
+        stores the snapshot while training goes on."""
         self._report(self._background.done())  # also raises here what failed in the writer since
-        n = self.n_probe
         if self._run_fn is None:
             self._run_fn = self._capture_fn(self._target())
             _SKETCH_KERNEL.join()
-        acts = [np.empty((n, c.width), self.dtype) for c in self._captures]
-        preds = [np.empty((n, *o.sample_shape), np.float32) for o in self._outputs]
-        size = self._batch_rows
-        for start in range(0, n, size):
-            xb = keras.tree.map_structure(lambda a, s=start: a[s:s + size], self._x)
-            batch = (start, *self._run_fn(xb))
-            if start + size < n:
-                self._store_batch(batch, acts, preds)
+        x, n, size = ((self._x, self.n_probe, self._batch_rows) if rows is None else
+                      (self._subset_x, len(rows), self._subset_batch_rows))
+        named = len(self._outputs) > 1  # a single-output run writes what it always did: no output name
+        acts = [self._writer.activation_blocks(c.name, step, (n, c.width), self.dtype) for c in self._captures]
+        preds = [self._writer.prediction_blocks(step, (n, *o.sample_shape), output=o.name if named else None,
+                                                primary=i == 0) for i, o in enumerate(self._outputs)]
+        try:
+            for start in range(0, n, size):
+                batch = self._run_fn(keras.tree.map_structure(lambda a, s=start: a[s:s + size], x))
+                if start + size < n:
+                    self._store_batch(batch, acts, preds)
+        except BaseException:
+            _abandon(acts + preds)
+            raise
         last = [batch]  # the writer drops it once stored: the job itself must not keep it alive
-        self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds))
+        self._background.submit(lambda: self._finish_snapshot(step, rows, info, last, acts, preds))
 
-    def _store_batch(self, batch: tuple, acts: list[np.ndarray], preds: list[np.ndarray], threads: int | None = None
-                     ) -> None:
-        """Copy one probe batch's outputs (``start``, recorded layers, model outputs) into the snapshot's arrays,
+    def _store_batch(self, batch: tuple, acts: list[store.ArrayBlocks], preds: list[store.ArrayBlocks],
+                     threads: int | None = None) -> None:
+        """Append one probe batch's outputs (recorded layers, model outputs) to the snapshot's files,
         count-sketching the wide layers (on ``threads`` threads; None: numba's)."""
-        start, flat, predicted = batch
+        flat, predicted = batch
         for c, r, a in zip(self._captures, flat, acts):
             r = _host_view(r)
-            rows = slice(start, start + len(r))
-            if c.sketch is None:
-                a[rows] = r
-            elif a.dtype == np.float32:
-                _reduction.apply_count_sketch(r, *c.sketch, a[rows], threads)
-            else:
+            if c.sketch is not None:
                 sketched = np.empty((len(r), c.width), np.float32)
                 _reduction.apply_count_sketch(r, *c.sketch, sketched, threads)
-                a[rows] = sketched
+                r = sketched
+            a.write(r)
         for r, a in zip(predicted, preds):
-            r = _host_view(r)
-            a[start:start + len(r)] = r
+            a.write(_host_view(r))
 
-    def _finish_snapshot(self, step: int, info: dict, last: list[tuple], acts: list[np.ndarray],
-                         preds: list[np.ndarray]) -> list[dict]:
+    def _finish_snapshot(self, step: int, rows: np.ndarray | None, info: dict, last: list[tuple],
+                         acts: list[store.ArrayBlocks], preds: list[store.ArrayBlocks]) -> list[dict]:
         """The writer's part of a snapshot: store its last probe batch, serially (the writer must not take the
         training threads' cores), then write it. The batch's backend outputs, the largest arrays of a snapshot,
         are released before the writes."""
-        self._store_batch(last.pop(), acts, preds, threads=1)
-        return self._write_snapshot(step, info, acts, preds)
+        try:
+            self._store_batch(last.pop(), acts, preds, threads=1)
+            return self._write_snapshot(step, rows, info, acts, preds)
+        except BaseException:
+            _abandon(acts + preds)
+            raise
 
-    def _write_snapshot(self, step: int, info: dict, acts: list[np.ndarray], preds: list[np.ndarray]) -> list[dict]:
+    def _write_snapshot(self, step: int, rows: np.ndarray | None, info: dict, acts: list[store.ArrayBlocks],
+                        preds: list[store.ArrayBlocks]) -> list[dict]:
         """Store one snapshot (on the writer thread); returns the activation records. Each array is renamed into
         place before its record is appended, and the primary prediction comes last: a snapshot counts once it is
         there, so a crash leaves only complete snapshots."""
-        records = [self._writer.write_activation(c.name, step, a, **info) for c, a in zip(self._captures, acts)]
-        named = len(self._outputs) > 1  # a single-output run writes what it always did: no output name
+        records = [self._writer.write_activation(c.name, step, a, rows=rows, **info)
+                   for c, a in zip(self._captures, acts)]
+        named = len(self._outputs) > 1
         for i in reversed(range(len(self._outputs))):
             self._writer.write_prediction(step, preds[i], output=self._outputs[i].name if named else None,
-                                          primary=i == 0, **info)
+                                          primary=i == 0, rows=rows, **info)
         if self._follower is not None:
             from .follow import nudge
 
@@ -732,7 +784,7 @@ class _BatchActivationLogger(ActivationLogger):
         self._batches += 1
         if self._batches % self.batch_freq == 0:
             start = time.perf_counter()
-            self._snapshot(self._batches, epoch=self._epoch, batch=batch + 1)
+            self._snapshot(self._batches, self._subset, epoch=self._epoch, batch=batch + 1)
             self._judge_cost(start, time.perf_counter())
 
     def _judge_cost(self, start: float, end: float) -> None:
@@ -745,8 +797,9 @@ class _BatchActivationLogger(ActivationLogger):
                     every = "batch" if self.batch_freq == 1 else f"{self.batch_freq} batches"
                     warnings.warn(f"a snapshot every {every} takes {1e3 * snapshot:.0f} ms on the training thread, "
                                   f"{snapshot / training:.0%} of the {training:.2f} s of training before it: training "
-                                  f"runs at least that much slower. A larger batch_freq, or a smaller probe set (its "
-                                  f"forward pass costs in proportion to its rows), costs less.", RuntimeWarning,
+                                  f"runs at least that much slower. A larger batch_freq, or fewer probe points "
+                                  f"(batch_probe=: the forward pass costs in proportion to its rows), costs less.",
+                                  RuntimeWarning,
                                   stacklevel=_user_stacklevel())
         self._since = end
 
@@ -871,6 +924,12 @@ def _auto_batch_rows(n: int, captures: list[_Capture], outputs: list[_Output]) -
     most = max(16, _BATCH_BYTES // (4 * max(1, values)))
     batches = -(-n // most)
     return int(-(-n // batches))
+
+
+def _abandon(blocks: list[store.ArrayBlocks]) -> None:
+    """Delete the temporary files of a snapshot that failed (the arrays already stored stay)."""
+    for b in blocks:
+        b.abandon()
 
 
 def _host_view(tensor) -> np.ndarray:
