@@ -134,3 +134,33 @@ def test_repviz_place_prints_a_row_per_snapshot(two_probe_sets, capsys):
     assert "placed" in out and out.count("\n") >= 3 and "10-NN" in out
     assert main(["place", str(two_probe_sets), "--run", "test", "--into", "nope"]) == 2
     assert "repviz place: error: " in capsys.readouterr().err
+
+
+def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz import loader
+    from werkzeug import test as wtest
+    from werkzeug import wrappers
+
+    place_run(two_probe_sets, "test", into="train", steps=[2])
+    train = open_logdir(two_probe_sets).run("train")
+    key = train.embedding_key("tsne")
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(two_probe_sets)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    get = lambda step, k=key: client.get(f"/data/plugin/repviz/placed?run=train&layer=a&step={step}&key={k}")  # noqa: E731
+    try:
+        [entry] = get(2).get_json()["placed"]
+        coords, _ = open_logdir(two_probe_sets).run("test").placed("train", key, "a", 2)
+        assert entry["run"] == "test" and entry["n"] == 60 and not entry["stale"]
+        np.testing.assert_allclose(entry["coords"], coords.ravel())
+        assert entry["rows"] == list(range(60)) and entry["labels"] == [i % 4 for i in range(60)]
+        assert get(1).get_json() == {"placed": []}  # nothing placed into the layout of step 1
+        assert get(2, "tsne-nope").status_code == 404
+        # the layout computed again: the placed points no longer belong to it
+        train.write_embedding(key, "a", 2, np.asarray(train.read_embedding(key, "a", 2)) * 2,
+                              train.embedding_info(key, "a", 2))
+        assert get(2).get_json()["placed"][0]["stale"]
+    finally:
+        plugin.jobs.close()

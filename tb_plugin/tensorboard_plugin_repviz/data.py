@@ -235,6 +235,35 @@ def in_probe_order(values: np.ndarray, rows: np.ndarray, n: int, fill: float) ->
     return out
 
 
+def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str) -> dict:
+    """Points of other runs placed into the layout ``key`` of ``run_name``'s ``layer`` at ``step`` (``repviz
+    place``): per run, its coordinates (x0, y0, x1, ...; as :func:`coords_impl` cuts them to 2-D), the probe
+    position and class code of each point (for the hover card), its scores, and ``stale`` when the layout or the
+    run's snapshot changed after the points were placed (the page does not draw those)."""
+    run = catalog.run(run_name)
+    known_layer(run, layer)
+    known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+    layout = None
+    placed = []
+    for other in catalog.runs().values():
+        if other.name == run.name or not other.has_placed(run.name, key, layer, step):
+            continue
+        Y, info = other.placed(run.name, key, layer, step)
+        if layout is None:
+            layout = checksum(np.asarray(run.read_embedding(key, layer, step)))
+        source = info.get("source", {})
+        current = layer in other.layers and step in other.steps(layer) and \
+            source.get("crc32") == other.record(layer, step)["crc32"]
+        rows = other.rows(layer, step) if current else np.arange(len(Y))
+        xy = np.zeros((len(Y), 2), dtype=np.float32)
+        xy[:, :min(2, Y.shape[1])] = Y[:, :2]
+        codes = label_codes(other.probe.labels, len(other.probe))[0]
+        placed.append({"run": other.name, "n": len(Y), "coords": xy.ravel().tolist(), "rows": rows.tolist(),
+                       "labels": codes[rows].tolist() if current else [-1] * len(Y),
+                       "stale": not current or source.get("layout_crc32") != layout, "scores": info.get("scores", {})})
+    return {"placed": placed}
+
+
 def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
     """Class codes of the probe points, int32 (-1: none)."""
     probe = catalog.run(run_name).probe

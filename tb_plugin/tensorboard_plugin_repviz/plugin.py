@@ -1,7 +1,8 @@
 """The Repviz TensorBoard plugin: a route table of thin WSGI wrappers over ``data.py`` and ``jobs.py``.
 
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
-JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``similarity`` (404 while not computed),
+JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``placed`` (other runs' probes placed into
+a layout), ``similarity`` (404 while not computed),
 ``POST compute``, ``POST compute_meta``, ``POST compute_similarity``;
 binary ``coords``, ``rows`` (the probe positions of a snapshot's rows: it may hold a subset of the probe),
 ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
@@ -286,6 +287,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
             "/neighborhood_change": _app(self._serve_neighborhood_change, GET),
             "/trails": _app(self._serve_trails, POST, MAX_TRAILS_BODY),
             "/density": _app(self._serve_density, GET),
+            "/placed": _app(self._serve_placed, GET),
             "/jobs": _app(self._serve_jobs, GET),
             "/coords": _app(self._serve_coords, GET),
             "/labels": _app(self._serve_labels, GET),
@@ -370,6 +372,10 @@ class RepvizPlugin(base_plugin.TBPlugin):
         return _json(request, compare.density_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
                                                    _int_arg(request, "step"), _arg(request, "key"),
                                                    request.args.get("by") or "all", _int_arg(request, "levels", 4)))
+
+    def _serve_placed(self, request):
+        return _json(request, data.placed_impl(self.catalog, _arg(request, "run"), _arg(request, "layer"),
+                                               _int_arg(request, "step"), _arg(request, "key")))
 
     # binary routes ------------------------------------------------------------------------------------------
     def _serve_neighborhood_change(self, request):
