@@ -1,0 +1,101 @@
+"""ActivationLogger(batch_probe=...): batch snapshots of a subset of the probe; snapshots written in blocks.
+
+Stored values are checked against the model itself (run on the subset after training) and the subset against the
+probe's class counts; the store is read back through ``open_logdir`` as a user would.
+"""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import pytest
+
+import repviz
+from repviz.capture import ActivationLogger
+from repviz.chains import verified_activations
+
+N = 40  # probe rows
+
+
+def _data(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6)).astype(np.float32)
+    y = np.arange(n) % 4  # 10 of each class among the first 40
+    return x, y
+
+
+def _model():
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((6,)), keras.layers.Dense(8, activation="relu", name="hidden"),
+                             keras.layers.Dense(4, activation="softmax", name="out")])
+
+
+def _fit(run_dir, batches=4, **kwargs):
+    x, y = _data()
+    model = _model()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(run_dir, probe=(x[:N], y[:N]), **kwargs)
+    model.fit(x, y, epochs=1, batch_size=len(x) // batches, shuffle=False, verbose=0, callbacks=[logger])
+    return model, repviz.open_logdir(run_dir.parent).run(run_dir.name)
+
+
+def test_batch_snapshots_store_the_subset_and_the_first_snapshot_the_whole_probe(tmp_path):
+    model, run = _fit(tmp_path / "run", batch_freq=2, batch_probe=8, seed=3)
+    assert run.steps() == [0, 2, 4]
+    np.testing.assert_array_equal(run.rows("hidden", 0), np.arange(N))
+    rows = run.rows("hidden", 2)
+    assert len(rows) == 8 and np.all(np.diff(rows) > 0)
+    np.testing.assert_array_equal(run.rows("hidden", 4), rows)
+    np.testing.assert_array_equal(run.prediction_rows(4), rows)
+    np.testing.assert_array_equal(np.bincount(run.probe.labels[rows]), [2, 2, 2, 2])  # stratified by class
+    assert run.manifest["batch_probe"] == {"n": 8, "seed": 3, "by": "class"}
+    # the last snapshot (after the last batch) is the trained model on exactly those probe points
+    x = _data()[0][:N][rows]
+    hidden = keras.Model(model.inputs, model.get_layer("hidden").output)
+    np.testing.assert_allclose(run.activations("hidden", 4), hidden(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run.predictions(4), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert run.activations("hidden", 0).shape == (N, 8) and run.predictions(0).shape == (N, 4)
+
+
+def test_the_same_seed_draws_the_same_subset_and_given_positions_are_kept(tmp_path):
+    _, a = _fit(tmp_path / "a", batch_freq=2, batch_probe=8, seed=3)
+    _, b = _fit(tmp_path / "b", batch_freq=2, batch_probe=8, seed=3)
+    np.testing.assert_array_equal(a.rows("hidden", 2), b.rows("hidden", 2))
+    _, c = _fit(tmp_path / "c", batch_freq=2, batch_probe=[30, 1, 7])
+    np.testing.assert_array_equal(c.rows("hidden", 2), [1, 7, 30])
+    assert c.manifest["batch_probe"] == {"n": 3, "by": "positions"}
+
+
+def test_a_batch_probe_larger_than_the_probe_records_the_whole_probe_with_a_warning(tmp_path):
+    with pytest.warns(RuntimeWarning, match="exceeds the probe's 40 points"):
+        _, run = _fit(tmp_path / "run", batch_freq=2, batch_probe=500)
+    assert "rows" not in run.record("hidden", 2) and "batch_probe" not in run.manifest
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(batch_probe=8), "pass batch_freq= too"),
+    (dict(batch_freq=2, batch_probe=[1, 1, 3]), "distinct positions into the probe"),
+    (dict(batch_freq=2, batch_probe=[0, 40]), r"\(0 to 39\)"),
+    (dict(batch_freq=2, batch_probe=0), "'batch_probe' parameter"),
+], ids=["no-batch-schedule", "repeated", "outside", "zero"])
+def test_a_batch_probe_that_cannot_apply_is_refused_in_one_line(tmp_path, kwargs, match):
+    x, y = _data()
+    with pytest.raises(ValueError, match=match) as e:
+        ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), **kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_snapshots_written_in_blocks_match_their_checksums_float16_and_sketched(tmp_path):
+    """Several probe batches per snapshot, a count-sketched layer and float16 storage: every file reads back
+    through the checksum recorded while its blocks were written."""
+    _, run = _fit(tmp_path / "run", batch_freq=2, batch_probe=20, batch_size=6, dtype="float16", max_width=4,
+                  projection_dim=3)
+    for step in run.steps():
+        for layer in run.layers:
+            X = verified_activations(run, layer, step)
+            assert X.dtype == np.float16 and len(X) == len(run.rows(layer, step))
+    assert run.layer_info("hidden")["stored_shape"][1] == 3
+    assert not list(tmp_path.rglob("*.tmp"))
