@@ -284,6 +284,7 @@ class App {
       thumbText: run.has_thumbnails ? "loading…" : "no thumbnail",
       text: textColumn ? metaText(textColumn.values[index]) : null,
       find: () => this.searchRegExp(),
+      placed: point.placed || null,
       meta: meta ? meta.columns.filter((c) => c !== textColumn).map((c) => ({ name: c.name, value: metaText(c.values[index]) || "–" })) : [],
     };
     this.el.hover.replaceChildren(V.hoverCard(card));

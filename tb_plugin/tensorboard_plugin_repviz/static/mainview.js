@@ -4,7 +4,7 @@
 // drawing while another view is shown, so its picture, legend and info line stay current.
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
 import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
-import { Overlay } from "./overlay.js";
+import { Overlay, pointAt } from "./overlay.js";
 import { normalise, Scatter, toPlot } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -58,6 +58,10 @@ export class MainView {
       onView: () => this.overlay.redraw(),
     });
     this.overlay = new Overlay(this.el.overlayCanvas, this.scatter);
+    // another run's probes placed into the drawn layout (repviz place): rings over it, a note, their hover cards
+    this.el.placedNote = h("div", { class: "placed-note", "data-testid": "placed-note", hidden: true });
+    el.append(this.el.placedNote);
+    this.el.canvas.addEventListener("mousemove", (e) => this.hoverPlaced(e));
   }
 
   /** @param {import("./view.js").Page} page */
@@ -278,6 +282,17 @@ export class MainView {
         return ["trails", { kind: "trails", paths, colors: selected.map((i) => colors[i]) }];
       }));
     } else jobs.push(Promise.resolve(["trails", null]));
+    jobs.push(this.placedOf(drawn).then((sets) => {
+      const points = [];
+      const colors = [];
+      for (const p of sets) {
+        for (let i = 0; i < p.n; i++) {
+          points.push(at(p.coords[2 * i], p.coords[2 * i + 1]));
+          colors.push(p.labels[i] >= 0 ? categoryColor(p.labels[i]) : "#424242");
+        }
+      }
+      return ["placed", points.length ? { kind: "placed", points, colors } : null];
+    }));
     const knn = this.knn;
     const focus = knn ? drawn.idIndex.get(knn.id) : undefined;
     jobs.push(Promise.resolve(["rings", focus === undefined ? null : {
@@ -320,9 +335,58 @@ export class MainView {
   // --- events of the scatter and the tools ---------------------------------------------------------------------
 
   onHover(index) {
+    if (this.overPlaced) return; // a placed point's card is shown
     const drawn = this.drawn;
     if (index === null || !drawn || index >= drawn.n) return; // keep the last card while the mouse moves on
     this.events.hover({ run: drawn.run.name, index, step: drawn.chosen.step });
+  }
+
+  /** The sets of points placed into the layout of `drawn` that are current (fetched once per drawing). */
+  placedOf(drawn) {
+    if (!this.placed || this.placed.drawn !== drawn) {
+      const { run, layer, key, step } = drawn.chosen;
+      const sets = this.model.placed(run, layer, step, key).then(({ placed }) => {
+        if (this.drawn === drawn) this.renderPlacedNote(placed);
+        return placed.filter((p) => !p.stale);
+      });
+      this.placed = { drawn, sets, current: [] };
+      sets.then((current) => { if (this.placed.drawn === drawn) this.placed.current = current; }, () => {});
+    }
+    return this.placed.sets;
+  }
+
+  /** The note naming the runs placed into this layout (the rings' legend), and those placed before it changed. */
+  renderPlacedNote(placed) {
+    const note = this.el.placedNote;
+    const parts = placed.map((p) => (p.stale
+      ? `${p.run}: placed before this layout was computed again (run repviz place again)`
+      : `\u25ef ${p.run}: ${p.n} points placed into this layout${p.scores && p.scores.knn_accuracy !== undefined
+        ? `, 10-NN accuracy ${V.fmt(p.scores.knn_accuracy, 2)}` : ""}`));
+    note.replaceChildren(...parts.map((text) => h("div", { text })));
+    note.hidden = !parts.length;
+  }
+
+  /** Hovering a placed point (drawn over the layout's): its card, from its own run. */
+  hoverPlaced(e) {
+    const drawn = this.drawn;
+    const sets = this.placed && this.placed.drawn === drawn ? this.placed.current : [];
+    const xs = [];
+    const ys = [];
+    const at = [];
+    for (const p of sets) {
+      for (let i = 0; i < p.n; i++) {
+        const [px, py] = toPlot(drawn.frame, p.coords[2 * i], p.coords[2 * i + 1]);
+        const [sx, sy] = this.scatter.toScreen(px, py);
+        xs.push(sx);
+        ys.push(sy);
+        at.push([p, i]);
+      }
+    }
+    const found = xs.length ? pointAt(this.el.canvas, e, xs, ys, 6) : null;
+    this.overPlaced = found !== null;
+    if (found === null) return;
+    const [p, i] = at[found];
+    this.events.hover({ run: p.run, index: p.rows[i], step: drawn.chosen.step, placed: `into ${drawn.run.name}'s layout` });
   }
 
   onLasso(indices) {

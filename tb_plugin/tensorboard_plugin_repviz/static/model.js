@@ -252,6 +252,16 @@ export class Model {
   }
 
   /**
+   * Points of other runs placed into the layout `key` of (run, layer, step) (`repviz place`); not cached: a run
+   * placed while the tab is open shows at the next drawing.
+   * @returns {Promise<{placed: {run: string, n: number, coords: number[], rows: number[], labels: number[],
+   *   stale: boolean, scores: object}[]}>}
+   */
+  async placed(run, layer, step, key) {
+    return (await request("placed", { run, layer, step, key })).json();
+  }
+
+  /**
    * A stored meta-SNE map: keys, coordinates, parameters, figures, and per row its depth and landmark flag.
    * @returns {Promise<{keys: Array, coords: number[][], params: object, explained_variance: ?number,
    *   robustness: ?number, rows: ?{run: string, layer: string, step: number, depth: number, n_layers: number,

@@ -52,7 +52,7 @@ function arrowHead(ctx, from, to, size) {
 
 /**
  * Layers drawn over a Scatter in its plot coordinates, re-projected on every pan and zoom.
- * `set(name, layer)` with layer {kind: "trails"|"contours"|"rings", ...} (null removes it).
+ * `set(name, layer)` with layer {kind: "trails"|"contours"|"rings"|"placed", ...} (null removes it).
  */
 export class Overlay {
   /** @param {HTMLCanvasElement} canvas @param {{toScreen: function(number, number): number[]}} scatter */
@@ -85,6 +85,7 @@ export class Overlay {
       if (layer.kind === "contours") drawContours(ctx, layer.lines, at);
       else if (layer.kind === "trails") drawTrails(ctx, layer.paths, layer.colors, at);
       else if (layer.kind === "rings") drawRings(ctx, layer.points, layer.focus, at);
+      else if (layer.kind === "placed") drawPlaced(ctx, layer.points, layer.colors, at);
     }
   }
 }
@@ -154,6 +155,21 @@ function drawRings(ctx, points, focus, at) {
     ctx.arc(sx, sy, 9, 0, 2 * Math.PI);
     ctx.stroke();
   }
+}
+
+/** Points placed into the layout (repviz place): hollow rings in their class colour, a dark rim. */
+function drawPlaced(ctx, points, colors, at) {
+  points.forEach(([x, y], i) => {
+    const [sx, sy] = at(x, y);
+    ctx.beginPath();
+    ctx.arc(sx, sy, 4.5, 0, 2 * Math.PI);
+    ctx.lineWidth = 3.5;
+    ctx.strokeStyle = "#212121";
+    ctx.stroke();
+    ctx.lineWidth = 2;
+    ctx.strokeStyle = colors[i];
+    ctx.stroke();
+  });
 }
 
 /**

@@ -162,6 +162,7 @@ export function hoverCard(point) {
       h("dd", { class: point.correct === false ? "wrong" : null, text: point.prediction }),
       h("dt", { text: "confidence" }), h("dd", { text: fmt(point.confidence, 3) }),
       h("dt", { text: "probe id" }), h("dd", { text: String(point.id) }),
+      point.placed ? [h("dt", { text: "placed" }), h("dd", { class: "placed", "data-testid": "hover-placed", text: point.placed })] : [],
       (point.meta || []).flatMap(({ name, value }) => [h("dt", { text: name }), h("dd", { class: "meta", text: value })])));
 }
 
