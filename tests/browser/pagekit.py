@@ -127,6 +127,12 @@ def canvas(driver, selector="canvas.scatter") -> np.ndarray:
     return np.asarray(image)
 
 
+def canvas_of(driver, element) -> np.ndarray:
+    """The pixels (RGBA) of canvas `element` as the page drew them."""
+    url = driver.execute_script("return arguments[0].toDataURL('image/png')", element)
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("RGBA"))
+
+
 def ink(pixels: np.ndarray) -> np.ndarray:
     """Mask of pixels where something was drawn (opaque and not the white background)."""
     rgb = pixels[..., :3].astype(int)

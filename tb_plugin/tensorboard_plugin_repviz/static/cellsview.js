@@ -1,11 +1,14 @@
 // What the Grid and Runs views share: a bar of their own choices over a grid of small multiples (compare.js draws
 // the cells), each cell's data (points, colours, probe ids), and the links to the shared state: a hover shows that
 // probe point's card, a lasso selects the same probe ids everywhere, a click on a cell opens it in the main view.
+// A cell of a snapshot of over CELL_MAX_POINTS points draws a seeded sample of them (points.js), said in the cell,
+// and the selected points besides.
 // A subclass says which cells to show (`specs`) and builds the bar (`bar`). The grid itself is one board that the
 // shown view of small multiples holds: one WebGL context for them all, and only one set of cells in the page.
 import { choiceFor, runNamed, sameChoice, stepAtOrBefore } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import { Multiples } from "./compare.js";
+import { CELL_MAX_POINTS, forRows, sampleRows } from "./points.js";
 import { normalise } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -26,24 +29,46 @@ function idIndexOf(ids) {
 
 /**
  * Points, colours and probe ids of representation `choice` of `run`, coloured by `colorBy` (the label for
- * "change", which needs a pair of representations).
+ * "change", which needs a pair of representations): every point of the snapshot (`all`, with its probe points
+ * `rows`), and what the cell draws: all of them, or above CELL_MAX_POINTS a seeded sample plus the points of
+ * `selectedIds` (see `drawnPart`).
  * @param {import("./model.js").Model} model @param {import("./model.js").Run} run
- * @param {import("./choice.js").Choice} choice @param {string} colorBy
+ * @param {import("./choice.js").Choice} choice @param {string} colorBy @param {Set<number>} selectedIds
  * @returns {Promise<import("./compare.js").CellData>}
  */
-export async function cellData(model, run, choice, colorBy) {
+export async function cellData(model, run, choice, colorBy, selectedIds) {
   const predSteps = run.prediction_steps;
   const predStep = predSteps.length ? stepAtOrBefore(predSteps, choice.step) : null;
-  const [coords, labels, ids, preds, metadata] = await Promise.all([
+  const [coords, rows, labels, probeIds, probePreds, probeMetadata] = await Promise.all([
     model.coords(choice.run, choice.layer, choice.step, choice.key),
+    model.rows(choice.run, choice.layer, choice.step),
     model.labels(choice.run),
     model.ids(choice.run),
     predStep === null ? null : model.predictions(choice.run, predStep),
     colorBy.startsWith("meta:") && (run.metadata || []).length ? model.metadata(choice.run) : null,
   ]);
+  const { ids, labels: rowLabels, preds, metadata } = forRows({ ids: probeIds, labels, preds: probePreds, metadata: probeMetadata }, rows);
   const { x, y } = normalise(coords);
-  const colors = colorEncoding({ run, labels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
-  return { x, y, z: colors.z, w: colors.w, by: colors.by, palette: colors.palette, ids, idIndex: idIndexOf(ids), run, labels, preds };
+  const colors = colorEncoding({ run, labels: rowLabels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
+  const all = { x, y, z: colors.z, w: colors.w, ids, rows, nProbe: run.n_probe };
+  return drawnPart({ ...all, all, by: colors.by, palette: colors.palette, run }, selectedIds);
+}
+
+/**
+ * The part of a cell's points it draws: all up to CELL_MAX_POINTS, else the seeded sample plus the points of
+ * `selectedIds` (`sample`: the rows drawn; `note`: what the cell says about it).
+ * @param {import("./compare.js").CellData} data @param {Set<number>} selectedIds
+ */
+export function drawnPart(data, selectedIds) {
+  const { all } = data;
+  const sample = sampleRows(all.rows, all.nProbe, all.ids, selectedIds);
+  const part = (values) => (sample ? Float32Array.from(sample, (r) => values[r]) : values);
+  const ids = sample ? Float64Array.from(sample, (r) => all.ids[r]) : all.ids;
+  const notes = [];
+  if (all.rows.length !== all.nProbe) notes.push(`${V.fmt(all.rows.length)} of ${V.fmt(all.nProbe)} points`);
+  if (sample) notes.push(`${V.fmt(Math.min(CELL_MAX_POINTS, all.rows.length))} of ${V.fmt(all.rows.length)} drawn (seeded sample)`);
+  return { ...data, x: part(all.x), y: part(all.y), z: part(all.z), w: part(all.w), ids, idIndex: idIndexOf(ids), sample,
+    note: notes.join(" · ") };
 }
 
 /**
@@ -117,7 +142,7 @@ export class CellsView {
       this.draw({ force: true });
       return;
     }
-    if (s.selectedIds !== was.selectedIds) this.multiples.select(s.selectedIds);
+    if (s.selectedIds !== was.selectedIds) this.select(s.selectedIds);
     const same = page.index === last.index && sameChoice({ ...s, key: s.method }, { ...was, key: was.method });
     if (!same) this.draw({ quiet: true });
     else if (s.mode !== was.mode) this.renderBar();
@@ -173,8 +198,10 @@ export class CellsView {
       }
       this.multiples.label(i, title);
       if (cell.drawn && !force) return;
-      const data = await cellData(this.model, runNamed(page.index, choice.run), choice, page.state.colorBy);
+      const data = await cellData(this.model, runNamed(page.index, choice.run), choice, page.state.colorBy,
+        this.page.state.selectedIds);
       if (!current()) return;
+      this.multiples.label(i, title, null, data.note);
       const selected = [];
       for (const id of this.page.state.selectedIds) {
         const j = data.idIndex.get(id);
@@ -191,6 +218,23 @@ export class CellsView {
     if (!current()) return;
     stats.gridDraws += 1;
     stats.gridDrawnMs = performance.now() - started;
+  }
+
+  /** Select probe `ids` in every cell; a sampled cell that does not draw some of them is drawn again with them. */
+  select(ids) {
+    this.multiples.select(ids);
+    this.multiples.cells.forEach((cell, i) => {
+      const data = cell.data;
+      if (!data || !data.sample) return;
+      const part = drawnPart(data, ids);
+      if (part.sample.length === data.sample.length && part.sample.every((r, j) => r === data.sample[j])) return;
+      const selected = [];
+      for (const id of ids) {
+        const j = part.idIndex.get(id);
+        if (j !== undefined) selected.push(j);
+      }
+      this.multiples.draw(i, part, selected);
+    });
   }
 
   onSelect(ids) {

@@ -15,7 +15,9 @@ const CLICK_PX = 4; // a press that moves less than this is a click, not a pan o
 /**
  * @typedef {{id: string, title: string, choice: object}} CellSpec  id: what it shows (same id, same picture)
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array, ids: Float64Array,
- *            idIndex: Map<number, number>, palette: string[], by: string}} CellData
+ *            idIndex: Map<number, number>, palette: string[], by: string, all: object, sample: ?Int32Array,
+ *            note: string}} CellData  what a cell draws (its points' probe ids in `ids`); `all`: every point of
+ *   the snapshot, of which the cell draws the rows `sample` (null: all), as `note` says
  */
 
 /** The grid of small multiples: lays out cells, draws them, links hover and selection by probe id. */
@@ -69,8 +71,9 @@ export class Multiples {
     const canvas = h("canvas", { class: "cell-canvas" });
     const mark = h("canvas", { class: "cell-mark" });
     const title = h("button", { type: "button", class: "cell-title", title: "open in the main view" });
-    const el = h("div", { class: "cell", "data-testid": "cell" }, title, h("div", { class: "cell-plot" }, canvas, mark));
-    const cell = { spec, canvas, mark, el, title, data: null, drawn: false, marked: null };
+    const note = h("span", { class: "cell-note", "data-testid": "cell-note", hidden: true });
+    const el = h("div", { class: "cell", "data-testid": "cell" }, title, h("div", { class: "cell-plot" }, canvas, mark, note));
+    const cell = { spec, canvas, mark, note, el, title, data: null, drawn: false, marked: null };
     title.addEventListener("click", () => this.handlers.onOpen(cell.spec.choice));
     cell.scatter = new Scatter(canvas, {
       onHover: (i) => this._hover(cell, i),
@@ -90,12 +93,14 @@ export class Multiples {
     return cell;
   }
 
-  /** Show `text` as cell i's title and `message` (or nothing) over its plot. */
-  label(i, text, message = null) {
+  /** Show `text` as cell i's title, `message` (or nothing) over its plot and `note` (or nothing) under it. */
+  label(i, text, message = null, note = null) {
     const cell = this.cells[i];
     cell.title.textContent = text;
     cell.el.dataset.message = message || "";
     cell.el.classList.toggle("empty", Boolean(message));
+    cell.note.textContent = note || "";
+    cell.note.hidden = !note;
   }
 
   /**

@@ -1,10 +1,13 @@
 // The Main view: one representation as a scatter (regl-scatterplot), animated from snapshot to snapshot, with its
 // overlays (trails of the selection, density contours, rings around a point's nearest neighbours), its legend,
 // info line and side panels (points whose neighbourhood changed most, a point's nearest neighbours). It keeps
-// drawing while another view is shown, so its picture, legend and info line stay current.
+// drawing while another view is shown, so its picture, legend and info line stay current. It always draws every
+// point of a snapshot; a snapshot may hold a subset of the probe (points.js): points are kept by probe point, and
+// between snapshots of different subsets the points in both move while the others fade out or in.
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
 import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
 import { Overlay, pointAt } from "./overlay.js";
+import { crossFrames, forRows, rowOf, sameRows } from "./points.js";
 import { normalise, Scatter, toPlot } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -189,8 +192,9 @@ export class MainView {
     const byColumn = s.colorBy.startsWith("meta:") && (run.metadata || []).length;
     let data;
     try {
-      const [coords, labels, ids, preds, change, metadata] = await Promise.all([
+      const [coords, rows, labels, ids, preds, change, metadata] = await Promise.all([
         this.model.coords(s.run, s.layer, s.step, s.method),
+        this.model.rows(s.run, s.layer, s.step),
         this.model.labels(s.run),
         this.model.ids(s.run),
         predStep === null ? null : this.model.predictions(s.run, predStep),
@@ -201,7 +205,11 @@ export class MainView {
           }) : null,
         byColumn ? this.model.metadata(s.run) : null,
       ]);
-      data = { coords, labels, ids, preds, change, metadata, predStep, base };
+      if (rows.length !== coords.length / 2) {
+        throw new Error(`the embedding of ${s.layer} at ${run.step_unit} ${s.step} has ${coords.length / 2} rows but the `
+          + `snapshot holds ${rows.length} probe points; compute it again with repviz embed`);
+      }
+      data = { coords, rows, change, predStep, base, ...forRows({ ids, labels, preds, metadata }, rows) };
     } catch (e) {
       if (generation !== this.generation) return;
       this.events.error(e);
@@ -218,13 +226,17 @@ export class MainView {
     const { x, y, centre, half } = normalise(data.coords);
     const n = x.length;
     const idIndex = this.drawn && this.drawn.ids === data.ids ? this.drawn.idIndex : new Map(Array.from(data.ids, (id, i) => [id, i]));
+    const previous = this.drawn;
     const drawn = { run, chosen, ...data, x, y, n, idIndex, frame: { centre, half } };
     this.drawn = drawn;
     const colors = colorEncoding(drawn, s.colorBy);
     drawn.colors = colors;
+    const crossing = transition && previous && previous.run.name === run.name && !sameRows(previous.rows, drawn.rows);
+    if (crossing) await this.crossFade(previous, drawn);
+    if (this.drawn !== drawn) return;
     this.scatter.setColors(colors.by, colors.palette);
     await this.scatter.draw({ x, y, z: colors.z, w: colors.w }, {
-      transition,
+      transition: transition && !crossing,
       selected: this.selectedIndices(),
       visible: this.visibleIndices(),
     });
@@ -240,6 +252,39 @@ export class MainView {
     if (this.focusId !== null) this.loadKnn();
     else this.renderPanels();
     this.refreshOverlay();
+  }
+
+  /**
+   * Animate from drawing `from` to `to`, snapshots of different probe subsets: the points in both move, those
+   * in one only fade out or in where they are (in performance mode, which draws no transparency, they leave
+   * before and come after the move). Hover is ignored meanwhile: row numbers are those of the frames.
+   */
+  async crossFade(from, to) {
+    const fade = !this.scatter.fast;
+    const category = (d) => {
+      const { by, z, w, palette } = d.colors;
+      if (by === "category") return z;
+      const last = palette.length - 1;
+      return Float32Array.from(w, (v) => Math.round(v * last));
+    };
+    const frames = crossFrames({ rows: from.rows, x: from.x, y: from.y, z: category(from) },
+      { rows: to.rows, x: to.x, y: to.y, z: category(to) }, fade);
+    const selectedIds = this.page.state.selectedIds;
+    const selected = [];
+    for (let k = 0; k < frames.points.length; k++) {
+      const r = rowOf(to.rows, frames.points[k]);
+      const id = r >= 0 ? to.ids[r] : from.ids[rowOf(from.rows, frames.points[k])];
+      if (selectedIds.has(id)) selected.push(k);
+    }
+    this.fading = true;
+    try {
+      this.scatter.setColors("category", to.colors.palette);
+      await this.scatter.draw(frames.start, { fade, selected });
+      if (this.drawn !== to) return;
+      await this.scatter.draw(frames.end, { fade, selected, transition: true });
+    } finally {
+      this.fading = false;
+    }
   }
 
   // --- overlays: trails, contours, nearest neighbours -----------------------------------------------------------
@@ -269,7 +314,7 @@ export class MainView {
     } else jobs.push(Promise.resolve(["contours", null]));
     const selected = this.selectedIndices().sort((a, b) => a - b);
     if (this.trails && selected.length && selected.length <= MAX_TRAILS) {
-      jobs.push(this.model.trails(run, layer, key, selected).then(({ steps, m, coords }) => {
+      jobs.push(this.model.trails(run, layer, key, selected.map((i) => drawn.rows[i])).then(({ steps, m, coords }) => {
         const colors = pointColors(drawn.colors);
         const paths = selected.map((_, p) => {
           const path = new Float32Array(2 * steps.length);
@@ -321,9 +366,10 @@ export class MainView {
     const index = drawn.idIndex.get(this.focusId);
     const { run, layer, step } = drawn.chosen;
     try {
-      const result = await this.model.knn(run, layer, step, index, K_NEIGHBORS);
+      const result = await this.model.knn(run, layer, step, drawn.rows[index], K_NEIGHBORS);
       if (this.drawn !== drawn) return;
-      this.knn = { id: this.focusId, index, neighbors: result.neighbors, distances: result.distances };
+      const neighbors = result.neighbors.map((p) => rowOf(drawn.rows, p)); // probe points -> rows
+      this.knn = { id: this.focusId, index, neighbors, distances: result.distances };
     } catch (e) {
       this.events.error(e);
       this.knn = null;
@@ -337,8 +383,8 @@ export class MainView {
   onHover(index) {
     if (this.overPlaced) return; // a placed point's card is shown
     const drawn = this.drawn;
-    if (index === null || !drawn || index >= drawn.n) return; // keep the last card while the mouse moves on
-    this.events.hover({ run: drawn.run.name, index, step: drawn.chosen.step });
+    if (index === null || !drawn || index >= drawn.n || this.fading) return; // keep the last card meanwhile
+    this.events.hover({ run: drawn.run.name, index: drawn.rows[index], step: drawn.chosen.step });
   }
 
   /** The sets of points placed into the layout of `drawn` that are current (fetched once per drawing). */
@@ -519,8 +565,14 @@ export class MainView {
     const order = Array.from(drawn.change.keys()).filter((i) => Number.isFinite(drawn.change[i]))
       .sort((a, b) => drawn.change[b] - drawn.change[a]).slice(0, TOP_CHANGED);
     let mean = 0;
-    for (const v of drawn.change) mean += Number.isFinite(v) ? v : 0;
-    mean /= Math.max(drawn.n, 1);
+    let counted = 0; // points of a snapshot of another probe subset have no value (NaN)
+    for (const v of drawn.change) {
+      if (Number.isFinite(v)) {
+        mean += v;
+        counted += 1;
+      }
+    }
+    mean /= Math.max(counted, 1);
     const base = drawn.base;
     const list = V.pointList("Changed most",
       `vs ${base.layer === s.layer ? `${run.step_unit} ${base.step}` : base.layer}: mean ${V.fmt(mean, 2)}; click one for its neighbours.`,
@@ -531,11 +583,13 @@ export class MainView {
     return list;
   }
 
+  /** Thumbnails of rows `indices` of the drawn snapshot in the list's entries. */
   async fillThumbs(list, run, indices) {
     if (!run.has_thumbnails) return;
+    const { rows } = this.drawn;
     for (const i of indices) {
       try {
-        const { shape, pixels } = await this.model.thumbnail(run.name, i);
+        const { shape, pixels } = await this.model.thumbnail(run.name, rows[i]);
         V.fillThumb(list, i, V.thumbnailCanvas(shape, pixels));
       } catch (e) {
         this.events.error(e);

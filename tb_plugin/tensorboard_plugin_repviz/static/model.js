@@ -128,6 +128,14 @@ export class Model {
     return (await this._array("coords", { run, layer, step, key }, Float32Array)).data;
   }
 
+  /**
+   * The probe point of each row of (run, layer, step): its coords and activations hold a subset of the probe when
+   * this is shorter than the probe (increasing positions). @returns {Promise<Int32Array>}
+   */
+  async rows(run, layer, step) {
+    return (await this._array("rows", { run, layer, step }, Int32Array)).data;
+  }
+
   /** Class code per probe point (-1: none). @returns {Promise<Int32Array>} */
   async labels(run) {
     return (await this._array("labels", { run }, Int32Array)).data;
@@ -208,7 +216,8 @@ export class Model {
   }
 
   /**
-   * The k nearest neighbours of point `index` in the original activation space of (run, layer, step).
+   * The k nearest neighbours of probe point `index` in the original activation space of (run, layer, step), as
+   * probe points (of the snapshot's subset, if it holds one).
    * @returns {Promise<{index: number, k: number, neighbors: number[], distances: number[]}>}
    */
   knn(run, layer, step, index, k = 10) {
@@ -216,7 +225,8 @@ export class Model {
   }
 
   /**
-   * Per point, 1 - Jaccard overlap of its k-NN sets in two representations (same probe order).
+   * Per row of `a`, 1 - Jaccard overlap of its k-NN sets in two representations (NaN for a point `b`, a snapshot
+   * of another probe subset, does not hold).
    * @returns {Promise<Float32Array>}
    */
   async neighborhoodChange(a, b, k = 10) {
@@ -225,7 +235,8 @@ export class Model {
   }
 
   /**
-   * 2-D coordinates of points `indices` at every stored step of (run, layer) in embedding `key`.
+   * 2-D coordinates of probe points `indices` at every stored step of (run, layer) in embedding `key` (NaN at a
+   * step whose snapshot does not hold the point).
    * @returns {Promise<{steps: number[], m: number, coords: Float32Array}>} coords (n_steps, m, 2) row-major
    */
   async trails(run, layer, key, indices) {

@@ -1,6 +1,8 @@
 // A thin wrapper over the vendored regl-scatterplot: points in, colours and selection by index, hover and
 // lasso events out. It serialises draws (regl-scatterplot refuses a draw while one is running; the latest
-// request wins) and records timings in window.__repvizStats (see index.js). Small views (the grid's cells) share
+// request wins) and records timings in window.__repvizStats (see index.js). From PERFORMANCE_AT points a plot
+// switches to regl-scatterplot's performance mode (square points, no alpha blending; selected points keep their
+// outline); a frame may fade points in and out by w (points.js builds such frames). Small views (the grid's cells) share
 // one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
 // overlays (overlay.js) stay in register with pan and zoom.
 import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
@@ -9,10 +11,14 @@ import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js"
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array}} Points
  *   x, y in [-1, 1]; z a category index (colour when colouring by category); w a value in [0, 1] (colour when
  *   colouring by a continuous value).
- * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], onDrawn?: function(): void}} DrawOptions
+ * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], fade?: boolean,
+ *            onDrawn?: function(): void}} DrawOptions  fade: w is each point's opacity (0 to 1), not a colour
  */
 
 const TRANSITION_MS = 700;
+/** From this many points the main view draws in regl-scatterplot's performance mode. */
+export const PERFORMANCE_AT = 50000;
+const FADE_LEVELS = 11; // opacities a fading point steps through
 const HOVER_COLOR = "#212121";
 
 /**
@@ -80,10 +86,21 @@ export class Scatter {
     this.canvas = canvas;
     this.n = 0;
     this.small = small;
+    this.fast = false; // in performance mode
+    this._handlers = handlers;
+    this._renderer = renderer;
+    this._settings = {}; // what `set` gave the plot, given again to a plot made anew
     this._pending = null; // the latest draw request waiting for the running one
     this._running = false;
+    this._create();
+  }
+
+  /** Make the regl-scatterplot (anew when switching performance mode, which it takes only when created). */
+  _create() {
+    const { canvas, small, _handlers: handlers } = this;
     this._plot = createScatterplot({
-      renderer,
+      renderer: this._renderer,
+      performanceMode: this.fast,
       showReticle: small,
       reticleColor: [0.96, 0.49, 0, 0.55],
       canvas,
@@ -110,6 +127,13 @@ export class Scatter {
       this._plot.subscribe("transitionStart", () => this._startFrameClock());
       this._plot.subscribe("transitionEnd", () => this._stopFrameClock());
     }
+    this._plot.set(this._settings);
+  }
+
+  /** Set regl-scatterplot options, kept for a plot made anew. */
+  _set(options) {
+    Object.assign(this._settings, options);
+    this._plot.set(options);
   }
 
   /**
@@ -132,9 +156,21 @@ export class Scatter {
       const { points, options, resolve } = this._pending;
       this._pending = null;
       const n = points.x.length;
+      const fast = !this.small && n >= PERFORMANCE_AT;
+      if (fast !== this.fast) {
+        this.fast = fast;
+        this._plot.destroy();
+        this._create();
+        this.n = 0; // a new plot: nothing to animate from
+      }
       const transition = Boolean(options.transition) && n === this.n && n > 0;
-      if (n !== this.n) {
-        this._plot.set({ pointSize: pointSizeFor(n) * (this.small ? 0.6 : 1), opacity: n > 20000 ? 0.6 : 0.85 });
+      const opacity = n > 20000 ? 0.6 : 0.85;
+      if (n !== this.n || Boolean(options.fade) !== Boolean(this._settings.opacityBy)) {
+        this._set({
+          pointSize: pointSizeFor(n) * (this.small ? 0.6 : 1),
+          opacity: options.fade ? Array.from({ length: FADE_LEVELS }, (_, i) => (opacity * i) / (FADE_LEVELS - 1)) : opacity,
+          opacityBy: options.fade ? "valueB" : null,
+        });
       }
       this.n = n;
       try {
@@ -163,7 +199,7 @@ export class Scatter {
    */
   setColors(by, palette) {
     // Lists as long as the palette: selected points keep their colour, the hovered one turns dark.
-    this._plot.set({
+    this._set({
       colorBy: by === "category" ? "valueA" : "valueB",
       pointColor: palette,
       pointColorActive: palette,
@@ -185,8 +221,8 @@ export class Scatter {
 
   /** "pan" (drag pans, wheel zooms), "lasso" (free form) or "rectangle". */
   setMode(mode) {
-    if (mode === "pan") this._plot.set({ mouseMode: "panZoom" });
-    else this._plot.set({ mouseMode: "lasso", lassoType: mode === "rectangle" ? "rectangle" : "freeform" });
+    if (mode === "pan") this._set({ mouseMode: "panZoom" });
+    else this._set({ mouseMode: "lasso", lassoType: mode === "rectangle" ? "rectangle" : "freeform" });
   }
 
   /** Back to the whole picture. */

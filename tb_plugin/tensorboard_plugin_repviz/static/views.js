@@ -86,6 +86,10 @@ export function infoLine(info, method) {
     h("span", { text: `stored ${(shape || []).join(" × ")} ${DTYPES[record.dtype] || record.dtype || ""}`.trim() }),
     h("span", { text: `reduction: ${reductionText(layer.reduction)}` }),
   ];
+  const points = info.points;
+  if (points && points.subset) {
+    parts.push(h("span", { "data-testid": "subset", text: `${fmt(points.n)} of ${fmt(points.of)} points (a probe subset)` }));
+  }
   if (record.nonfinite) parts.push(h("span", { class: "warn", text: `${fmt(record.nonfinite)} non-finite values` }));
   if (info.embedding && info.embedding.one_dimensional) parts.push(h("span", { text: "1-D: x = its values, y = a strip per class" }));
   const scoreParts = SCORE_NAMES.filter(([key]) => scores[key] !== undefined)
