@@ -39,11 +39,6 @@ EXPECTED_FAILURES: dict[str, dict[str, str]] = {
         "check_transformer_data_not_an_array", "check_transformer_preserve_dtypes")},
     "KernelPCA": {"check_transformer_n_iter": "max_iter caps ARPACK, which reports no iteration count "
                                               "(scikit-learn exempts its own KernelPCA from this check)"},
-    # scikit-learn's TSNE has no transform; these checks want transform(X_fit) == fit_transform(X_fit) within 0.01
-    "TSNE": {check: "transform re-places points into the fixed fitted layout (openTSNE's transform): the fitted "
-                    "points come back near, not at, their positions" for check in (
-        "check_transformer_general", "check_transformer_general(readonly_memmap=True)",
-        "check_transformer_data_not_an_array")},
 }
 
 

@@ -295,7 +295,7 @@ def test_auto_method_and_resolved_attributes():
     est = TSNE(max_iter=10, random_state=0).fit(X)
     assert est.method_ == "direct" and est.learning_rate_ == pytest.approx(1200.0)
     assert est.early_learning_rate_ == pytest.approx(200.0)
-    assert est.n_iter_ == 10 and est.embedding_.dtype == np.float32
+    assert est.n_iter_ == 9 and est.embedding_.dtype == np.float32  # scikit-learn's: last iteration's index
     assert set(est.timings_) == {"kNN", "affinities", "initialisation", "early exaggeration", "optimisation"}
     assert TSNE(max_iter=10).fit(X[:500]).method_ == "direct"
     assert TSNE(max_iter=10, dof=0.5).fit(X[:500]).method_ == "exact"  # other kernels: the rule as before
@@ -405,7 +405,7 @@ def test_tol_extrapolates_the_last_window_over_the_iterations_left():
         state = gradient_descent(np.zeros((3, 2)), objective, n_iter, learning_rate=1.0, momentum=0.5, tol=5e-3,
                                  kl_every=25)
         assert state.n_iter == stop
-    assert state.converged  # 50: the second check, 0.11 % over the last window
+    assert state.stopped_by == "tol"  # 50: the second check, 0.11 % over the last window
 
 
 def test_fit_is_prepare_embedding_and_two_optimize_calls():
@@ -420,7 +420,7 @@ def test_fit_is_prepare_embedding_and_two_optimize_calls():
     embedding.optimize(7, exaggeration=5.0, momentum=0.4, learning_rate=77.0)
     embedding.optimize(13, momentum=0.6, learning_rate=77.0)
     np.testing.assert_array_equal(fit.embedding_, embedding.layout.astype(np.float32))
-    assert fit.n_iter_ == embedding.n_iter == 20 and fit.kl_divergence_ == embedding.kl_divergence
+    assert fit.n_iter_ + 1 == embedding.n_iter == 20 and fit.kl_divergence_ == embedding.kl_divergence
 
 
 def test_optimize_resumes_where_it_stopped():
@@ -513,7 +513,8 @@ def test_params_follow_sklearn_contract():
     ({"dof": 0}, r"The 'dof' parameter"),
     ({"max_iter": 0}, r"The 'max_iter' parameter"),
     ({"method": "fft", "n_components": 3}, r"method='fft' supports n_components=2 only"),
-    ({"method": "barnes_hut", "n_components": 4}, r"supports n_components <= 3"),
+    # scikit-learn's code matches "'n_components' should be"
+    ({"method": "barnes_hut", "n_components": 4}, r"supports n_components <= 3 \('n_components' should be at most 3"),
 ])
 def test_invalid_parameters(params, match):
     X, _ = _blobs(20, 3)
@@ -585,7 +586,7 @@ def test_progress_goes_through_the_one_protocol(capsys):
                                        ("optimise", 95, 120), ("optimise", 120, 120)]
     assert all(e[3].startswith("KL ") for e in events)
     out = capsys.readouterr().out
-    assert "[TSNE] kNN:" in out and "[TSNE] optimisation:" in out
+    assert "[t-SNE] kNN:" in out and "[t-SNE] optimisation:" in out
     events.clear()
     SNE(perplexity=5, max_iter=30, early_exaggeration_iter=10).fit_transform(X, progress=lambda *e: events.append(e))
     assert events[-1][:3] == ("optimise", 30, 30)
@@ -653,8 +654,8 @@ def test_scikit_learn_stopping_rules():
                             min_grad_norm=0.99 * norm).n_iter == 500
     X, _ = _blobs(30, 3)
     kw = dict(perplexity=10, method="exact", random_state=0, max_iter=600, early_exaggeration_iter=100)
-    assert TSNE(**kw).fit(X).n_iter_ == 600
-    assert TSNE(min_grad_norm=1e6, **kw).fit(X).n_iter_ == 2
+    assert TSNE(**kw).fit(X).n_iter_ == 599
+    assert TSNE(min_grad_norm=1e6, **kw).fit(X).n_iter_ == 1
 
 
 def test_sparse_input_and_sparse_neighbour_graphs():
@@ -709,3 +710,57 @@ def test_auto_learning_rate_small_n():
     kl = [TSNE(random_state=s).fit(np.random.RandomState(s).randn(50, 3)).kl_divergence_ for s in range(4)]
     print(f"KL of randn(50, 3), seeds 0-3: {np.round(kl, 3)}")
     assert np.mean(kl) < 0.265  # 0.256; 0.279 with the floor of 200
+
+
+def test_verbose_2_speaks_scikit_learns_lines_and_reports_the_returned_kl(capsys):
+    """verbose=2 prints scikit-learn's lines: the last "Iteration N: error = ..." is kl_divergence_ (the KL of the
+    layout returned), and the mean sigma of the affinities equals scikit-learn's for the same exact affinities
+    (data far from unit scale: repviz rescales X inside the fit)."""
+    from sklearn.manifold import TSNE as SkTSNE
+
+    X = np.random.default_rng(0).standard_normal((50, 2)) * 1e4
+    tsne = TSNE(perplexity=10, verbose=2, random_state=0, method="exact", max_iter=300).fit(X)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert all(line.startswith("[t-SNE] ") for line in lines) and "Computing 49 nearest neighbors..." in out
+    errors = [float(line.split("error = ")[1].split(",")[0]) for line in lines if "Iteration" in line]
+    assert len(errors) == 12 and errors[-1] == pytest.approx(tsne.kl_divergence_, abs=1e-7)
+    SkTSNE(perplexity=10, verbose=2, method="exact", max_iter=250, random_state=0).fit(X)
+    (ours,), (ref,) = ([float(line.split("Mean sigma: ")[1]) for line in text.splitlines() if "Mean sigma" in line]
+                       for text in (out, capsys.readouterr().out))
+    assert ours == pytest.approx(ref, rel=1e-3)
+
+
+def test_a_stop_names_its_rule_and_reports_the_returned_kl(capsys):
+    """A stopping rule is named (state.stopped_by, TSNEEmbedding.stopped_by, verbose=2 in scikit-learn's words)
+    and the last progress report carries the KL of the layout returned, not that of the step before."""
+    def rising(Y, exaggeration=1.0, compute_kl=True):
+        rising.calls += 1
+        return (float(rising.calls) if compute_kl else float("nan")), np.full_like(Y, 0.1)
+
+    rising.calls = 0
+    reports = []
+    state = gradient_descent(np.zeros((10, 2)), rising, 500, learning_rate=1.0, momentum=0.5,
+                             n_iter_without_progress=0, progress=lambda s: reports.append(s.kl))
+    assert state.stopped_by == "n_iter_without_progress" and state.n_iter == 50
+    assert reports[-1] == state.kl == rising.calls  # evaluated again after the last step
+    X, _ = _blobs(30, 3)
+    tsne = TSNE(perplexity=10, method="exact", random_state=0, max_iter=600, early_exaggeration_iter=100,
+                min_grad_norm=1e6, verbose=2).fit(X)
+    out = capsys.readouterr().out
+    assert "[t-SNE] Iteration 1: gradient norm at most min_grad_norm (1e+06). Finished." in out
+    assert TSNE(perplexity=10, max_iter=300, random_state=0).prepare_embedding(X).optimize(
+        60, tol=1.0).stopped_by == "tol"
+    assert tsne.n_iter_ == 1
+
+
+def test_transform_gives_copies_of_fitted_points_their_positions():
+    """scikit-learn's transformer contract: fit(X).transform(X) == fit_transform(X); per point, so any subset or
+    order of the fitted points comes back at its positions, while a point 1e-3 away is placed (near them)."""
+    X, _ = _blobs(60, 3)
+    X = X.astype(np.float64) + 0.1  # values not representable in float32: the fit keeps a float32 copy
+    tsne = TSNE(perplexity=5, max_iter=100, random_state=0).fit(X)
+    np.testing.assert_array_equal(tsne.transform(X), tsne.embedding_)
+    np.testing.assert_array_equal(tsne.transform(X[[7, 3, 3]]), tsne.embedding_[[7, 3, 3]])
+    moved = tsne.transform(X[:5] + 1e-3) - tsne.embedding_[:5]
+    assert (np.abs(moved) > 0).any(axis=1).all() and np.linalg.norm(moved, axis=1).max() < 1.0

@@ -33,8 +33,12 @@ def conditional_affinities(distances: np.ndarray, perplexity: float) -> tuple[np
 def joint_affinities(indices: np.ndarray, distances: np.ndarray, perplexity: float) -> sp.csr_matrix:
     """Symmetric joint affinities p_ij = (p_{j|i} + p_{i|j}) / 2n as a CSR matrix (float32 data, int32 indices,
     sorted, summing to 1), from a kNN graph (``indices``, ``distances``: (n, k), self excluded)."""
+    return symmetrize_conditional(indices, conditional_affinities(distances, perplexity)[0])
+
+
+def symmetrize_conditional(indices: np.ndarray, cond: np.ndarray) -> sp.csr_matrix:
+    """:func:`joint_affinities` from the conditional p_{j|i} of each row's neighbours ``indices`` (n, k)."""
     n, k = indices.shape
-    cond, _ = conditional_affinities(distances, perplexity)
     # each row's neighbours are distinct: sorted, they make a canonical CSR matrix directly (no COO conversion)
     order = np.argsort(indices, axis=1)
     P = sp.csr_matrix((np.take_along_axis(cond, order, axis=1).ravel(),

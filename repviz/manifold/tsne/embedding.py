@@ -61,8 +61,8 @@ def resolve_method(method: str, n_samples: int, n_components: int, dof: float) -
         raise ValueError(f"method='fft' supports n_components=2 only; got n_components={n_components}. "
                          f"Use method='barnes_hut' (1-3 components) or 'exact'.")
     if method == "barnes_hut" and n_components > 3:
-        raise ValueError(f"method='barnes_hut' supports n_components <= 3; got {n_components}. "
-                         f"Use method='exact'.")
+        raise ValueError(f"method='barnes_hut' supports n_components <= 3 ('n_components' should be at most 3 for "
+                         f"its quad- or oct-tree); got {n_components}. Use method='exact'.")
     return method
 
 
@@ -89,7 +89,7 @@ class TSNEEmbedding:
         The affinities given.
     dof, angle, n_jobs :
         As given.
-    layout, n_iter, kl_divergence, method :
+    layout, n_iter, kl_divergence, method, stopped_by :
         Properties, see each. :meth:`copy` makes an independent embedding to go on from.
 
     Examples
@@ -134,6 +134,12 @@ class TSNEEmbedding:
     def n_iter(self) -> int:
         """Iterations run so far, over every :meth:`optimize` call."""
         return 0 if self._state is None else self._state.n_iter
+
+    @property
+    def stopped_by(self) -> str | None:
+        """The rule that stopped the last :meth:`optimize` call early ("tol", "n_iter_without_progress",
+        "min_grad_norm"), or None."""
+        return None if self._state is None else self._state.stopped_by
 
     @property
     def kl_divergence(self) -> float:
@@ -205,7 +211,7 @@ class TSNEEmbedding:
         if self._state is not None:
             s = self._state
             twin._state = DescentState(self._in_input_order(s.update), self._in_input_order(s.gains), s.n_iter,
-                                       s.kl, s.converged)
+                                       s.kl, s.stopped_by)
         return twin
 
     def _relabel(self) -> None:

@@ -150,7 +150,8 @@ class DescentState:
     gains: np.ndarray
     n_iter: int = 0
     kl: float = float("nan")
-    converged: bool = False
+    #: The rule that stopped the last call early ("tol", "n_iter_without_progress", "min_grad_norm"), or None.
+    stopped_by: str | None = None
 
 
 def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learning_rate: float, momentum: float,
@@ -162,21 +163,23 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
     ``learning_rate`` follows the convention of bhtsne, FIt-SNE and openTSNE, whose gradient omits the factor 4
     of the exact KL derivative: the step is ``learning_rate / 4 * gains * grad``. (scikit-learn's learning_rate
     multiplies the exact gradient, so its value for the same step is 4x smaller.) The KL divergence is evaluated
-    every ``kl_every`` iterations and after the last; ``progress(state)`` is called at those points. (An
+    every ``kl_every`` iterations and after the last; ``progress(state)`` is called at those points, and at a stop
+    with the divergence of the layout returned (its last report is ``state.kl``). (An
     iteration that evaluates it computes its gradient in another loop of the attractive kernel, which may round
     differently; ``kl_every`` does not depend on ``tol``, so that ``tol`` only ever stops, never steers.)
 
     Convergence: with ``tol`` > 0 the descent stops at an evaluation where the KL's relative change since the
     previous one, ``kl_every`` iterations earlier, extrapolated over the iterations left (at least one window),
-    is below ``tol`` (``state.converged`` is then True). For a KL that falls ever more slowly, as it does, the
+    is below ``tol`` (``state.stopped_by`` is then "tol"). For a KL that falls ever more slowly, as it does, the
     iterations left could lower it by at most about ``tol``: a layout that barely moves stops after two
-    evaluations, one still moving runs on. scikit-learn's rules stop it too (``state.converged`` then True):
+    evaluations, one still moving runs on. scikit-learn's rules stop it too (``state.stopped_by`` names the rule):
     ``n_iter_without_progress``, at an evaluation more than that many iterations after the one with the lowest
     KL of this call; ``min_grad_norm``, after a step whose gradient (the exact derivative, 4x the one here) has
     a norm at most that. None and 0 never stop.
     """
     if state is None:
         state = DescentState(np.zeros_like(Y), np.ones_like(Y))
+    state.stopped_by = None
     step = learning_rate / 4.0
     previous = float("nan")
     best_kl, best_it = float("inf"), 0
@@ -187,26 +190,28 @@ def gradient_descent(Y: np.ndarray, objective: Callable, n_iter: int, *, learnin
         small = min_grad_norm > 0 and 4.0 * np.sqrt(np.vdot(grad, grad)) <= min_grad_norm  # before the step uses it
         _kernels.descent_step(Y, grad, state.update, state.gains, step, momentum, min_gain)
         state.n_iter += 1
+        if last:  # the divergence of the layout returned, not of the one before the step
+            kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
         if small:
-            state.converged = True
-            state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
-            break
-        if want_kl:
-            if last:  # the divergence of the embedding actually returned, not of the one before the step
-                kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
-            state.kl = kl
-            if progress is not None:
-                progress(state)
+            state.stopped_by = "min_grad_norm"
+        elif want_kl:
             windows_left = max(1.0, (n_iter - it - 1) / kl_every)
             stalled = kl >= best_kl and n_iter_without_progress is not None and it - best_it > n_iter_without_progress
             if kl < best_kl:
                 best_kl, best_it = kl, it
-            if stalled or (tol > 0 and abs(previous - kl) * windows_left < tol * abs(kl)):
-                state.converged = True
-                if not last:
-                    state.kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
-                break
+            if stalled:
+                state.stopped_by = "n_iter_without_progress"
+            elif tol > 0 and abs(previous - kl) * windows_left < tol * abs(kl):
+                state.stopped_by = "tol"
             previous = kl
+        if want_kl or small:
+            if state.stopped_by and not last:  # a stop reports the divergence of the layout returned, too
+                kl = objective(Y, exaggeration=exaggeration, compute_kl=True)[0]
+            state.kl = kl
+            if progress is not None:
+                progress(state)
+            if state.stopped_by:
+                break
     return state
 
 

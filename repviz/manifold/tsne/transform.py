@@ -33,16 +33,17 @@ MAX_GRID = 800
 EXACT_MAX_PAIRS = 250_000
 
 
-def partial_affinities(X_new, X_fit, perplexity: float, metric: str = "euclidean") -> tuple[np.ndarray, np.ndarray]:
-    """Each new point's nearest training points and its conditional affinities p_{j|i} to them (rows sum to 1):
-    (indices (m, k), P (m, k) float64), k = 3 * perplexity. With ``metric="precomputed"``, ``X_new`` holds the
-    distances (m, n_fit) to the training points and ``X_fit`` is unused."""
+def partial_affinities(X_new, X_fit, perplexity: float, metric: str = "euclidean") -> tuple[np.ndarray, ...]:
+    """Each new point's nearest training points, its conditional affinities p_{j|i} to them (rows sum to 1) and
+    its distance to the nearest: (indices (m, k), P (m, k) float64, distances (m,)), k = 3 * perplexity. With
+    ``metric="precomputed"``, ``X_new`` holds the distances (m, n_fit) to the training points and ``X_fit`` is
+    unused."""
     n_fit = X_new.shape[1] if metric == "precomputed" else X_fit.shape[0]
     k = n_neighbors_for(perplexity, n_fit + 1)
     reference = np.empty((n_fit, 0)) if metric == "precomputed" else X_fit
     idx, dist = kneighbors(X_new, reference, k, metric=metric)
     P, _ = conditional_affinities(dist, min(float(perplexity), k / 3.0))
-    return idx, P
+    return idx, P, dist[:, 0]
 
 
 class _ExactField:
@@ -117,7 +118,7 @@ def repulsion_field(Y_fit: np.ndarray, n_new: int, dof: float = 1.0):
 
 def place(X_new, X_fit, Y_fit, *, perplexity: float = 5.0, n_iter: int = 250, learning_rate: float = 0.1,
           exaggeration: float = 1.5, momentum: float = 0.8, max_grad_norm: float = 0.25, dof: float = 1.0,
-          metric: str = "euclidean") -> np.ndarray:
+          metric: str = "euclidean", keep_copies: bool = False) -> np.ndarray:
     """Positions of the new points ``X_new`` in the fixed layout ``Y_fit`` of ``X_fit`` (the module docstring):
     float32 (m, n_components).
 
@@ -130,9 +131,13 @@ def place(X_new, X_fit, Y_fit, *, perplexity: float = 5.0, n_iter: int = 250, le
         openTSNE's ``transform`` parameters (its defaults).
     dof : float
         The kernel's degrees of freedom, as the layout was fitted.
+    keep_copies : bool, default=False
+        A new point at distance 0 from a training point (a copy of it, for a repeated point the first) gets
+        that point's position in ``Y_fit`` rather than being placed (TSNE.transform, so that transforming the
+        training data returns its layout).
     """
     Y_fit = np.asarray(Y_fit, dtype=np.float64)
-    idx, P = partial_affinities(X_new, X_fit, perplexity, metric)
+    idx, P, nearest = partial_affinities(X_new, X_fit, perplexity, metric)
     Y = np.einsum("ik,ikd->id", P, Y_fit[idx])  # the p-weighted mean of the neighbours (rows of P sum to 1)
     field = repulsion_field(Y_fit, len(Y), dof)
     update, gains = np.zeros_like(Y), np.ones_like(Y)
@@ -149,4 +154,7 @@ def place(X_new, X_fit, Y_fit, *, perplexity: float = 5.0, n_iter: int = 250, le
         gains = np.where(opposed, gains + 0.2, gains * 0.8 + 0.01)
         update = momentum * update - learning_rate * gains * grad
         Y += update
+    if keep_copies:
+        copies = nearest == 0
+        Y[copies] = Y_fit[idx[copies, 0]]
     return Y.astype(np.float32)

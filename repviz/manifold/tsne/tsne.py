@@ -30,7 +30,7 @@ from .._base import Estimator, rng_from
 from .._eigen import fix_signs
 from . import init as _init
 from ._threads import NumbaThreads
-from .affinity import Affinities, joint_affinities, n_neighbors_for
+from .affinity import Affinities, conditional_affinities, n_neighbors_for, symmetrize_conditional
 from .embedding import TSNEEmbedding, auto_learning_rate, resolve_method
 
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
@@ -59,22 +59,33 @@ def _sparse_pca(X: sp.csr_matrix, n_components: int) -> np.ndarray:
 class _Log:
     """Phase timings, printed with verbose >= 1, and the iterations reported through the progress protocol
     of :mod:`repviz.progress` (stage "optimise", done/total iterations, the KL as message) to ``progress``
-    and, with verbose >= 1, to a :class:`~repviz.progress.TerminalProgress` line."""
+    and, with verbose = 1, to a :class:`~repviz.progress.TerminalProgress` line; verbose >= 2 prints each KL
+    evaluation instead, in scikit-learn's words ("Iteration 50: error = ..."). Lines start with ``[name]``
+    (scikit-learn's "[t-SNE]" for TSNE)."""
 
-    def __init__(self, owner: str, verbose: int, total_iter: int, progress: ProgressCallback | None):
-        self.owner, self.verbose, self.total = owner, verbose, total_iter
+    def __init__(self, name: str, verbose: int, total_iter: int, progress: ProgressCallback | None):
+        self.name, self.verbose, self.total = name, verbose, total_iter
         self.timings: dict[str, float] = {}
-        self._terminal = TerminalProgress(owner) if verbose else None
+        self._terminal = TerminalProgress(name) if verbose == 1 else None
         self._progress = fan_out(progress, self._terminal)
+        self._last_report = time.perf_counter()
+
+    def say(self, line: str, level: int = 1) -> None:
+        """Print ``[name] line`` at verbose >= ``level``."""
+        if self.verbose >= level:
+            if self._terminal is not None:
+                self._terminal.close()  # end the progress line first
+            print(f"[{self.name}] {line}", flush=True)
 
     def phase(self, name: str, seconds: float, detail: str = "") -> None:
         self.timings[name] = seconds
-        if self.verbose:
-            self._terminal.close()  # end the progress line first
-            print(f"[{self.owner}] {name}: {seconds:.2f} s{(' (' + detail + ')') if detail else ''}", flush=True)
+        self.say(f"{name}: {seconds:.2f} s{(' (' + detail + ')') if detail else ''}")
 
     def iteration(self, n_iter: int, kl: float) -> None:
         report(self._progress, "optimise", n_iter, self.total, f"KL {kl:.4f}")
+        now = time.perf_counter()
+        self.say(f"Iteration {n_iter}: error = {kl:.7f}, {now - self._last_report:.3f} s since the last report", 2)
+        self._last_report = now
 
 
 _COMMON_CONSTRAINTS = {
@@ -103,15 +114,16 @@ class _BaseSNE(Estimator):
     """The fit shared by TSNE and SNE; subclasses define ``_kernel_dof`` (the embedding kernel),
     ``_resolve_method`` (the gradient methods they allow) and ``_auto_learning_rate``."""
 
-    def _check_input(self, X) -> tuple[np.ndarray, bool]:
-        """X (dense, or a scipy sparse matrix) checked and rescaled, and whether all its points are identical
-        (with a warning)."""
+    def _check_input(self, X) -> tuple[np.ndarray, bool, float]:
+        """X (dense, or a scipy sparse matrix) checked and rescaled, whether all its points are identical (with
+        a warning), and what X was divided by."""
         owner = type(self).__name__
         metric = resolve_metric(self.metric, self.metric_params)[0]
         # float64 data stays float64 for scipy's cdist metrics (their distances are computed in float64 anyway),
         # so P equals P of the same distances precomputed; the Euclidean-type metrics use float32 as always
         dtype = np.float32 if metric in GRAM_METRICS + ("precomputed",) else FLOAT_DTYPES
         X = check_data(X, owner, min_samples=2, dtype=dtype, metric=metric)
+        scale = 1.0
         if sp.issparse(X):
             if metric == "precomputed" and self._resolve_method(X.shape[0]) == "exact":
                 raise TypeError(f"{owner} with method='exact' needs every distance, not a sparse neighbour graph; "
@@ -122,12 +134,12 @@ class _BaseSNE(Estimator):
             if metric == "precomputed":
                 check_distance_matrix(X, owner, symmetric=True)
             if not callable(metric):  # P is calibrated by perplexity: the scale of X does not matter
-                X = rescaled(X, metric)[0]
+                X, scale = rescaled(X, metric)
             identical = bool(np.all(X == X[0])) if metric != "precomputed" else bool(np.all(X == 0))
         if identical:
             warnings.warn(f"All {X.shape[0]} points of X are identical: every affinity is equal and the embedding "
                           f"is random noise with no structure.", UserWarning, stacklevel=4)
-        return X, identical
+        return X, identical, scale
 
     def _effective_perplexity(self, n: int) -> float:
         perplexity = float(self.perplexity)
@@ -139,7 +151,7 @@ class _BaseSNE(Estimator):
             perplexity = limit
         return perplexity
 
-    def _affinities(self, X: np.ndarray, knn_seed: int, log: _Log) -> Affinities:
+    def _affinities(self, X: np.ndarray, knn_seed: int, log: _Log, scale: float) -> Affinities:
         n = X.shape[0]
         method = self._resolve_method(n)
         perplexity = self._effective_perplexity(n)
@@ -148,11 +160,16 @@ class _BaseSNE(Estimator):
             k = n - 1 if method == "exact" else n_neighbors_for(perplexity, n)
             knn_method = "exact" if method == "exact" else self.neighbors
             metric, params = resolve_metric(self.metric, self.metric_params)
+            log.say(f"Computing {k} nearest neighbors...")
             idx, dist = knn(X, k, metric=metric, method=knn_method, random_state=knn_seed, metric_params=params)
             log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}")
             t = time.perf_counter()
-            P = joint_affinities(idx, dist, perplexity)
+            cond, betas = conditional_affinities(dist, perplexity)
+            P = symmetrize_conditional(idx, cond)
             log.phase("affinities", time.perf_counter() - t, f"perplexity {perplexity:g}, {P.nnz} non-zeros")
+            log.say(f"Computed conditional probabilities in {time.perf_counter() - t:.3f}s", 2)
+            # scikit-learn's summary of the Gaussians' widths: sigma of the mean precision
+            log.say(f"Mean sigma: {scale * float(np.sqrt(1.0 / np.mean(betas))):f}", 2)
         return Affinities(P, perplexity, k, self.metric, knn_method, X.shape[1])
 
     def _initial_layout(self, X: np.ndarray | None, n: int, identical: bool, rng: np.random.Generator):
@@ -194,9 +211,9 @@ class _BaseSNE(Estimator):
         X : array of shape (n_samples, n_features), or (n_samples, n_samples) with ``metric="precomputed"``
         """
         self._validate_params()
-        X, _ = self._check_input(X)
+        X, _, scale = self._check_input(X)
         knn_seed = int(rng_from(self.random_state).integers(2**31 - 1))
-        return self._affinities(X, knn_seed, _Log(type(self).__name__, self.verbose, self.max_iter, None))
+        return self._affinities(X, knn_seed, _Log(self._log_name, self.verbose, self.max_iter, None), scale)
 
     def prepare_embedding(self, X) -> TSNEEmbedding:
         """The :class:`~repviz.manifold.tsne.TSNEEmbedding` that :meth:`fit` optimises, before its first
@@ -209,7 +226,7 @@ class _BaseSNE(Estimator):
             As in :meth:`fit`.
         """
         self._validate_params()
-        return self._prepare(X, _Log(type(self).__name__, self.verbose, self.max_iter, None))
+        return self._prepare(X, _Log(self._log_name, self.verbose, self.max_iter, None))
 
     def _prepare(self, X, log: _Log) -> TSNEEmbedding:
         rng = rng_from(self.random_state)
@@ -217,8 +234,8 @@ class _BaseSNE(Estimator):
         if isinstance(X, Affinities):
             affinities, data, identical = X, None, False
         else:
-            data, identical = self._check_input(X)
-            affinities = self._affinities(data, knn_seed, log)
+            data, identical, scale = self._check_input(X)
+            affinities = self._affinities(data, knn_seed, log, scale)
         n = affinities.n_samples
         t = time.perf_counter()
         with _one_blas_thread():
@@ -242,7 +259,7 @@ class _BaseSNE(Estimator):
             the optimisation goes (every 25 iterations and at the end of each phase).
         """
         self._validate_params()
-        log = _Log(type(self).__name__, self.verbose, self.max_iter, progress)
+        log = _Log(self._log_name, self.verbose, self.max_iter, progress)
         embedding = self._prepare(X, log)
         n = embedding.affinities.n_samples
         ee_iter = min(self.early_exaggeration_iter, self.max_iter)
@@ -259,6 +276,7 @@ class _BaseSNE(Estimator):
                                n_iter_without_progress=(self.n_iter_without_progress if name == "optimisation"
                                                         else None),
                                min_grad_norm=float(self.min_grad_norm))
+            self._say_stop(log, embedding)
             log.phase(name, time.perf_counter() - t, f"{n_iter} iterations" + (
                 f", KL {embedding.kl_divergence:.4f}" if name == "optimisation" else ""))
         Y = embedding.layout
@@ -267,7 +285,7 @@ class _BaseSNE(Estimator):
                                      f"learning_rate ({lr:g}) or early_exaggeration ({self.early_exaggeration:g})")
         self.embedding_ = Y.astype(np.float32)
         self.kl_divergence_ = embedding.kl_divergence
-        self.n_iter_ = embedding.n_iter
+        self.n_iter_ = embedding.n_iter - 1  # scikit-learn's convention: the index of the last iteration
         self.learning_rate_ = lr
         self.early_learning_rate_ = lr_ee
         self.perplexity_ = embedding.affinities.perplexity
@@ -279,6 +297,15 @@ class _BaseSNE(Estimator):
         self.training_data_ = None if isinstance(X, Affinities) or self.metric == "precomputed" else \
             check_data(X, type(self).__name__, dtype=np.float32)
         return self
+
+    def _say_stop(self, log: _Log, embedding: TSNEEmbedding) -> None:
+        """With verbose >= 2, why a phase stopped early, in scikit-learn's words."""
+        reasons = {"n_iter_without_progress": f"did not make any progress during the last "
+                                              f"{self.n_iter_without_progress} episodes",
+                   "min_grad_norm": f"gradient norm at most min_grad_norm ({self.min_grad_norm:g})",
+                   "tol": f"the KL divergence changes by less than tol ({self.tol:g})"}
+        if embedding.stopped_by is not None:
+            log.say(f"Iteration {embedding.n_iter}: {reasons[embedding.stopped_by]}. Finished.", 2)
 
 
 _SHARED_DOC = """
@@ -353,7 +380,9 @@ _SHARED_DOC = """
         random_state whatever ``n_jobs``.
     verbose : int, default=0
         1 prints each phase with its time, and a progress line with ETA during the optimisation (on stderr, on
-        an interactive terminal only; see :class:`repviz.progress.TerminalProgress`). To follow the
+        an interactive terminal only; see :class:`repviz.progress.TerminalProgress`). 2 also prints the mean
+        sigma of the affinities, each KL evaluation ("Iteration 50: error = ...") and why a phase stopped early,
+        in scikit-learn's words, on stdout. Lines start with "[t-SNE]" ("[SNE]" for SNE). To follow the
         optimisation programmatically, pass ``progress=`` to :meth:`fit`.
 """
 
@@ -391,7 +420,8 @@ class TSNE(_BaseSNE):
     kl_divergence_ : float
         KL(P || Q) after the last iteration (with approximate methods, Q's normalisation is the approximate one).
     n_iter_ : int
-        Iterations of the returned layout's descent.
+        scikit-learn's convention: the index of the last iteration run, counting from 0 (one less than the
+        iterations run, which ``TSNEEmbedding.n_iter`` counts).
     early_learning_rate_, learning_rate_, perplexity_ : the resolved values used.
     method_ : str
         The method used; with "auto" in 2-D, the repulsion methods it chose: "direct", "fft" or "fft+direct".
@@ -420,9 +450,10 @@ class TSNE(_BaseSNE):
     (200, 2)
     >>> affinities = TSNE(perplexity=10).prepare_affinities(X)  # once, for several fits
     >>> [TSNE(init="random", random_state=seed).fit(affinities).n_iter_ for seed in (0, 1)]
-    [750, 750]
+    [749, 749]
     """
 
+    _log_name = "t-SNE"  # scikit-learn's prefix of the verbose lines
     _accepts_sparse = True
     _parameter_constraints = {**_COMMON_CONSTRAINTS,
                               "method": [Options("auto", "direct", "exact", "barnes_hut", "fft")],
@@ -461,7 +492,10 @@ class TSNE(_BaseSNE):
     def transform(self, X, *, perplexity: float = 5.0, n_iter: int = 250) -> np.ndarray:
         """Place new points into the fitted layout, which does not move: each by gradient descent on its own
         affinities to its nearest fitted points, from their weighted mean (openTSNE's ``transform`` and defaults;
-        :func:`repviz.manifold.tsne.transform.place`). Float32 (m, n_components).
+        :func:`repviz.manifold.tsne.transform.place`). Float32 (m, n_components). A point equal to a fitted one
+        (at distance 0; for a repeated point the first) gets that point's position back, as umap-learn's
+        transform returns ``embedding_`` for the training data, so that ``fit(X).transform(X)`` equals
+        ``fit_transform(X)`` (scikit-learn's transformer contract).
 
         X : array (m, n_features), or (m, n_samples) distances to the fitted points with ``metric="precomputed"``.
         The fit keeps its data for this (``training_data_``, n_samples x n_features float32).
@@ -478,7 +512,7 @@ class TSNE(_BaseSNE):
         from .transform import place
 
         return place(X, self.training_data_, self.embedding_, perplexity=perplexity, n_iter=n_iter,
-                     dof=float(self.dof), metric=self.metric)
+                     dof=float(self.dof), metric=self.metric, keep_copies=True)
 
     def _kernel_dof(self) -> float:
         return float(self.dof)
@@ -511,6 +545,7 @@ class SNE(_BaseSNE):
     (100, 2)
     """
 
+    _log_name = "SNE"
     _accepts_sparse = True
     _parameter_constraints = _COMMON_CONSTRAINTS
 
