@@ -432,7 +432,7 @@ export class MainView {
     this.overPlaced = found !== null;
     if (found === null) return;
     const [p, i] = at[found];
-    this.events.hover({ run: p.run, index: p.rows[i], step: drawn.chosen.step, placed: `into ${drawn.run.name}'s layout` });
+    this.events.hover({ run: p.run, index: p.rows[i], step: drawn.chosen.step, placed: `into ${drawn.run.name}` });
   }
 
   onLasso(indices) {
