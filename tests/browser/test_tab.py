@@ -139,6 +139,8 @@ def test_selection_exports_as_csv(tab):
         URL.createObjectURL = (blob) => { window.__csvBlob = blob; return make(blob); };
     """)
     tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    # The export reads the run's arrays first (a busy machine may take a moment).
+    pk.wait(tab, lambda d: d.execute_script("return Boolean(window.__csvBlob)"), "the CSV download")
     text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
     lines = text.strip().splitlines()
     assert lines[0] == "probe_id,label,prediction,confidence"
