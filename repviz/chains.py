@@ -9,6 +9,7 @@ good one.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,13 +142,24 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous:
     return Y, diagnostics
 
 
-def _scores(X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None, sample: int | None) -> dict:
+def _scores(run: Run, layer: str, step: int, X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None,
+            sample: int | None) -> dict:
+    """The quality scores of Y. The exact k-NN graph of the snapshot is cached in the store and shared by every
+    method that scores it (and by the tab's neighbourhood change): a scoring that searched every point's
+    neighbours writes it, the next ones skip that search."""
     from .metrics import quality_scores  # here, not at the top: a fully cached job never loads numba
 
     k = min(10, (X.shape[0] - 1) // 2)
     if k < 1:
         return {}
-    return quality_scores(X, Y, labels, n_neighbors=k, max_exact=sample)
+    variant = f"k{k}-exact"
+    graph = run.neighbor_graph(layer, step, variant)
+    scores, near = quality_scores(X, Y, labels, n_neighbors=k, max_exact=sample, neighbors=graph,
+                                  return_neighbors=True)
+    if graph is None and len(near) == len(X):
+        with contextlib.suppress(OSError):  # a log directory that cannot be written still gets its scores
+            run.write_neighbor_graph(layer, step, variant, near.astype(np.int32))
+    return scores
 
 
 def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1) -> list[dict]:
@@ -165,7 +177,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
         try:
             X, crc32 = _representation(run, layer, step)
             Y, diagnostics = _fit(resolved, X, labels, previous, threads)
-            scores = _scores(X, Y, labels, task.score_sample)
+            scores = _scores(run, layer, step, X, Y, labels, task.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
             results.append(failure(run.name, layer, step, resolved.method.name, e))
             advance(1)

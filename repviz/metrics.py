@@ -64,8 +64,8 @@ def _ranks_of(X: np.ndarray, queries: np.ndarray, neighbors: np.ndarray, block_b
 def _scan(X: np.ndarray, queries: np.ndarray, k: int, others: np.ndarray | None,
           block_bytes: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
     """One pass over the distances from each query to all rows of X: its k nearest neighbours in X and, with
-    ``others`` (n_queries, m), the 1-based rank in X's distances of each point listed there. Wide X goes
-    through its Gram matrix, block by block; low-dimensional X (an embedding) has its squared distances
+    ``others`` (n_queries, m), the 1-based rank in X's distances of each point listed there (0 for an entry of -1).
+    Wide X goes through its Gram matrix, block by block; low-dimensional X (an embedding) has its squared distances
     computed from the coordinates, which costs less than writing and reading an n x n block."""
     X = np.ascontiguousarray(X)
     low = X.shape[1] <= _TREE_MAX_DIM
@@ -124,6 +124,9 @@ def _select_and_rank(start_row, stop_row, coords, G, sq, queries, k, targets, ne
             for a in range(k):
                 near[r, a] = best_j[a]
         for m in range(targets.shape[1]):
+            if targets[r, m] < 0:  # not asked for (see _false_ranks)
+                ranks[r, m] = 0
+                continue
             key = keys[targets[r, m]]
             c = 1
             for j in range(n):
@@ -207,9 +210,16 @@ def _label_codes(labels, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int | None = 10_000,
-                   random_state=0) -> dict:
+                   random_state=0, neighbors=None, return_neighbors: bool = False) -> dict | tuple[dict, np.ndarray]:
     """All scores of embedding ``Y`` of ``X`` in one dict (plus ``n_neighbors`` and ``n_sampled``): the same values
-    as the functions above with the same ``max_exact``, from one neighbour search in each space."""
+    as the functions above with the same ``max_exact``, from one neighbour search in each space.
+
+    ``neighbors`` (n, >= n_neighbors) int: each point's exact nearest input neighbours, nearest first (ties to the
+    smaller index), e.g. the graph of a snapshot that a log directory caches for every method that scores it
+    (:meth:`repviz.store.Run.neighbor_graph`). The input's neighbour search is then skipped: the pass over X's
+    distances ranks only the embedding neighbours that are not input neighbours (those within them cost nothing
+    to trustworthiness), in the rows that have one. ``return_neighbors``: also return the input neighbours of the
+    sampled points (n_sampled, n_neighbors), every point's when none is left out (``n_sampled == n``)."""
     X, Y = _points(X, Y, "quality_scores")
     n, k = X.shape[0], n_neighbors
     _check_trust_k(k, n)
@@ -217,7 +227,11 @@ def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int |
         classes, codes = _label_codes(labels, n)
     queries = _sample(n, max_exact, random_state)
     near_y = _query_knn(Y, queries, k)
-    near_x, ranks_x = _scan(X, queries, k, near_y)  # one pass over X's Gram matrix for both
+    if neighbors is None:
+        near_x, ranks_x = _scan(X, queries, k, near_y)  # one pass over X's Gram matrix for both
+    else:
+        near_x = _graph_rows(neighbors, n, k, queries)
+        ranks_x = _false_ranks(X, queries, near_x, near_y)
     scores = {
         "trustworthiness": _penalty(ranks_x, n, len(queries)),
         "continuity": _penalty(_ranks_of(Y, queries, near_x), n, len(queries)),
@@ -227,7 +241,29 @@ def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int |
     }
     if labels is not None:
         scores["knn_accuracy"] = _vote_accuracy(near_y, codes, queries, len(classes))
-    return scores
+    return (scores, near_x) if return_neighbors else scores
+
+
+def _graph_rows(neighbors, n: int, k: int, queries: np.ndarray) -> np.ndarray:
+    """The first k neighbours of the rows ``queries`` of a k-NN graph of the n input points, checked."""
+    graph = np.asarray(neighbors)
+    if graph.ndim != 2 or graph.shape[0] != n or graph.shape[1] < k or graph.dtype.kind not in "iu":
+        raise ValueError(f"neighbors must be an integer array (n_samples, >= n_neighbors) = ({n}, >= {k}); got "
+                         f"{graph.dtype} {graph.shape}")
+    return np.ascontiguousarray(graph[queries, :k], dtype=np.int64)
+
+
+def _false_ranks(X: np.ndarray, queries: np.ndarray, near_x: np.ndarray, near_y: np.ndarray) -> np.ndarray:
+    """:func:`_scan`'s ranks in X of ``near_y``, computed only where trustworthiness needs them: 0 (no penalty) for
+    an embedding neighbour that is among the k input neighbours (its rank is at most k), the rank otherwise, the
+    pass over X's distances made only for the rows that have such a false neighbour."""
+    false = ~(near_y[:, :, None] == near_x[:, None, :]).any(axis=2)
+    ranks = np.zeros(near_y.shape, dtype=np.int64)
+    rows = np.flatnonzero(false.any(axis=1))
+    if len(rows):
+        targets = np.where(false[rows], near_y[rows], -1)
+        ranks[rows] = _scan(X, queries[rows], 0, targets)[1]
+    return ranks
 
 
 def placed_knn_accuracy(Y_fit, labels_fit, Y_new, labels_new, n_neighbors: int = 10) -> float:
