@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import sklearn
@@ -127,10 +128,12 @@ def prepare(dest: Path, files: list[Path]) -> None:
         (dest / f.name).write_text(swap_imports(f.read_text()))
 
 
-def summarise(report: Path) -> tuple[dict[str, dict[str, int]], list[tuple[str, str, str]]]:
-    """Per-file counts and the failures (file, test, first line of the message) from a JUnit XML report."""
+def summarise(report: Path) -> tuple[dict[str, dict[str, int]], list[tuple[str, str, str]], Counter]:
+    """Per-file counts, the failures (file, test, first line of the message) and the reasons of scikit-learn's own
+    skips with their counts, from a JUnit XML report."""
     counts: dict[str, dict[str, int]] = {}
     failures = []
+    sklearn_skips: Counter = Counter()
     for case in ET.parse(report).getroot().iter("testcase"):
         file = case.get("classname", "").split(".")[0] + ".py"
         c = counts.setdefault(file, {"collected": 0, "passed": 0, "failed": 0, "skipped (runner)": 0,
@@ -143,11 +146,14 @@ def summarise(report: Path) -> tuple[dict[str, dict[str, int]], list[tuple[str, 
             message = (bad.get("message") or bad.text or "").strip().splitlines()
             failures.append((file, case.get("name"), message[0][:200] if message else ""))
         elif skip is not None:
-            key = "skipped (runner)" if "[repviz runner]" in (skip.get("message") or "") else "skipped (sklearn)"
+            reason = skip.get("message") or ""
+            key = "skipped (runner)" if "[repviz runner]" in reason else "skipped (sklearn)"
             c[key] += 1
+            if key == "skipped (sklearn)":
+                sklearn_skips[reason.splitlines()[0] if reason else "?"] += 1
         else:
             c["passed"] += 1
-    return counts, failures
+    return counts, failures, sklearn_skips
 
 
 def main() -> int:
@@ -175,7 +181,7 @@ def main() -> int:
         if not report.exists():
             print("pytest wrote no report; run it by hand in", tmp)
             return 2
-        counts, failures = summarise(report)
+        counts, failures, sklearn_skips = summarise(report)
     print(f"scikit-learn {sklearn.__version__} sklearn/manifold/tests against repviz.manifold")
     cols = ["collected", "passed", "failed", "skipped (runner)", "skipped (sklearn)"]
     print(f"| {'file':<26} | " + " | ".join(cols) + " |")
@@ -187,6 +193,8 @@ def main() -> int:
             total[c] += row[c]
         print(f"| {file:<26} | " + " | ".join(f"{row[c]:>{len(c)}}" for c in cols) + " |")
     print(f"| {'total':<26} | " + " | ".join(f"{total[c]:>{len(c)}}" for c in cols) + " |")
+    for reason, count in sklearn_skips.most_common():
+        print(f"skipped by scikit-learn ({count}): {reason}")
     if args.failures:
         for file, name, message in failures:
             print(f"FAILED {file}::{name}: {message}")
