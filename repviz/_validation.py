@@ -182,15 +182,18 @@ def check_distance_matrix(D: np.ndarray, owner: str, *, symmetric: bool = False,
     so). ``D`` is a finite 2-D array (:func:`check_array`)."""
     where = "With metric='precomputed', " if precomputed else ""
     if D.shape[0] != D.shape[1]:
-        raise ValueError(f"{where}{owner} expects a square distance matrix (n, n); got shape {D.shape}.")
+        raise ValueError(f"{where}{owner} expects a square distance matrix (n, n); got shape {D.shape} (the "
+                         f"array must be 2-dimensional and square).")
     if (D < 0).any():
-        raise ValueError(f"{where}{owner} expects non-negative distances; the smallest entry is {float(D.min())}.")
+        raise ValueError(f"{where}{owner} expects non-negative distances (all distances should be positive or "
+                         f"zero); the smallest entry is {float(D.min())}.")
     if symmetric and D.size:
         asym = float(np.abs(D - D.T).max())
         scale = float(D.max())
         if asym > SYMMETRY_RTOL * max(scale, 1e-30):
             raise ValueError(f"{where}{owner} expects a symmetric distance matrix; max |D - D.T| = {asym:.3g} "
-                             f"(max(D) = {scale:.3g}). Pass (D + D.T) / 2 if the asymmetry is numerical noise.")
+                             f"(max(D) = {scale:.3g}). Array must be symmetric: pass (D + D.T) / 2 if the "
+                             f"asymmetry is numerical noise.")
     if zero_diagonal and D.size:
         diag = float(np.abs(np.diagonal(D)).max())
         if diag > SYMMETRY_RTOL * max(float(D.max()), 1e-30):

@@ -531,12 +531,14 @@ def test_non_finite_rows_rejected(bad):
 
 
 def test_precomputed_matrix_checks():
-    with pytest.raises(ValueError, match=r"square distance matrix \(n, n\); got shape \(5, 4\)"):
+    """repviz's messages also carry scikit-learn's phrases, which code written for it matches."""
+    with pytest.raises(ValueError, match=r"square distance matrix \(n, n\); got shape \(5, 4\) \(the array must "
+                                         r"be 2-dimensional and square\)"):
         TSNE(metric="precomputed").fit(np.ones((5, 4)))
     D = np.abs(np.random.default_rng(0).normal(size=(10, 10)))
-    with pytest.raises(ValueError, match="symmetric distance matrix"):
+    with pytest.raises(ValueError, match="symmetric distance matrix; .* Array must be symmetric"):
         TSNE(metric="precomputed").fit(D)
-    with pytest.raises(ValueError, match="non-negative distances"):
+    with pytest.raises(ValueError, match=r"non-negative distances \(all distances should be positive or zero\)"):
         TSNE(metric="precomputed").fit(-(D + D.T))
 
 
