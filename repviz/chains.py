@@ -5,6 +5,13 @@ fits the method, aligns the result to the previous one (continuation or Procrust
 scores it and stores it at once, so a chain stopped at any point resumes from its last stored snapshot. A
 representation that cannot be embedded is reported (:func:`failure`) and skipped; the chain goes on from the last
 good one.
+
+A snapshot may hold a subset of the probe (:meth:`repviz.store.Run.rows`); its embedding has one row per stored
+row, in the same order. Consecutive snapshots of different subsets are linked through the points they share
+(:func:`repviz.subsets.common_rows`): a continuation starts those points where they were and the others near
+their nearest shared neighbours (:func:`repviz.align.carry_layout`), Procrustes is fitted on the shared points
+only, and the sidecar records the rows (``rows``, the activation record's subset file) and how many points were
+shared (``common_points``). With fewer than 3 shared points the snapshot starts afresh.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .align import align_to
+from .align import align_to, carry_layout
 from .methods import Resolved
 from .narrow import narrow_layout
 from .store import Run, checksum
+from .subsets import common_rows
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,25 @@ def _labels(run: Run) -> np.ndarray | None:
     return labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
 
 
-def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous: np.ndarray | None,
-         threads: int) -> tuple[np.ndarray, dict]:
+@dataclass(frozen=True)
+class _Previous:
+    """The embedding a representation continues from: ``layout`` of the probe points ``rows``."""
+
+    layout: np.ndarray
+    rows: np.ndarray
+
+    def link(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(target, common)`` for a representation of the probe points ``rows``: the previous layout of the points
+        both hold, and their rows in the representation (None: the same points in the same order)."""
+        if np.array_equal(rows, self.rows):
+            return self.layout, None
+        _, (here, there) = common_rows([rows, self.rows])
+        return self.layout[there], here
+
+
+def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None,
+         previous: tuple[np.ndarray, np.ndarray | None] | None, threads: int) -> tuple[np.ndarray, dict]:
+    """Embed X; ``previous`` is ``(target, common)`` of :meth:`_Previous.link` (None: nothing to continue)."""
     if resolved.method.supervised and labels is None:
         raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
     method, params = resolved.method, dict(resolved.params)
@@ -124,11 +149,14 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous:
     if "n_jobs" in params and params["n_jobs"] is None:
         params["n_jobs"] = threads
     continues = resolved.chain_align == "init" and previous is not None
+    if continues:
+        target, common = previous
+        start = np.array(target, dtype=np.float32) if common is None else carry_layout(target, X, common)
     if continues and (policy := method.continuation_function()) is not None:
-        Y, diagnostics = policy(X, np.array(previous, dtype=np.float32), params, dict(method.continuation))
+        Y, diagnostics = policy(X, start, params, dict(method.continuation))
     else:
         if continues:
-            params.update(method.continuation, init=np.array(previous, dtype=np.float32))
+            params.update(method.continuation, init=start)
         estimator = method.estimator_class()(**params)
         Y = estimator.fit_transform(X, labels if method.supervised else None)
         diagnostics = {attr.rstrip("_"): value.item() if isinstance(value, np.generic) else value
@@ -138,7 +166,7 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None, previous:
     if not np.isfinite(Y).all():
         raise RepresentationError(f"{method.name} returned non-finite coordinates")
     if resolved.chain_align == "procrustes" and previous is not None:
-        Y = align_to(Y, previous)
+        Y = align_to(Y, *previous)
     return Y, diagnostics
 
 
@@ -169,15 +197,20 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
     """
     run, resolved = task.run, task.resolved
     labels = _labels(run)
-    previous = None if task.init_from is None else np.array(run.read_embedding(resolved.key, *task.init_from))
+    previous = None if task.init_from is None else _Previous(
+        np.array(run.read_embedding(resolved.key, *task.init_from)), run.rows(*task.init_from))
     previous_ref = None if task.init_from is None else list(task.init_from)
     results = []
     for layer, step in task.items:
         start = time.perf_counter()
         try:
+            record, rows = run.record(layer, step), run.rows(layer, step)
             X, crc32 = _representation(run, layer, step)
-            Y, diagnostics = _fit(resolved, X, labels, previous, threads)
-            scores = _scores(run, layer, step, X, Y, labels, task.score_sample)
+            link = None if previous is None else previous.link(rows)
+            shared = None if link is None or link[1] is None else len(link[1])
+            known = None if labels is None else labels[rows]
+            Y, diagnostics = _fit(resolved, X, known, None if shared is not None and shared < 3 else link, threads)
+            scores = _scores(run, layer, step, X, Y, known, task.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
             results.append(failure(run.name, layer, step, resolved.method.name, e))
             advance(1)
@@ -187,8 +220,12 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
                 "align": resolved.align, "init_from": previous_ref,
                 "source": {"layer": layer, "step": step, "crc32": crc32},
                 "scores": scores, "seconds": round(seconds, 3), **diagnostics}
+        if "rows" in record:
+            info["rows"] = record["rows"]
+        if shared is not None:
+            info["common_points"] = shared
         run.write_embedding(resolved.key, layer, step, Y, info)
-        previous, previous_ref = Y, [layer, step]
+        previous, previous_ref = _Previous(Y, rows), [layer, step]
         results.append({"run": run.name, "layer": layer, "step": step, "method": resolved.method.name,
                         "status": "computed", "seconds": seconds})
         advance(1)

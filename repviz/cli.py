@@ -112,6 +112,8 @@ def _print_run(name: str, run, shown: dict) -> None:
     preds = _predictions_line(run)
     if preds:
         print(f"  {preds}")
+    for line in _subset_lines(run, steps, probe.get("n")):
+        print(f"  {line}")
     if meta := info_line(run):  # the probe's metadata columns (repviz.metadata)
         print(f"  {meta}")
     for layer in run.layers[:shown["layers"]]:
@@ -145,6 +147,24 @@ def _plural(unit: str) -> str:
 def _folded(names: list[str], shown: int = 5) -> str:
     """The first ``shown`` of ``names``, and how many there are in all when that is more."""
     return ", ".join(map(repr, names[:shown])) + (f", ... ({len(names)} in all)" if len(names) > shown else "")
+
+
+def _subset_lines(run, steps: list[int], n) -> list[str]:
+    """Which snapshots hold a subset of the probe (``ActivationLogger(batch_probe=...)``), one line per size."""
+    sizes: dict[int, set[int]] = {}
+    for layer in run.layers:
+        for step in run.steps(layer):
+            if "rows" in (record := run.record(layer, step)):
+                sizes.setdefault(record["shape"][0], set()).add(step)
+    chosen = run.manifest.get("batch_probe") or {}
+    how = {"class": f", drawn by class with seed {chosen.get('seed')}", "random": f", drawn with seed "
+           f"{chosen.get('seed')}", "positions": ", the positions given"}.get(chosen.get("by"), "")
+    unit = _plural(run.manifest.get("step_unit", "step"))
+    of = f" of {n:,}" if isinstance(n, int) else ""
+    lines = [f"subset snapshots: {size:,}{of} probe points at {len(at)} ({unit} {_ranges(sorted(at))})"
+             + (how if size == chosen.get("n") else "") for size, at in sorted(sizes.items())]
+    whole = len(steps) - len(set().union(*sizes.values())) if sizes else 0
+    return lines + ([f"the other {whole} snapshot(s) hold every probe point"] if lines and whole else [])
 
 
 def _predictions_line(run) -> str:
