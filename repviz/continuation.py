@@ -41,7 +41,8 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
     X : array of shape (n_samples, n_features)
         The snapshot's representation.
     previous : array of shape (n_samples, n_components)
-        The previous snapshot's layout, its points in the order of X's.
+        The previous snapshot's layout, its points in the order of X's (for a snapshot of another probe subset,
+        carried onto X's points by :func:`repviz.align.carry_layout`).
     params : dict
         Every :class:`~repviz.manifold.TSNE` parameter (as ``TSNE(**params)`` takes them), ``n_jobs`` an int.
     continuation : dict

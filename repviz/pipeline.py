@@ -28,6 +28,14 @@ Alignment (``align=``)
     ``"layers"``: the same, along the layers of one snapshot (layer l continues from layer l−1).
     ``"none"``: every representation on its own.
 
+Probe subsets
+    A snapshot of a subset of the probe (``ActivationLogger(batch_probe=...)``, :meth:`repviz.store.Run.rows`) is
+    embedded as it is stored: one row per stored row, in that order (the sidecar's ``rows`` names the subset). Two
+    consecutive snapshots of a chain are linked through the probe points both hold: a continuation starts them
+    where they were and every other point at the mean position of its 5 nearest shared points in its own
+    representation (:func:`repviz.align.carry_layout`); Procrustes is fitted on the shared points and moves all.
+    The sidecar's ``common_points`` says how many were shared; with fewer than 3 the snapshot starts afresh.
+
 Cache
     Results live in the store under ``embeddings/<method>-<hash>/<layer>/<step>.npy``; the hash covers the method,
     every parameter that changes the result (the estimator's full ``get_params()`` except ``n_jobs``/``verbose``),
