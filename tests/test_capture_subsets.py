@@ -16,6 +16,7 @@ import pytest
 import repviz
 from repviz.capture import ActivationLogger
 from repviz.chains import verified_activations
+from repviz.cli import main
 
 N = 40  # probe rows
 
@@ -99,3 +100,17 @@ def test_snapshots_written_in_blocks_match_their_checksums_float16_and_sketched(
             assert X.dtype == np.float16 and len(X) == len(run.rows(layer, step))
     assert run.layer_info("hidden")["stored_shape"][1] == 3
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_fit_with_batch_probe_embeds_and_info_says_so(tmp_path, capsys):
+    """End to end: a run mixing whole and subset snapshots embeds (t-SNE chain, PCA), and `repviz info` names the
+    subset snapshots."""
+    _fit(tmp_path / "run", batch_freq=2, batch_probe=20, seed=1)
+    result = repviz.embed_logdir(tmp_path, ["tsne", "pca"], {"tsne": {"perplexity": 5}}, progress=False)
+    assert (result.computed, result.failed) == (12, [])  # 2 layers x 3 snapshots x 2 methods
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert [len(run.embedding(layer, step, "tsne")) for layer in ("hidden", "out") for step in (0, 2, 4)] == \
+        [N, 20, 20] * 2
+    assert main(["info", str(tmp_path)]) == 0
+    assert "subset snapshots: 20 of 40 probe points at 2 (batches 2, 4), drawn by class with seed 1\n" in \
+        capsys.readouterr().out
