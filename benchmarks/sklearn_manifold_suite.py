@@ -6,12 +6,14 @@ repviz's classes replace scikit-learn's; scikit-learn's functions and private he
 tests of scikit-learn's private helpers and function-only API (listed in ``SKIPPED`` with a reason each), runs
 pytest and prints collected / passed / failed / skipped per file. Failures are listed with their first line.
 
-Usage: ``python benchmarks/sklearn_manifold_suite.py [test_mds.py ...] [--failures] [--skips] [pytest options]``
+Usage: ``python benchmarks/sklearn_manifold_suite.py [test_mds.py ...] [--failures] [--skips] [--float32]
+[pytest options]`` (``--float32`` also runs scikit-learn's float32 parametrisations, which it skips by default).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -161,6 +163,8 @@ def main() -> int:
     parser.add_argument("files", nargs="*", help="test files to run (default: all)")
     parser.add_argument("--failures", action="store_true", help="list every failure with its message")
     parser.add_argument("--skips", action="store_true", help="list the runner's skips with their reasons")
+    parser.add_argument("--float32", action="store_true",
+                        help="also run scikit-learn's float32 parametrisations (SKLEARN_RUN_FLOAT32_TESTS=1)")
     args, extra = parser.parse_known_args()  # the rest (e.g. -k expr, -x) goes to pytest
     source = Path(sklearn.__file__).parent / "manifold" / "tests"
     files = sorted(p for p in source.glob("test_*.py") if not args.files or p.name in args.files)
@@ -177,7 +181,8 @@ def main() -> int:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "sklearn.conftest",
                "--rootdir", str(tmp),
                f"--junitxml={report}", "-o", "junit_family=xunit1", *extra, *(str(tmp / f.name) for f in files)]
-        subprocess.run(cmd, cwd=tmp, stdout=subprocess.DEVNULL, check=False)
+        env = {**os.environ, **({"SKLEARN_RUN_FLOAT32_TESTS": "1"} if args.float32 else {})}
+        subprocess.run(cmd, cwd=tmp, stdout=subprocess.DEVNULL, check=False, env=env)
         if not report.exists():
             print("pytest wrote no report; run it by hand in", tmp)
             return 2
