@@ -361,7 +361,7 @@ _SHARED_DOC = """
         10,000 points. "precomputed": X is a square, symmetric, non-negative distance matrix, or a sparse
         neighbour graph (scikit-learn's ``KNeighborsTransformer(n_neighbors=k, mode="distance")``, k at least
         3 * perplexity; then ``init="random"``). Distances are squared inside the Gaussian whatever the metric
-        (scikit-learn squares the Euclidean ones only).
+        (as scikit-learn 1.9 does).
     metric_params : dict or None, default=None
         Arguments of the metric (see :func:`repviz.neighbors.knn`).
     init : {"pca", "random"} or array of shape (n_samples, n_components), default="pca"
