@@ -14,11 +14,19 @@ For every chain (run x layer, snapshots in order) of each log directory (``repvi
 Reported per policy: motion (mean :func:`repviz.align.mean_displacement` between consecutive layouts, in units of
 their RMS radius), the quality scores of every layout (trustworthiness, kNN kept, 10-NN accuracy;
 :func:`repviz.metrics.quality_scores`, k = 10), NaN layouts, and seconds.
+
+    python benchmarks/bench_umap.py --scores LOGDIR [--max-snapshots 8] [--sample 1000]
+
+The quality scores of every stored layout of a snapshot (``repviz embed LOGDIR --method tsne,pca,umap`` first),
+each method searching the input's neighbours itself (as before #29) against the snapshot's exact 10-NN graph found
+once and shared (``quality_scores(neighbors=)``; the pipeline caches it in the store): seconds per snapshot, best of
+3, the graph's search included; the scores must be the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
@@ -85,13 +93,82 @@ def measure(Xs, Ys, labels) -> dict:
                                                                    "knn_accuracy")}}
 
 
+def _best(fn, *args, repeats: int = 3) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn(*args)
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+def _searching(X, Ys, labels, sample: int) -> list[dict]:
+    """Each layout's scores searching the input's neighbours itself (as before #29)."""
+    from repviz.metrics import quality_scores
+
+    return [quality_scores(X, Y, labels, max_exact=sample) for Y in Ys]
+
+
+def _sharing(X, Ys, labels, sample: int) -> list[dict]:
+    """The same from one graph: found by the first scoring when it scores every point, else searched first."""
+    from repviz.metrics import quality_scores
+    from repviz.neighbors import knn
+
+    graph = knn(X, 10)[0] if len(X) > sample else None
+    first, near = quality_scores(X, Ys[0], labels, max_exact=sample, neighbors=graph, return_neighbors=True)
+    graph = near if graph is None else graph
+    return [first] + [quality_scores(X, Y, labels, max_exact=sample, neighbors=graph) for Y in Ys[1:]]
+
+
+def shared_scores(logdir: str, limit: int, sample: int) -> None:
+    """The ``--scores`` table (see the module docstring)."""
+    from repviz.chains import verified_activations
+    from repviz.store import open_logdir
+
+    log = open_logdir(logdir)
+    rows = []
+    for name in log.runs:
+        run = log.run(name)
+        labels = np.asarray(run.probe.labels)
+        labels = labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
+        for layer in run.layers:
+            for step in run.steps(layer):
+                keys = [k for k in run.embedding_keys() if run.has_embedding(k, layer, step)]
+                if len(keys) < 2 or len(rows) >= limit:
+                    continue
+                X = np.asarray(verified_activations(run, layer, step), np.float32).reshape(len(labels), -1)
+                Ys = [np.asarray(run.read_embedding(k, layer, step)) for k in keys]
+                _sharing(X, Ys, labels, sample)  # compiled before timing
+                alone, own = _best(_searching, X, Ys, labels, sample)
+                together, shared = _best(_sharing, X, Ys, labels, sample)
+                if shared != own:
+                    raise AssertionError(f"{name}/{layer}/{step}: shared-graph scores differ: {shared} != {own}")
+                rows.append((alone, together))
+                print(f"{name}/{layer} step {step}: {len(X)} x {X.shape[1]}, {len(keys)} layouts "
+                      f"({', '.join(k.split('-')[0] for k in keys)}): scores {alone * 1e3:.0f} ms each searching, "
+                      f"{together * 1e3:.0f} ms sharing one graph", flush=True)
+    if not rows:
+        raise SystemExit(f"{logdir}: no snapshot with two stored layouts; run `repviz embed {logdir} --method "
+                         f"tsne,pca,umap` first")
+    a, b = (sum(r[i] for r in rows) for i in (0, 1))
+    print(f"\n{len(rows)} snapshots: {a:.2f} s searching per method, {b:.2f} s with one shared graph "
+          f"({b / a:.2f}x); load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("logdirs", nargs="+")
+    p.add_argument("--scores", action="store_true", help="time the quality scores with and without a shared graph")
+    p.add_argument("--max-snapshots", type=int, default=8, help="snapshots scored with --scores")
+    p.add_argument("--sample", type=int, default=1000, help="query points of the scores (the pipeline's default)")
     p.add_argument("--max-chains", type=int, default=12, help="chains per log directory")
     p.add_argument("--epochs", default="100,200", help="continuation epochs to compare (comma-separated)")
     p.add_argument("--rate", default="0.25,1.0", help="continuation learning rates to compare (comma-separated)")
     args = p.parse_args()
+    if args.scores:
+        for logdir in args.logdirs:
+            shared_scores(logdir, args.max_snapshots, args.sample)
+        return
     from repviz.methods import METHODS
 
     cont = METHODS["umap"].continuation
