@@ -4,6 +4,7 @@ Stored values are checked against the model itself (run on the subset after trai
 probe's class counts; the store is read back through ``open_logdir`` as a user would.
 """
 
+import errno
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import repviz
+from repviz import store
 from repviz.capture import ActivationLogger
 from repviz.chains import verified_activations
 from repviz.cli import main
@@ -114,3 +116,39 @@ def test_a_fit_with_batch_probe_embeds_and_info_says_so(tmp_path, capsys):
     assert main(["info", str(tmp_path)]) == 0
     assert "subset snapshots: 20 of 40 probe points at 2 (batches 2, 4), drawn by class with seed 1\n" in \
         capsys.readouterr().out
+
+
+class _FillingFile:
+    """A file that takes ``budget[0]`` more writes, then finds the disk full."""
+
+    def __init__(self, file, budget: list[int]):
+        self.file, self.budget = file, budget
+
+    def write(self, data):
+        self.budget[0] -= 1
+        if self.budget[0] < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.file.write(data)
+
+    def close(self):
+        self.file.close()
+
+
+@pytest.mark.parametrize("writes", [11, 12], ids=["training-thread", "writer-thread"])
+def test_a_disk_full_during_a_snapshot_leaves_the_earlier_snapshots_and_no_temporary_file(tmp_path, monkeypatch,
+                                                                                          writes):
+    """Snapshot 0 takes 9 writes (3 probe batches x 2 layers and the predictions); the disk fills during the
+    first batch snapshot, in a batch the training thread writes (11) or in the last one, the writer's (12)."""
+    budget = [writes]
+    opened = store.ArrayBlocks.__init__
+
+    def filling(self, *args, **kwargs):
+        opened(self, *args, **kwargs)
+        self._file = _FillingFile(self._file, budget)
+
+    monkeypatch.setattr(store.ArrayBlocks, "__init__", filling)
+    with pytest.raises(store.DiskFullError, match="disk full"):
+        _fit(tmp_path / "run", batch_freq=2, batch_probe=20, batch_size=16)
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == [0] and run.activations("hidden", 0).shape == (N, 8)
+    assert not list(tmp_path.rglob("*.tmp"))
