@@ -164,3 +164,16 @@ def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets)
         assert get(2).get_json()["placed"][0]["stale"]
     finally:
         plugin.jobs.close()
+
+
+def test_a_refit_reproduces_the_stored_aligned_layout_it_places_into(tmp_path, cluster_run):
+    cluster_run(tmp_path / "logs" / "train", layers=("a",), steps=range(3), n=120, seed=0)
+    cluster_run(tmp_path / "logs" / "test", layers=("a",), steps=range(3), n=60, seed=0)
+    embed_logdir(tmp_path / "logs", ["isomap"], runs=["train"], progress=False)  # rotated onto step by step
+    rows = place_run(tmp_path / "logs", "test", into="train", method="isomap")
+    assert [r["status"] for r in rows] == ["placed"] * 3
+    log = open_logdir(tmp_path / "logs")
+    key = log.run("train").embedding_key("isomap")
+    for step in range(3):
+        _, info = log.run("test").placed("train", key, "a", step)
+        assert info["how"]["refit_displacement"] < 1e-4 and rows[step]["knn_accuracy"] > 0.9
