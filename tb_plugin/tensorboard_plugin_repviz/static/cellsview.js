@@ -8,7 +8,7 @@
 import { choiceFor, runNamed, sameChoice, stepAtOrBefore } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import { Multiples } from "./compare.js";
-import { CELL_MAX_POINTS, forRows, sampleRows } from "./points.js";
+import { CELL_MAX_POINTS, forRows, gather, idIndex, sampleRows } from "./points.js";
 import { normalise } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -23,7 +23,7 @@ const ID_INDEXES = new WeakMap(); // probe ids array -> Map(id -> index)
 
 /** Map from probe id to index in `ids`, built once per array. @returns {Map<number, number>} */
 function idIndexOf(ids) {
-  if (!ID_INDEXES.has(ids)) ID_INDEXES.set(ids, new Map(Array.from(ids, (id, i) => [id, i])));
+  if (!ID_INDEXES.has(ids)) ID_INDEXES.set(ids, idIndex(ids));
   return ID_INDEXES.get(ids);
 }
 
@@ -39,14 +39,18 @@ function idIndexOf(ids) {
 export async function cellData(model, run, choice, colorBy, selectedIds) {
   const predSteps = run.prediction_steps;
   const predStep = predSteps.length ? stepAtOrBefore(predSteps, choice.step) : null;
-  const [coords, rows, labels, probeIds, probePreds, probeMetadata] = await Promise.all([
+  const [coords, labels, probeIds, probePreds, probeMetadata] = await Promise.all([
     model.coords(choice.run, choice.layer, choice.step, choice.key),
-    model.rows(choice.run, choice.layer, choice.step),
     model.labels(choice.run),
     model.ids(choice.run),
     predStep === null ? null : model.predictions(choice.run, predStep),
     colorBy.startsWith("meta:") && (run.metadata || []).length ? model.metadata(choice.run) : null,
   ]);
+  const rows = await model.rows(choice.run, choice.layer, choice.step, coords.length / 2, run.n_probe);
+  if (rows.length !== coords.length / 2) {
+    throw new Error(`the embedding of ${choice.layer} at step ${choice.step} has ${coords.length / 2} rows but the `
+      + `snapshot holds ${rows.length} probe points; compute it again with repviz embed`);
+  }
   const { ids, labels: rowLabels, preds, metadata } = forRows({ ids: probeIds, labels, preds: probePreds, metadata: probeMetadata }, rows);
   const { x, y } = normalise(coords);
   const colors = colorEncoding({ run, labels: rowLabels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
@@ -62,8 +66,8 @@ export async function cellData(model, run, choice, colorBy, selectedIds) {
 export function drawnPart(data, selectedIds) {
   const { all } = data;
   const sample = sampleRows(all.rows, all.nProbe, all.ids, selectedIds);
-  const part = (values) => (sample ? Float32Array.from(sample, (r) => values[r]) : values);
-  const ids = sample ? Float64Array.from(sample, (r) => all.ids[r]) : all.ids;
+  const part = (values) => (sample ? gather(values, sample) : values);
+  const ids = part(all.ids);
   const notes = [];
   if (all.rows.length !== all.nProbe) notes.push(`${V.fmt(all.rows.length)} of ${V.fmt(all.nProbe)} points`);
   if (sample) notes.push(`${V.fmt(Math.min(CELL_MAX_POINTS, all.rows.length))} of ${V.fmt(all.rows.length)} drawn (seeded sample)`);

@@ -7,7 +7,7 @@
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
 import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
 import { Overlay, pointAt } from "./overlay.js";
-import { crossFrames, forRows, rowOf, sameRows } from "./points.js";
+import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
 import { normalise, Scatter, toPlot } from "./scatter.js";
 import * as V from "./views.js";
 
@@ -192,9 +192,8 @@ export class MainView {
     const byColumn = s.colorBy.startsWith("meta:") && (run.metadata || []).length;
     let data;
     try {
-      const [coords, rows, labels, ids, preds, change, metadata] = await Promise.all([
+      const [coords, labels, ids, preds, change, metadata] = await Promise.all([
         this.model.coords(s.run, s.layer, s.step, s.method),
-        this.model.rows(s.run, s.layer, s.step),
         this.model.labels(s.run),
         this.model.ids(s.run),
         predStep === null ? null : this.model.predictions(s.run, predStep),
@@ -205,6 +204,7 @@ export class MainView {
           }) : null,
         byColumn ? this.model.metadata(s.run) : null,
       ]);
+      const rows = await this.model.rows(s.run, s.layer, s.step, coords.length / 2, run.n_probe);
       if (rows.length !== coords.length / 2) {
         throw new Error(`the embedding of ${s.layer} at ${run.step_unit} ${s.step} has ${coords.length / 2} rows but the `
           + `snapshot holds ${rows.length} probe points; compute it again with repviz embed`);
@@ -225,7 +225,7 @@ export class MainView {
     if (this.drawn && this.drawn.run.name !== run.name) this.events.hover(null);
     const { x, y, centre, half } = normalise(data.coords);
     const n = x.length;
-    const idIndex = this.drawn && this.drawn.ids === data.ids ? this.drawn.idIndex : new Map(Array.from(data.ids, (id, i) => [id, i]));
+    const idIndex = this.drawn && this.drawn.ids === data.ids ? this.drawn.idIndex : idIndexOf(data.ids);
     const previous = this.drawn;
     const drawn = { run, chosen, ...data, x, y, n, idIndex, frame: { centre, half } };
     this.drawn = drawn;
@@ -279,9 +279,9 @@ export class MainView {
     this.fading = true;
     try {
       this.scatter.setColors("category", to.colors.palette);
-      await this.scatter.draw(frames.start, { fade, selected });
+      await this.scatter.draw(frames.start, { fade, selected, keepMode: true });
       if (this.drawn !== to) return;
-      await this.scatter.draw(frames.end, { fade, selected, transition: true });
+      await this.scatter.draw(frames.end, { fade, selected, transition: true, keepMode: true });
     } finally {
       this.fading = false;
     }

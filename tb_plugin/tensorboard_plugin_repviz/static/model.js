@@ -65,6 +65,14 @@ function shapeOf(response) {
   return header.split(",").filter(Boolean).map(Number);
 }
 
+const WHOLE = new Map(); // probe size -> the rows of a snapshot of the whole probe (0, 1, ..., n - 1)
+
+/** The rows of a snapshot that holds every one of `n` probe points (one shared array per size). */
+function wholeProbe(n) {
+  if (!WHOLE.has(n)) WHOLE.set(n, Int32Array.from({ length: n }, (_, i) => i));
+  return WHOLE.get(n);
+}
+
 /** Data access for the page: one instance per page. */
 export class Model {
   constructor() {
@@ -129,10 +137,12 @@ export class Model {
   }
 
   /**
-   * The probe point of each row of (run, layer, step): its coords and activations hold a subset of the probe when
-   * this is shorter than the probe (increasing positions). @returns {Promise<Int32Array>}
+   * The probe point of each of the `nRows` rows of (run, layer, step) in a probe of `nProbe` points (increasing
+   * positions): asked of the server only when the snapshot holds a subset of the probe (fewer rows than points).
+   * @returns {Promise<Int32Array>}
    */
-  async rows(run, layer, step) {
+  async rows(run, layer, step, nRows, nProbe) {
+    if (nRows === nProbe) return wholeProbe(nProbe);
     return (await this._array("rows", { run, layer, step }, Int32Array)).data;
   }
 

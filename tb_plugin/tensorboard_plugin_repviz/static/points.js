@@ -45,6 +45,13 @@ export function forRows(data, rows) {
   };
 }
 
+/** Map from probe id to its index in `ids`. @returns {Map<number, number>} */
+export function idIndex(ids) {
+  const out = new Map();
+  for (let i = 0; i < ids.length; i++) out.set(ids[i], i);
+  return out;
+}
+
 /** Whether two snapshots hold the same probe points. */
 export function sameRows(a, b) {
   if (a === b) return true;

@@ -11,8 +11,9 @@ import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js"
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array}} Points
  *   x, y in [-1, 1]; z a category index (colour when colouring by category); w a value in [0, 1] (colour when
  *   colouring by a continuous value).
- * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], fade?: boolean,
- *            onDrawn?: function(): void}} DrawOptions  fade: w is each point's opacity (0 to 1), not a colour
+ * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], fade?: boolean, keepMode?: boolean,
+ *            onDrawn?: function(): void}} DrawOptions  fade: w is each point's opacity (0 to 1), not a colour;
+ *   keepMode: stay in or out of performance mode whatever the count (the frames of one animation)
  */
 
 const TRANSITION_MS = 700;
@@ -156,7 +157,7 @@ export class Scatter {
       const { points, options, resolve } = this._pending;
       this._pending = null;
       const n = points.x.length;
-      const fast = !this.small && n >= PERFORMANCE_AT;
+      const fast = options.keepMode ? this.fast : !this.small && n >= PERFORMANCE_AT;
       if (fast !== this.fast) {
         this.fast = fast;
         this._plot.destroy();
