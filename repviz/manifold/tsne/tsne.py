@@ -380,10 +380,10 @@ _SHARED_DOC = """
         random_state whatever ``n_jobs``.
     verbose : int, default=0
         1 prints each phase with its time, and a progress line with ETA during the optimisation (on stderr, on
-        an interactive terminal only; see :class:`repviz.progress.TerminalProgress`). 2 also prints the mean
-        sigma of the affinities, each KL evaluation ("Iteration 50: error = ...") and why a phase stopped early,
-        in scikit-learn's words, on stdout. Lines start with "[t-SNE]" ("[SNE]" for SNE). To follow the
-        optimisation programmatically, pass ``progress=`` to :meth:`fit`.
+        an interactive terminal only; see :class:`repviz.progress.TerminalProgress`). 2 prints, in place of
+        the progress line, the mean sigma of the affinities, each KL evaluation ("Iteration 50: error = ...")
+        and why a phase stopped early, in scikit-learn's words, on stdout. Lines start with "[t-SNE]" ("[SNE]"
+        for SNE). To follow the optimisation programmatically, pass ``progress=`` to :meth:`fit`.
 """
 
 
