@@ -1,8 +1,8 @@
 """repviz: look inside neural networks.
 
 Capture layer activations during Keras training (``ActivationLogger``), read them back without TensorFlow
-(``open_logdir``), embed them (``repviz.manifold``), compare representations (``repviz.meta``) and layers
-(``repviz.similarity``).
+(``open_logdir``), embed them (``repviz.manifold``), place other probes into their layouts (``place_run``),
+compare representations (``repviz.meta``) and layers (``repviz.similarity``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
 __all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "SimilarityMatrix", "__version__", "datasets",
-           "embed_logdir", "open_logdir", "similarity_over_training"]
+           "embed_logdir", "open_logdir", "place_run", "similarity_over_training"]
 
 
 def __getattr__(name: str):
@@ -26,6 +26,10 @@ def __getattr__(name: str):
         from .pipeline import embed_logdir
 
         return embed_logdir
+    if name == "place_run":  # lazily: placing pulls in the numerics
+        from .placement import place_run
+
+        return place_run
     if name in ("similarity_over_training", "SimilarityMatrix"):  # lazily: computing pulls in numba
         from . import similarity
 
