@@ -136,7 +136,11 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
         fig.legend(handles, [str(k) for k in classes], loc="center right", fontsize=7, frameon=False,
                    title="label", title_fontsize=7)
         fig.subplots_adjust(right=0.9)
+    first = runs[0].embedding_steps(key, layer)[0]
+    if (_readable(runs[0].embedding_info, key, layer, first) or {}).get("one_dimensional"):  # see repviz.narrow
+        title = f"{title or f'layer {layer}'} (1-D: x = its values, y = a strip per class)"
     fig.suptitle(title or f"layer {layer}", fontsize=10)
+    fig.subplots_adjust(top=1 - 0.55 / fig.get_figheight())  # the column titles below the figure's title
     return fig
 
 

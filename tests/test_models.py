@@ -112,6 +112,13 @@ def test_token_transformer_with_masking(tmp_path):
     assert strips[0].max() < strips[1].min()  # one strip per class
     assert entry["layers"][[lay["name"] for lay in entry["layers"]].index("block")]["reduction"]["kind"] == \
         "sequence_mean_pooling"
+    pytest.importorskip("matplotlib")
+    from repviz.export import embedding_grid
+
+    logdir = repviz.open_logdir(tmp_path)  # export's figure names the 1-D layout, as the tab's info line does
+    assert embedding_grid(logdir, "out", key)._suptitle.get_text() == \
+        "layer out (1-D: x = its values, y = a strip per class)"
+    assert embedding_grid(logdir, "block", key)._suptitle.get_text() == "layer block"
 
 
 def test_bilstm(tmp_path):
