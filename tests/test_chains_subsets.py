@@ -109,3 +109,16 @@ def test_info_says_which_snapshots_hold_subsets(subset_run, capsys):
     assert "subset snapshots: 45 of 90 probe points at 1 (batches 1), drawn by class with seed 0\n" in out
     assert "subset snapshots: 46 of 90 probe points at 1 (batches 2)\n" in out
     assert "the other 2 snapshot(s) hold every probe point" in out
+
+
+def test_a_snapshot_sharing_fewer_than_3_points_with_the_previous_one_starts_afresh(tmp_path, new_run):
+    writer = new_run(tmp_path / "r", layers={"dense": (N, 10)})
+    X, labels = _clusters()
+    writer.write_probe(np.arange(N), labels)
+    writer.write_activation("dense", 0, X[:40], rows=np.arange(40))
+    writer.write_activation("dense", 1, X[38:], rows=np.arange(38, N))  # shares points 38 and 39
+    chained = embed_logdir(tmp_path, ["pca"], progress=False).keys["pca"]
+    alone = embed_logdir(tmp_path, ["pca"], align="none", progress=False).keys["pca"]
+    run = open_logdir(tmp_path).run("r")
+    assert run.embedding_info(chained, "dense", 1)["common_points"] == 2
+    np.testing.assert_array_equal(run.read_embedding(chained, "dense", 1), run.read_embedding(alone, "dense", 1))
