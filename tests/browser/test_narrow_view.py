@@ -2,7 +2,8 @@
 
 A binary classifier's sigmoid output ``(n, 1)`` is embedded like any layer (PCA and t-SNE: 0 failures) and drawn as
 its values along x with a strip per class along y: two bands of points, the info line saying so, the positive class
-further right once trained, and a snapshot change that moves the points along x only.
+further right once trained, and a snapshot change that moves the points along x only. The run is fitted twice (a
+second ``fit`` continuing the step count): the step label says which fit trained the snapshot shown.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ N = 200
 
 @pytest.fixture(scope="module")
 def logdir(server):
-    """Run "binary": an MLP with a sigmoid output "score" trained 3 epochs on two noisy classes, every layer
-    embedded by PCA and t-SNE."""
+    """Run "binary": an MLP with a sigmoid output "score" trained on two noisy classes by two fits (2 epochs, then
+    1: steps 0-2, then 3), every layer embedded by PCA and t-SNE."""
     import keras
 
     import repviz
@@ -34,7 +35,8 @@ def logdir(server):
                               keras.layers.Dense(1, activation="sigmoid", name="score")])
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
     logger = repviz.ActivationLogger(root / "binary", probe=(x[:N], y[:N]), layers=["hidden", "score"])
-    model.fit(x, y, epochs=3, batch_size=32, verbose=0, callbacks=[logger])
+    for epochs in (2, 1):
+        model.fit(x, y, epochs=epochs, batch_size=32, verbose=0, callbacks=[logger])
     report = repviz.embed_logdir(root, methods=["pca", "tsne"], params={"tsne": {"max_iter": 300}}, progress=False)
     assert not report.failed, report.failed
     return root
@@ -67,8 +69,11 @@ def test_a_sigmoid_output_is_two_strips_along_its_values(tab, shots):
 
 
 def test_a_snapshot_change_moves_the_points_along_x_only(tab, shots):
+    """From the last snapshot (trained by the second fit) to the one before (the first fit's last)."""
+    assert pk.text(tab, '[data-testid="step"]') == "epoch 3 · fit 2 of 2"
     before = pk.canvas(tab)
     pk.step_once(tab)
+    assert pk.text(tab, '[data-testid="step"]') == "epoch 2 · fit 1 of 2"  # where fit 2 began: fit 1's result
     after = pk.wait(tab, lambda d: [p for p in [pk.canvas(d)] if (p != before).any()], "the picture changed")[0]
     assert [len(_bands(p)) for p in (before, after)] == [2, 2]
     for (a0, b0), (a1, b1) in zip(_bands(before), _bands(after)):  # the strips stay where they were

@@ -528,7 +528,8 @@ class App {
     const steps = stepsOf(this.index, this.state);
     const run = runNamed(this.index, this.state.run);
     const unit = (run && run.step_unit) || "step";
-    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(this.state.step), 0), unit, this.playing);
+    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(this.state.step), 0), unit, this.playing,
+      run && run.fits);
   }
 
   renderStatus() {

@@ -239,8 +239,17 @@ export function snapshotBar(onInput, onPlay) {
     h("span", { class: "hint" }));
 }
 
-/** Show `steps` (position: index of the current one) in a bar made by `snapshotBar`. */
-export function setSnapshotBar(bar, steps, position, unit, playing) {
+/** Which of a run's `fits` (its manifest's, each continuing the step count) trained the state at `step`:
+ * " · fit k of n", or "" for a run fitted once. A fit's first snapshot, taken before it trained, is the previous
+ * fit's result and counts as the previous fit's. */
+export function fitOf(fits, step) {
+  if (!fits || fits.length < 2) return "";
+  const k = Math.max(1, fits.filter((f) => typeof f.first_step === "number" && f.first_step < step).length);
+  return ` · fit ${k} of ${fits.length}`;
+}
+
+/** Show `steps` (position: index of the current one) in a bar made by `snapshotBar`; `fits`: the run's fits. */
+export function setSnapshotBar(bar, steps, position, unit, playing, fits = []) {
   const [play, slider, step, hint] = bar.children;
   play.disabled = steps.length < 2;
   play.title = playing ? "pause" : "play through the snapshots";
@@ -248,7 +257,7 @@ export function setSnapshotBar(bar, steps, position, unit, playing) {
   slider.max = String(Math.max(steps.length - 1, 0));
   slider.value = String(position);
   slider.disabled = steps.length < 2;
-  step.textContent = steps.length ? `${unit} ${steps[position]}` : "no snapshot";
+  step.textContent = steps.length ? `${unit} ${steps[position]}${fitOf(fits, steps[position])}` : "no snapshot";
   hint.textContent = steps.length ? `${position + 1} / ${steps.length}` : "";
 }
 
