@@ -8,6 +8,12 @@ memory (1.9 GB). Every configuration runs in its own process with 2 threads; pea
 
     python benchmarks/bench_meta.py [--probes 2000] [--threads 2] [--numpy-runs 2] [--keep DIR]
 
+``--scale N`` measures instead what issue #30 asks of a large probe: ``repviz meta --include-input`` (robustness on,
+as the command's default) over 16 representations (4 layers of widths 64-512 x snapshots 0, 1, 2, 4, written
+through RunWriter) plus the input (28 x 28 thumbnails) at N probes, in its own process with ``--threads``
+threads: wall time and peak RSS. ``--batch-probe K`` adds 12 batch snapshots of a seeded K-point subset, as
+``ActivationLogger(batch_probe=K)`` records them.
+
 ``--matrices R`` measures instead the client's memory for R representations of 12 probes (so the R x R float64
 matrices are all there is): the peak that tracemalloc traces while the distances and the map are computed from
 banked vectors, in units of one R x R float64 matrix, with and without the robustness check.
@@ -53,6 +59,74 @@ def write_logdir(path: Path, n: int, runs=RUNS, snapshots=SNAPSHOTS, layers=LAYE
                 writer.write_activation(f"dense_{i}", s, np.maximum(Z @ W, 0).astype(np.float32), epoch=s)
                 count += 1
     return count
+
+
+SCALE_LAYERS, SCALE_STEPS = (512, 256, 128, 64), (0, 1, 2, 4)
+
+
+def write_scale_logdir(path: Path, n: int, batch_probe: int | None = None, seed: int = 0) -> int:
+    """One run of 4 layers x 4 snapshots at ``n`` probes with 28 x 28 thumbnails (and, with ``batch_probe``, 12
+    batch snapshots of a fixed subset of that many points); written one array at a time."""
+    from repviz.store import RunWriter
+    from repviz.subsets import stratified_subset
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=n)
+    latent = (np.eye(10)[labels] * 3 + rng.normal(size=(n, 10))).astype(np.float32)
+    writer = RunWriter(path / "run0")
+    writer.begin({"fingerprint": {"model": "scale", "probe": "synthetic"},
+                  "layers": {f"dense_{i}": {"stored_shape": [n, w]} for i, w in enumerate(SCALE_LAYERS)}})
+    thumbs = np.clip(latent @ rng.normal(size=(10, 784)).astype(np.float32) * 20 + 128, 0, 255)
+    writer.write_probe(np.arange(n), labels, thumbs.astype(np.uint8).reshape(n, 28, 28))
+    del thumbs
+    rows = None if batch_probe is None else stratified_subset(n, batch_probe, labels, random_state=seed)
+    steps = list(SCALE_STEPS) + ([] if rows is None else [100 + 10 * k for k in range(12)])
+    count = 0
+    for s in steps:
+        t = min(1.0, s / max(SCALE_STEPS)) if s < 100 else (s - 100) / 110
+        for i, w in enumerate(SCALE_LAYERS):
+            W = np.random.default_rng(1000 + i).normal(size=(42, w)).astype(np.float32) / np.float32(np.sqrt(42))
+            noise = np.random.default_rng(100 + i).normal(size=(n, 32)).astype(np.float32)
+            Z = np.hstack([t * latent, (1.1 - t) * noise])
+            X = np.maximum(Z @ W, 0)
+            if s < 100:
+                writer.write_activation(f"dense_{i}", s, X, epoch=s)
+            else:
+                writer.write_activation(f"dense_{i}", s, X[rows], rows=rows, batch=s)
+            count += 1
+    return count
+
+
+def worker_cli(logdir: str) -> dict:
+    """``repviz meta LOGDIR --include-input`` in this process: wall time, CPU time (all threads), peak RSS and what
+    it printed."""
+    import contextlib
+    import io
+
+    from repviz.cli import main as cli
+
+    out = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        code = cli(["meta", logdir, "--include-input", "--no-progress"])
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"code": code, "total": time.perf_counter() - t, "cpu": usage.ru_utime + usage.ru_stime,
+            "rss": peak_rss_mb(), "printed": out.getvalue()}
+
+
+def scale(n: int, threads: int, root: Path, batch_probe: int | None) -> None:
+    path = root / f"scale-{n}"
+    shutil.rmtree(path, ignore_errors=True)
+    count = write_scale_logdir(path, n, batch_probe)
+    write_scale_logdir(root / "warm", 200)
+    spawn(["cli", str(root / "warm")], threads)  # numba compiles into its on-disk cache once
+    r = spawn(["cli", str(path)], threads)
+    print(f"repviz meta --include-input: {count} representations + input at {n:,} probes"
+          f"{'' if batch_probe is None else f' ({12 * len(SCALE_LAYERS)} of them batch snapshots of {batch_probe:,})'}"
+          f", widths {min(SCALE_LAYERS)}-{max(SCALE_LAYERS)}, {threads} threads, robustness on")
+    print(r["printed"].rstrip())
+    print(f"wall {r['total']:.1f} s, CPU {r['cpu']:.1f} s (load average {os.getloadavg()[0]:.1f} at the end), peak "
+          f"RSS {r['rss']:.0f} MB (exit {r['code']}); target <= 60 s, <= 2048 MB")
 
 
 def peak_rss_mb() -> float:
@@ -143,19 +217,25 @@ def main() -> None:
                     help="runs (60 representations each) of the comparison with plain numpy (default 2)")
     ap.add_argument("--keep", help="build the log directories here and keep them (default: a temporary dir)")
     ap.add_argument("--matrices", type=int, metavar="R", help="measure the client's R x R matrices instead")
+    ap.add_argument("--scale", type=int, metavar="N", help="measure repviz meta at N probes instead (issue #30)")
+    ap.add_argument("--batch-probe", type=int, metavar="K", help="with --scale: add batch snapshots of K points")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         kind, logdir, *flag = args.worker
         res = (worker_matrices(logdir, bool(int(flag[0]))) if kind == "matrices" else
+               worker_cli(logdir) if kind == "cli" else
                worker_repviz(logdir) if kind == "repviz" else worker_numpy(logdir))
         print(json.dumps(res))
         return
 
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-meta-"))
-    if args.matrices:
+    if args.matrices or args.scale:
         try:
-            matrices(args.matrices, args.threads, root)
+            if args.scale:
+                scale(args.scale, args.threads, root, args.batch_probe)
+            else:
+                matrices(args.matrices, args.threads, root)
         finally:
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Iterator
 
 from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
-from .meta.options import EMBEDDINGS, METRICS, TRANSFORMS
+from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
 from .metadata import info_line
 from .methods import ALIGN_MODES
 from .similarity.options import KERNELS, MEASURES
@@ -375,6 +375,10 @@ def _add_meta(sub) -> None:
     p.add_argument("--layers", help="comma-separated layers (default: all)")
     p.add_argument("--include-input", action="store_true",
                    help="add the raw input as a landmark (the stored probe thumbnails, flattened)")
+    p.add_argument("--subsets", default=SUBSETS[0], choices=SUBSETS,
+                   help="snapshots of a probe subset (batch_probe): common (default) compares every representation "
+                        "on the probe points all hold; whole leaves them out and compares the rest on the whole "
+                        "probe")
     p.add_argument("--no-robustness", action="store_true",
                    help="skip the rank correlation between the dist and cka distances (saves a second set of "
                         "vectors)")
@@ -403,7 +407,7 @@ def _run_meta(args) -> int:
                              "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
         inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
-                   random_state=args.seed, progress=bar)
+                   subsets=args.subsets, random_state=args.seed, progress=bar)
     with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
         result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor)
@@ -416,6 +420,8 @@ def _run_meta(args) -> int:
           f"{args.embedding} map; classical MDS in 2-D shows {100 * result.explained_variance:.1f}% of the variance")
     if result.robustness is not None:
         print(f"robustness: rank correlation of dist and cka distances = {result.robustness:.3f}")
+    for note in result.info["notes"]:
+        print(f"# {note}")
     print(f"wrote {logdir.artifacts(name).location} in {result.info['seconds']['total']:.1f} s")
     return 0
 

@@ -19,8 +19,8 @@ import importlib
 # Lazy: reading a saved map (MetaResult, used by the TensorBoard plugin) must not import numba and the manifold
 # code that computing one needs. Each public name is imported from its module on first use.
 _EXPORTS = {"EMBEDDINGS": "options", "INPUT_KEY": "sources", "METRICS": "options", "MetaResult": "result",
-            "MetaSNE": "metasne", "SeedChecks": "checks", "TRANSFORMS": "options", "Trajectory": "result",
-            "representation_distances": "distances", "seed_checks": "checks"}
+            "MetaSNE": "metasne", "SeedChecks": "checks", "SUBSETS": "options", "TRANSFORMS": "options",
+            "Trajectory": "result", "representation_distances": "distances", "seed_checks": "checks"}
 
 __all__ = sorted(_EXPORTS)
 

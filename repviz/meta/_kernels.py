@@ -3,7 +3,8 @@
 The condensed order is scipy's ``squareform``: pair (i, j), i < j, sits at ``i*n - i*(i+1)/2 + j - i - 1``.
 The condensed kernels are serial on purpose: they stream memory at a few ms per 2 million pairs, less than
 waking a thread team costs on a busy machine (measured: 20 ms per parallel region with 2 threads under load).
-The sampled-pair kernels do O(width) arithmetic per pair and run in parallel.
+The sampled-pair kernels do O(width) arithmetic per pair and run in parallel, visiting the pairs in the order
+``order`` (:attr:`repviz.meta.vectors.PairSample.order`) and writing each result at its pair's place.
 """
 
 from __future__ import annotations
@@ -17,16 +18,6 @@ from .._kernels import sq_dist
 @njit(cache=True, fastmath=True, inline="always")
 def _row_start(i, n):
     return i * n - (i * (i + 1)) // 2
-
-
-@njit(cache=True, fastmath=True, inline="always")
-def _power(d2, half_power):
-    # d2 ** half_power for the three transforms' exponents, without a general pow in the inner loop
-    if half_power == 1.0:
-        return d2
-    if half_power == 0.5:
-        return np.sqrt(d2)
-    return np.sqrt(np.sqrt(d2))
 
 
 @njit(cache=True, fastmath=True)
@@ -70,23 +61,42 @@ def condensed_centred(K, r, grand, scale, out):
 
 
 @njit(cache=True, fastmath=True, parallel=True)
-def pair_dists(X, I, J, half_power, out):
-    """(||x_I - x_J||²)^half_power of sampled pairs, from differences (no cancellation)."""
-    for p in prange(I.shape[0]):
-        i, j = I[p], J[p]
-        s = sq_dist(X, i, X, j)
-        out[p] = _power(s, half_power)
+def pair_sq_dists(X, I, J, order, out):
+    """||x_I - x_J||² of sampled pairs, from differences (no cancellation)."""
+    for q in prange(order.shape[0]):
+        p = order[q]
+        out[p] = sq_dist(X, I[p], X, J[p])
 
 
 @njit(cache=True, fastmath=True, parallel=True)
-def pair_dots(X, I, J, out):
+def pair_dots(X, I, J, order, out):
     """Dot products x_I · x_J of sampled pairs."""
-    for p in prange(I.shape[0]):
+    for q in prange(order.shape[0]):
+        p = order[q]
         i, j = I[p], J[p]
         s = 0.0
         for c in range(X.shape[1]):
             s += X[i, c] * X[j, c]
         out[p] = s
+
+
+@njit(cache=True, fastmath=True, parallel=True)
+def pair_sq_dists_dots(X, I, J, order, d2, dots):
+    """Squared distances (from differences) and dot products of sampled pairs in one pass: at 50,000 probes the
+    pairs' rows come from all over X, so reading them, not the arithmetic, is the cost (half of it for both)."""
+    for q in prange(order.shape[0]):
+        p = order[q]
+        i, j = I[p], J[p]
+        s = 0.0
+        t = 0.0
+        for c in range(X.shape[1]):
+            a = X[i, c]
+            b = X[j, c]
+            u = a - b
+            s += u * u
+            t += a * b
+        d2[p] = s
+        dots[p] = t
 
 
 @njit(cache=True, fastmath=True)

@@ -54,7 +54,7 @@ def add_vectors(reps: list[Representation], banks: Mapping[str, VectorBank], pai
         todo = [t for t, bank in banks.items() if vector_id(rep, t) not in bank]
         if todo:
             try:
-                vectors = representation_vectors(rep.load(), todo, pairs, name=rep.label)
+                vectors = representation_vectors(rep.compared(), todo, pairs, name=rep.label)
             except ValueError as e:
                 if not skip_invalid:
                     raise

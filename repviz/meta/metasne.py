@@ -6,11 +6,13 @@ Results are saved in the log directory as an :class:`~repviz.store.Artifacts` di
     coords.npy      (R, n_components) float32   the map
     distances.npy   (R, R) float64              distances between representations (chord or angle)
     result.json     keys [[run, layer, step], ...] in row order, parameters, explained_variance, robustness,
-                    n_probe, the representations left out and why
+                    n_probe (the probe points compared), n_probe_total, n_pairs, notes (one line each: the
+                    points compared, the pair sample, snapshots of a subset left out), the representations left
+                    out and why
 
-The vectors behind them are cached next to it, one :class:`~repviz.meta.bank.VectorBank` per transform, probe
-set and pair sample (named by :meth:`~repviz.store.LogDir.vector_cache`), so a later call embeds new snapshots
-without recomputing old ones.
+The vectors behind them are cached next to it, one :class:`~repviz.meta.bank.VectorBank` per transform, set of
+compared probe points and pair sample (named by :meth:`~repviz.store.LogDir.vector_cache`), so a later call embeds
+new snapshots without recomputing old ones, and a map over another subset of the probe never reuses them.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from .distances import (
     vector_id,
 )
 from .embedding import embed
-from .options import EMBEDDINGS, METRICS, TRANSFORMS
+from .options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
 from .result import MetaResult
-from .sources import from_arrays, from_logdir, input_representation, warn_skipped
+from .sources import compared_rows, from_arrays, from_logdir, input_representation, warn_skipped
 from .tasks import add_vectors_with, gram_with
 from .vectors import vector_length
 
@@ -64,11 +66,18 @@ class MetaSNE:
     n_components : int, default=2
     perplexity : float or "auto", default="auto"
         t-SNE only; "auto" is min(30, (R - 1) / 3) for R representations.
-    max_probes : int, default=3000
-        Above this many probes, every vector holds the same seeded random subset of ``n_pairs`` probe pairs
-        instead of all n(n - 1)/2 (memory and time per vector stay bounded).
+    max_probes : int, default=3000 (``repviz.meta.distances.DEFAULT_MAX_PROBES``)
+        Above this many compared probes, every vector holds the same seeded random subset of ``n_pairs`` probe
+        pairs instead of all n(n - 1)/2: memory and time per vector stay bounded and nothing holds an n × n
+        array (at 50,000 probes, 4.5 million of 1.25 billion pairs). The result's ``info["notes"]`` says so.
     n_pairs : int or None, default=None
         Size of that subset; None: as many pairs as ``max_probes`` probes have (4.5 million).
+    subsets : {"common", "whole"}, default="common"
+        Snapshots that hold a subset of the probe (``ActivationLogger(batch_probe=...)``): "common" compares
+        every representation on the probe points all of them hold (batch snapshots of 1,000 points among
+        whole-probe ones: all on those 1,000, so the batch-resolution training path shares the map); "whole"
+        leaves the subset snapshots out and compares the rest on the whole probe. ``info["notes"]`` says which
+        points were compared ("compared on the 1,000 probe points common to all 65 representations (of 50,000)").
     robustness : bool, default=False
         Also compute the "dist" and "cka" distances and report their Spearman correlation
         (``result.robustness``): near 1 means the map does not hinge on the choice of transform. Costs a second
@@ -106,7 +115,7 @@ class MetaSNE:
 
     def __init__(self, transform: str = "dist", metric: str = "chord", embedding: str = "mds", *,
                  n_components: int = 2, perplexity: float | str = "auto", max_probes: int = DEFAULT_MAX_PROBES,
-                 n_pairs: int | None = None, robustness: bool = False, cache: bool = True,
+                 n_pairs: int | None = None, subsets: str = "common", robustness: bool = False, cache: bool = True,
                  block_bytes: int = 256 << 20, random_state: int = 0, progress: ProgressCallback | None = None):
         self.transform = transform
         self.metric = metric
@@ -115,6 +124,7 @@ class MetaSNE:
         self.perplexity = perplexity
         self.max_probes = max_probes
         self.n_pairs = n_pairs
+        self.subsets = subsets
         self.robustness = robustness
         self.cache = cache
         self.block_bytes = block_bytes
@@ -128,6 +138,7 @@ class MetaSNE:
         "n_components": [Interval(int, 1, None, "left")],
         "max_probes": [Interval(int, 3, None, "left")],
         "n_pairs": [Interval(int, 1, None, "left"), NONE],
+        "subsets": [Options(*SUBSETS)],
         "perplexity": [Interval(float, 0, None, "neither"), Options("auto")],
     }
 
@@ -136,8 +147,8 @@ class MetaSNE:
 
     def _bank(self, transform: str, n: int, pairs, logdir: LogDir | None, probe_id: str,
               scratch: contextlib.ExitStack) -> VectorBank:
-        """The vector bank of one transform: cached in the log directory (one per probe set and pair sample),
-        else in a temporary directory that ``scratch`` deletes."""
+        """The vector bank of one transform: cached in the log directory (one per set of compared probe points
+        and pair sample), else in a temporary directory that ``scratch`` deletes."""
         if logdir is None:
             art = scratch.enter_context(temporary_artifacts("repviz-meta-"))
         else:
@@ -153,8 +164,9 @@ class MetaSNE:
         ----------
         source : log directory (path or :class:`~repviz.store.LogDir`), list of arrays, or mapping
             A log directory contributes every stored (run, layer, step) of the selected ``runs`` and ``layers``
-            (default all; all runs must share one probe set). Arrays (n_probe, ...) are keyed
-            ("", "<index or name>", 0); a mapping may use (run, layer, step) tuples as keys.
+            (default all; all runs must share one probe set; snapshots of a probe subset as ``subsets`` says).
+            Arrays (n_probe, ...) are keyed ("", "<index or name>", 0); a mapping may use (run, layer, step)
+            tuples as keys.
         runs, layers : list of str, optional
             Log directory only: which runs and layers to compare.
         inputs : array (n_probe, ...), optional
@@ -181,15 +193,17 @@ class MetaSNE:
             if executor is not None:
                 logdir = executor.prepare(logdir)
             reps, ids = from_logdir(logdir, runs, layers)
-            probe_id, n = checksum(np.asarray(ids)), len(ids)
         else:
             if runs is not None or layers is not None:
                 raise ValueError("runs= and layers= select from a log directory; with arrays, pass only the ones "
                                  "to compare")
-            logdir, probe_id, reps = None, "", from_arrays(source)
-            n = len(reps[0].load())
+            logdir, reps = None, from_arrays(source)
+            ids = np.arange(len(reps[0].load()))
         if inputs is not None:
-            reps.append(input_representation(inputs, n))
+            reps.append(input_representation(inputs, len(ids)))
+        reps, compared = compared_rows(reps, len(ids), self.subsets)
+        n = len(compared.positions)
+        probe_id = checksum(np.asarray(ids)[compared.positions]) if logdir is not None else ""
         transforms = list(dict.fromkeys([self.transform] + (["dist", "cka"] if self.robustness else [])))
         pairs = pair_sample(n, self.max_probes, self.n_pairs, self.random_state)
         seconds = {}
@@ -216,8 +230,12 @@ class MetaSNE:
         seconds["embedding"] = time.perf_counter() - t0 - seconds["vectors"] - seconds["distances"]
         seconds["total"] = time.perf_counter() - t0
         params = {k: v for k, v in vars(self).items() if k != "progress"}
+        notes = compared.notes(self.subsets) + ([] if pairs is None else [
+            f"pair sample: each vector holds {len(pairs):,} of the {pairs.n_total:,} probe pairs (seed "
+            f"{pairs.random_state}), automatic above max_probes={self.max_probes:,} probes"])
         return MetaResult(
             keys=[r.key for r in kept], coords=coords.astype(np.float32), distances=D, params=params,
             explained_variance=info.pop("explained_variance"), robustness=robustness,
-            info={**info, "n_probe": n, "n_pairs": None if pairs is None else len(pairs),
+            info={**info, "n_probe": n, "n_probe_total": compared.n_probe,
+                  "n_pairs": None if pairs is None else len(pairs), "notes": notes,
                   "left_out": [{"key": list(r.key), "reason": why} for r, why in skipped], "seconds": seconds})

@@ -10,3 +10,6 @@ TRANSFORMS = ("dist", "sqrt", "rank", "cka", "rbf_cka", "ucka")
 METRICS = ("chord", "angle")
 #: How the R×R distances become a 2-D map (see :mod:`repviz.meta.embedding`).
 EMBEDDINGS = ("mds", "smacof", "tsne")
+#: How snapshots of a subset of the probe are compared (see :func:`repviz.meta.sources.compared_rows`): on the
+#: probe points every representation holds, or left out so that the rest compare on the whole probe.
+SUBSETS = ("common", "whole")

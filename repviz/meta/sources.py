@@ -1,23 +1,29 @@
 """What meta-SNE compares: representations keyed (run, layer, step), read lazily from a log directory or arrays.
 
 Representations are comparable only over the same probes in the same order, so every run must carry the same
-probe ids; the check names the first two runs that differ.
+probe ids; the check names the first two runs that differ. A snapshot may hold a subset of its run's probe
+(``ActivationLogger(batch_probe=...)``): :func:`compared_rows` restricts every representation to the probe points
+that all of them hold (``subsets="common"``) or leaves out those of a subset (``subsets="whole"``), and says so.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..chains import verified_activations
 from ..store import LogDir, NotFoundError, Run, checksum
+from ..subsets import common_rows
+from .options import SUBSETS
 
 Key = tuple[str, str, int]
 INPUT_KEY: Key = ("<input>", "input", 0)
 """The key of the raw input, the landmark representation that every network starts from."""
+#: Subsets that share fewer probe points than this (and fewer than the smallest of them holds) are refused.
+MIN_COMMON_PROBES = 100
 
 
 class ProbeMismatchError(ValueError):
@@ -42,11 +48,20 @@ def shared_probe_ids(a: Run, b: Run, remedy: str = "record both runs with the sa
 
 @dataclass(frozen=True)
 class Representation:
-    """One representation: its key, a checksum of its data (the cache key) and a loader."""
+    """One representation: its key, a checksum of its data (the cache key in a bank of one set of compared probe
+    points), a loader of the stored rows, the probe positions they hold (``rows``; None: the whole probe in
+    order) and which of them are compared (``where``; None: all)."""
 
     key: Key
     checksum: str
     load: Callable[[], np.ndarray]
+    rows: np.ndarray | None = field(default=None, compare=False)
+    where: np.ndarray | None = field(default=None, compare=False)
+
+    def compared(self) -> np.ndarray:
+        """The activations of the compared probe points, in probe order."""
+        X = self.load()
+        return X if self.where is None else np.asarray(X)[self.where]
 
     @property
     def label(self) -> str:
@@ -81,9 +96,60 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
                 continue
             for step in run.steps(layer):
                 rec = run.record(layer, step)
-                reps.append(Representation((run.name, layer, int(step)), rec["crc32"],
-                                           _loader(run, layer, step)))
+                reps.append(Representation((run.name, layer, int(step)), rec["crc32"], _loader(run, layer, step),
+                                           rows=None if "rows" not in rec else run.record_rows(rec)))
     return reps, ids
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What :func:`compared_rows` decided: the probe positions compared, out of ``n_probe``, and what it left out."""
+
+    positions: np.ndarray
+    n_probe: int
+    n_reps: int
+    left_out: list[Representation]
+
+    def notes(self, subsets: str) -> list[str]:
+        """One line each: on which probe points the representations were compared, and what was left out."""
+        k, n = len(self.positions), self.n_probe
+        notes = [f"compared on all {n:,} probe points" if k == n else
+                 f"compared on the {k:,} probe points common to all {self.n_reps} representations (of {n:,})"]
+        if self.left_out:
+            smallest = min(len(r.rows) for r in self.left_out)
+            notes.append(f"left out {len(self.left_out)} snapshot(s) of a probe subset (the smallest holds "
+                         f"{smallest:,} of {n:,} points; subsets={subsets!r}); subsets='common' compares them on "
+                         f"the points all hold")
+        return notes
+
+
+def compared_rows(reps: list[Representation], n_probe: int, subsets: str = "common"
+                  ) -> tuple[list[Representation], Compared]:
+    """Every representation restricted to the probe points that all of them hold, matched by position in the
+    probe (the runs share one probe set, :func:`shared_probe_ids`).
+
+    ``subsets="common"`` (the default) keeps every snapshot: a map of per-epoch snapshots of the whole probe and
+    batch snapshots of a 1,000-point subset compares all of them on those 1,000 points, so the training path at
+    batch resolution lands on the same map. ``subsets="whole"`` leaves out the snapshots of a subset and compares
+    the others on the whole probe. Refused (one line) when the subsets share fewer than ``MIN_COMMON_PROBES``
+    points, fewer than the smallest of them holds (subsets drawn with different seeds): nothing useful is left.
+    """
+    if subsets not in SUBSETS:
+        raise ValueError(f"The 'subsets' parameter of MetaSNE must be a str among {set(SUBSETS)}. "
+                         f"Got {subsets!r} instead.")
+    whole = np.arange(n_probe)
+    left_out = [r for r in reps if subsets == "whole" and r.rows is not None and len(r.rows) < n_probe]
+    kept = [r for r in reps if not any(r is o for o in left_out)]
+    rows = [whole if r.rows is None else r.rows for r in kept]
+    common, where = common_rows(rows)
+    smallest = min((len(r) for r in rows), default=0)
+    if len(common) < min(MIN_COMMON_PROBES, smallest):
+        sizes = sorted({len(r) for r in rows})
+        raise ValueError(f"the {len(kept)} representations hold probe subsets of {sizes} points that share only "
+                         f"{len(common)}; pass subsets='whole' to leave out the snapshots of a subset, or choose "
+                         f"runs and layers whose subsets agree")
+    out = [r if len(w) == len(rw) else replace(r, where=w) for r, rw, w in zip(kept, rows, where)]
+    return out, Compared(common, n_probe, len(kept), left_out)
 
 
 def _loader(run, layer: str, step: int) -> Callable[[], np.ndarray]:
@@ -115,7 +181,7 @@ def _constant(a: np.ndarray) -> Callable[[], np.ndarray]:
 
 
 def input_representation(inputs, n_probe: int) -> Representation:
-    """The raw probe inputs as the landmark representation :data:`INPUT_KEY`."""
+    """The raw probe inputs as the landmark representation :data:`INPUT_KEY` (the whole probe)."""
     inputs = np.asarray(inputs)
     if inputs.ndim < 1 or len(inputs) != n_probe:
         raise ValueError(f"inputs has {len(inputs) if inputs.ndim else 0} rows but the representations have "

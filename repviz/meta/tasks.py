@@ -1,8 +1,8 @@
 """meta-SNE's work as executor tasks: representation vectors and Gram blocks, the R×R matrix assembled here.
 
 - Vectors: one task per representation whose vectors are not banked yet; the worker reads the activations from
-  the log directory and writes each transform's vector into its bank (the same files and ids as
-  :func:`repviz.meta.distances.add_vectors`).
+  the log directory (of a snapshot of a probe subset, the compared points) and writes each transform's vector
+  into its bank (the same files and ids as :func:`repviz.meta.distances.add_vectors`).
 - Distances: the rows of the new vectors against all vectors, cut into blocks of vectors; one task per pair of
   blocks reads both from the bank and returns their float64 dot products (:func:`repviz.meta.bank.block_gram`).
   This process assembles them and goes on exactly as the local bank does (cosines, near pairs recomputed from the
@@ -39,9 +39,10 @@ def _bare(artifacts: Artifacts) -> Artifacts:
 
 def _vectors_task(task: tuple, advance, threads: int) -> tuple[int, str | None]:
     """Bank the vectors of one representation: (i, None), or (i, why it cannot be compared)."""
-    i, run, layer, step, label, targets, pairs = task
+    i, run, layer, step, where, label, targets, pairs = task
     try:
-        vectors = representation_vectors(verified_activations(run, layer, step), list(targets), pairs, name=label)
+        X = verified_activations(run, layer, step)
+        vectors = representation_vectors(X if where is None else X[where], list(targets), pairs, name=label)
     except ValueError as e:
         return i, str(e)
     for t, (artifacts, length, vid) in targets.items():
@@ -66,7 +67,7 @@ def add_vectors_with(executor: Executor, logdir: LogDir, reps: list[Representati
                 if vector_id(rep, t) not in bank}
         if todo and rep.key[0] in logdir.runs:
             run, layer, step = rep.key
-            tasks.append((i, logdir.run(run), layer, step, rep.label, todo, pairs))
+            tasks.append((i, logdir.run(run), layer, step, rep.where, rep.label, todo, pairs))
         elif todo:
             here.append(i)
     done = len(reps) - len(tasks) - len(here)

@@ -105,7 +105,7 @@ def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: 
     need = [reps[i] for i in dict.fromkeys(i for pair in _missing_pairs(selection, missing) for i in pair)]
     n = len(selection.ids)
     bank = VectorBank(logdir.vector_cache(transform, selection.probe_id), vector_length(n, transform))
-    banked = [Representation(tuple(r.key), r.checksum, r.load) for r in need]
+    banked = [Representation(tuple(r.key), r.checksum, r.stored, where=r.where) for r in need]
     vids = [vector_id(rep, transform) for rep in banked]
     built = sum(v not in bank for v in vids)
     if executor is None:

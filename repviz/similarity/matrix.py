@@ -17,7 +17,7 @@ from ..executors import Executor
 from ..progress import ProgressCallback
 from ..store import LogDir, open_logdir
 from .cache import SimilarityCache, cache_artifacts, measure_params
-from .options import KERNELS, MEASURES, RBF_SIGMA
+from .options import AUTO_EXACT_PROBES, KERNELS, MEASURES, RBF_SIGMA
 from .result import SimilarityMatrix
 from .sources import Selection, between_runs, over_training
 
@@ -37,6 +37,11 @@ def _prepared(logdir: LogDir | str | os.PathLike, executor: Executor | None) -> 
 
 
 def _probe_note(selection: Selection) -> str:
+    """On which probe points the values compare the representations (all of them, or those every one holds)."""
+    if len(selection.ids) < selection.n_probe:
+        count = len({r.key for r in selection.rows + selection.cols})
+        return (f"compared on the {len(selection.ids):,} probe points common to all {count} representations "
+                f"(of {selection.n_probe:,})")
     runs = list(dict.fromkeys(r.key.run for r in selection.rows + selection.cols))
     who = f"both runs {runs[0]!r} and {runs[1]!r} hold" if len(runs) > 1 else f"of run {runs[0]!r}"
     return f"compared on the {len(selection.ids):,} probes {who}"
@@ -57,8 +62,9 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
     notes = [_probe_note(selection)]
     if "batch_size" in params:
         n, b = len(selection.ids), params["batch_size"]
+        auto = f", automatic above {AUTO_EXACT_PROBES:,} probes" if options["batch_size"] is None else ""
         notes.append(f"minibatch CKA, {-(-n // b)} batches of about {n / -(-n // b):,.0f} probes "
-                     f"(seed {params['random_state']})")
+                     f"(seed {params['random_state']}{auto})")
     if missing.any():
         if not compute:
             return None

@@ -2,7 +2,10 @@
 
 Two selections: the layers of run A against the layers of run B at one snapshot (A = B allowed), and the
 snapshots of one layer against each other. Representations are comparable only over the same probes in the same
-order, so both runs must hold the same probe ids; a mismatch is a :class:`ProbeMismatchError` naming both.
+order, so both runs must hold the same probe ids; a mismatch is a :class:`ProbeMismatchError` naming both. A
+snapshot may hold a subset of the probe (``ActivationLogger(batch_probe=...)``): every representation of a matrix
+is compared on the probe points all of them hold (:func:`repviz.subsets.common_rows`), which the matrix's notes
+say, and which is part of each value's cache identity.
 """
 
 from __future__ import annotations
@@ -10,49 +13,63 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..chains import verified_activations
+from ..meta.sources import MIN_COMMON_PROBES, shared_probe_ids
 from ..meta.sources import ProbeMismatchError as ProbeMismatchError  # re-exported by repviz.similarity
-from ..meta.sources import shared_probe_ids
 from ..store import LogDir, NotFoundError, Run, checksum
+from ..subsets import common_rows
 from .result import RepKey
 
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored representation: its key, the checksum and shape of its data (its identity in caches)."""
+    """One stored representation: its key, the checksum and shape of its data and, when it is compared on part of
+    the probe, which rows (``where``, positions in its stored rows) and a tag of those probe points
+    (``compared``): together its identity in caches."""
 
     key: RepKey
     checksum: str
     shape: tuple[int, ...]
     run: Run
+    where: np.ndarray | None = field(default=None, compare=False)
+    compared: str = ""
 
     @property
     def identity(self) -> str:
-        """File-system-safe cache id: key, data checksum and shape (a re-recorded snapshot gets a new one)."""
-        blob = json.dumps([list(self.key), self.checksum, list(self.shape)]).encode()
+        """File-system-safe cache id: key, data checksum and shape (a re-recorded snapshot gets a new one), and the
+        probe points compared unless they are the whole probe (a value over other points is another value)."""
+        blob = json.dumps([list(self.key), self.checksum, list(self.shape)] +
+                          ([self.compared] if self.compared else [])).encode()
         return hashlib.sha1(blob).hexdigest()[:24]
 
     @property
     def label(self) -> str:
         return f"run {self.key.run!r} layer {self.key.layer!r} step {self.key.step}"
 
-    def load(self) -> np.ndarray:
-        """The activations (n_probe, ...), memory-mapped read-only and checked against the checksum recorded at
-        capture (:func:`repviz.chains.verified_activations`)."""
+    def stored(self) -> np.ndarray:
+        """The stored activations (n_rows, ...), memory-mapped read-only and checked against the checksum recorded
+        at capture (:func:`repviz.chains.verified_activations`)."""
         return verified_activations(self.run, self.key.layer, self.key.step, mmap=True)
+
+    def load(self) -> np.ndarray:
+        """The activations of the compared probe points (a memory map when they are all the stored rows)."""
+        X = self.stored()
+        return X if self.where is None else X[self.where]
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Rows and columns of one matrix, and the probe ids they share (``probe_id``: their checksum)."""
+    """Rows and columns of one matrix, the probe ids they are compared on (``probe_id``: their checksum) and the
+    size of the whole probe."""
 
     rows: list[Stored]
     cols: list[Stored]
     ids: np.ndarray
+    n_probe: int
 
     @property
     def probe_id(self) -> str:
@@ -67,6 +84,21 @@ class Selection:
 def _stored(run: Run, layer: str, step: int) -> Stored:
     rec = run.record(layer, step)
     return Stored(RepKey(run.name, layer, int(step)), str(rec.get("crc32", "")), tuple(rec.get("shape", ())), run)
+
+
+def _on_common_points(rows: list[Stored], cols: list[Stored], ids: np.ndarray) -> Selection:
+    """The selection with every representation restricted to the probe points all of them hold; refused (one
+    line) when subsets share fewer than ``MIN_COMMON_PROBES`` points and fewer than the smallest holds."""
+    reps = list({r.key: r for r in rows + cols}.values())
+    held = [r.run.rows(r.key.layer, r.key.step) for r in reps]
+    common, where = common_rows(held)
+    if len(common) < min(MIN_COMMON_PROBES, min(len(h) for h in held)):
+        raise ValueError(f"the {len(reps)} representations hold probe subsets of {sorted({len(h) for h in held})} "
+                         f"points that share only {len(common)}; compare snapshots whose subsets agree")
+    tag = "" if len(common) == len(ids) else f"{checksum(np.asarray(ids)[common])}-{len(common)}"
+    on = {r.key: replace(r, where=None if len(w) == len(h) else w, compared=tag)
+          for r, h, w in zip(reps, held, where)}
+    return Selection([on[r.key] for r in rows], [on[c.key] for c in cols], np.asarray(ids)[common], len(ids))
 
 
 def _steps_text(steps: list[int]) -> str:
@@ -119,7 +151,7 @@ def between_runs(logdir: LogDir, runs: str | Sequence[str], step: int | None = N
         raise NotFoundError(f"step {step} is not a snapshot of {pair}; {have}")
     rows = [_stored(a, lay, step) for lay in la]
     cols = rows if a is b and la == lb else [_stored(b, lay, step) for lay in lb]
-    return Selection(rows, cols, ids)
+    return _on_common_points(rows, cols, ids)
 
 
 def over_training(logdir: LogDir, run: str, layer: str, steps: Sequence[int] | None = None) -> Selection:
@@ -135,4 +167,4 @@ def over_training(logdir: LogDir, run: str, layer: str, steps: Sequence[int] | N
     if not steps:
         raise NotFoundError(f"layer {layer!r} of run {r.name!r} has no snapshot stored")
     reps = [_stored(r, layer, s) for s in sorted({int(s) for s in steps})]
-    return Selection(reps, reps, np.asarray(r.probe.ids))
+    return _on_common_points(reps, reps, np.asarray(r.probe.ids))
