@@ -159,14 +159,17 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     batch_freq : int, default=None
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
-        capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both. Each
+        capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both, unless
+        ``batch_probe`` is given (then the epochs ``freq`` names also end in a snapshot, of the whole probe). Each
         snapshot runs the probe set through the model, so a fine schedule costs in proportion to the probe's
         size (``batch_probe`` records fewer points at batch snapshots): the logger times its snapshots against
         the training between them and warns once when they take more than a tenth of it.
     batch_probe : int or array of int, default=None
         With ``batch_freq``: the batch snapshots record only this many probe points (a subset drawn once with
         ``seed``, each class in proportion to its count when the probe has class labels), or the probe positions
-        given; the snapshot each fit starts from records the whole probe. Only the subset runs through the model
+        given; the snapshot each fit starts from records the whole probe, and so do the snapshots after the
+        epochs ``freq`` names when it is given too (a batch snapshot due at such an epoch's end is that
+        snapshot; steps still count batches). Only the subset runs through the model
         at batch snapshots, which is what makes a fine schedule with a large probe affordable. The stored
         snapshots say which points they hold (:meth:`repviz.store.Run.rows`); embeddings, alignment and
         comparisons use the points snapshots share. The manifest's ``batch_probe`` records the choice
@@ -270,10 +273,12 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         self.metadata = None if metadata is None else columns_from(metadata, self.n_probe)
         _warn_nonfinite_inputs(self._x)
         self.layers_spec = _check_layers_spec(layers)
-        if freq is not None and batch_freq is not None:
+        if freq is not None and batch_freq is not None and batch_probe is None:
             raise ValueError(f"ActivationLogger takes an epoch schedule (freq={freq!r}) or a batch schedule "
-                             f"(batch_freq={batch_freq!r}), not both; pass only one of them.")
+                             f"(batch_freq={batch_freq!r}), not both; pass only one of them (or batch_probe= too, "
+                             f"for whole-probe snapshots after those epochs and subset ones in between).")
         self.freq = _check_freq(1 if freq is None else freq)
+        self._mixed = freq is not None and batch_freq is not None  # epoch snapshots in a batch schedule
         self.batch_freq = check_param(batch_freq, [_POSITIVE, NONE], "batch_freq", "ActivationLogger")
         self.dtype = np.dtype(check_option(dtype, ("float32", "float16"), "dtype", "ActivationLogger"))
         check_param(max_width, [_POSITIVE, NONE], "max_width", "ActivationLogger")
@@ -371,10 +376,16 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             warnings.warn(f"freq={self.freq} schedules no snapshot within {runs} of this fit; only the snapshot "
                           f"before training will be recorded", RuntimeWarning, stacklevel=_user_stacklevel())
 
+    def _epoch_scheduled(self, epoch: int) -> bool:
+        """Whether ``freq`` asks for a snapshot after epoch ``epoch`` (1 = the first) of a fit."""
+        return epoch % self.freq == 0 if _is_int(self.freq) else epoch in self.freq
+
     def on_epoch_end(self, epoch, logs=None):
         step = epoch + 1
-        if self.batch_freq is None and (step % self.freq == 0 if _is_int(self.freq) else step in self.freq):
+        if self.batch_freq is None and self._epoch_scheduled(step):
             self._snapshot(self._offset + step, epoch=step)
+        elif self._mixed and self._epoch_scheduled(step):  # the whole probe, at the batch count
+            self._snapshot(self._batches, epoch=step)
 
     def on_train_end(self, logs=None):
         try:
@@ -513,7 +524,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         for a in [*keras.tree.flatten(self._x), self.probe_ids] + ([self._y] if self._y is not None else []):
             digest.update(str((a.dtype.str, a.shape)).encode())
             digest.update(np.ascontiguousarray(a).data)
-        schedule = ({"unit": "batch", "every": self.batch_freq} if self.batch_freq is not None else
+        schedule = ({"unit": "batch", "every": self.batch_freq, **({"after_epochs": self.freq} if self._mixed else {})}
+                    if self.batch_freq is not None else
                     {"unit": "epoch", "every" if _is_int(self.freq) else "epochs": self.freq})
         return {
             "fingerprint": {"model": _hash([type(model).__name__, arch]), "probe": digest.hexdigest()[:16]},
@@ -782,7 +794,8 @@ class _BatchActivationLogger(ActivationLogger):
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
-        if self._batches % self.batch_freq == 0:
+        ends_epoch = self._mixed and batch + 1 == self.params.get("steps") and self._epoch_scheduled(self._epoch + 1)
+        if self._batches % self.batch_freq == 0 and not ends_epoch:  # else on_epoch_end takes the whole probe
             start = time.perf_counter()
             self._snapshot(self._batches, self._subset, epoch=self._epoch, batch=batch + 1)
             self._judge_cost(start, time.perf_counter())

@@ -152,3 +152,22 @@ def test_a_disk_full_during_a_snapshot_leaves_the_earlier_snapshots_and_no_tempo
     run = repviz.open_logdir(tmp_path).run("run")
     assert run.steps() == [0] and run.activations("hidden", 0).shape == (N, 8)
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("batch_freq, subsets, whole", [(3, [3, 6], [0, 4, 8]), (2, [2, 6], [0, 4, 8])],
+                         ids=["apart", "a-batch-snapshot-ends-an-epoch"])
+def test_freq_with_batch_freq_and_batch_probe_adds_whole_probe_snapshots_after_those_epochs(tmp_path, batch_freq,
+                                                                                           subsets, whole):
+    """4 batches per epoch, 2 epochs: the batch snapshots hold the subset, the epoch ends the whole probe; a batch
+    snapshot due at an epoch's end is that epoch's snapshot, recorded once."""
+    x, y = _data()
+    model = _model()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), freq=1, batch_freq=batch_freq, batch_probe=8)
+    model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    assert run.steps() == sorted(subsets + whole)
+    assert [s for s in run.steps() if len(run.rows("hidden", s)) == 8] == subsets
+    assert [s for s in run.steps() if len(run.rows("hidden", s)) == N] == whole
+    assert [r["epoch"] for r in run.records() if r.get("layer") == "hidden" and r["step"] in whole] == [0, 1, 2]
+    assert run.manifest["schedule"] == {"unit": "batch", "every": batch_freq, "after_epochs": 1}
