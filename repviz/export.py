@@ -122,8 +122,9 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
         for c, step in enumerate(steps):
             ax = axes[r, c]
             ax.set_xticks([]), ax.set_yticks([])
-            if step in have and (Y := _readable(run.read_embedding, key, layer, step)) is not None:
-                ax.scatter(Y[:, 0], Y[:, 1], s=size, c=colours, linewidths=0, rasterized=True)
+            if step in have and (Y := _readable(run.read_embedding, key, layer, step)) is not None and \
+                    len(rows := _readable(run.rows, layer, step, default=())) == len(Y):  # a probe subset's points
+                ax.scatter(Y[:, 0], Y[:, 1], s=size, c=colours[rows], linewidths=0, rasterized=True)
             ax.set_aspect("equal", adjustable="datalim")
             if r == 0:
                 ax.set_title(f"{unit} {step}", fontsize=9)

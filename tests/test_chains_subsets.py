@@ -122,3 +122,13 @@ def test_a_snapshot_sharing_fewer_than_3_points_with_the_previous_one_starts_afr
     run = open_logdir(tmp_path).run("r")
     assert run.embedding_info(chained, "dense", 1)["common_points"] == 2
     np.testing.assert_array_equal(run.read_embedding(chained, "dense", 1), run.read_embedding(alone, "dense", 1))
+
+
+def test_the_exported_grid_colours_each_subset_snapshot_by_its_own_points(subset_run):
+    from repviz.export import embedding_grid
+
+    key = embed_logdir(subset_run, ["pca"], progress=False).keys["pca"]
+    fig = embedding_grid(open_logdir(subset_run), "dense", key)
+    sizes = [len(ax.collections[0].get_offsets()) for ax in fig.axes if ax.collections]
+    colours = [len(ax.collections[0].get_facecolors()) for ax in fig.axes if ax.collections]
+    assert sizes == colours == [N, 45, 46, N]
