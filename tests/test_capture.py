@@ -4,6 +4,7 @@ Captured values are checked against an independent computation (a side model ove
 itself for an identity layer); the store is read back through ``open_logdir`` as a user would.
 """
 
+import importlib.util
 import itertools
 import json
 import logging
@@ -1070,3 +1071,30 @@ def test_reader_needs_no_tensorflow(mlp_run):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.skipif(keras.backend.backend() == "torch" or importlib.util.find_spec("torch") is None,
+                    reason="PyTorch is not installed (pip install torch; CI has no CPU wheel of it), or this process "
+                           "already runs on it")
+def test_capture_on_the_torch_backend(tmp_path):
+    """The callback on Keras's PyTorch backend, in a process of its own: a second fit continues the run and the
+    stored activations are the layer's outputs (this file runs whole under TensorFlow and JAX in CI)."""
+    code = textwrap.dedent(f"""
+        import keras, numpy as np, repviz
+        rng = np.random.default_rng(0)
+        x, y = rng.random((96, 8), dtype=np.float32), rng.integers(0, 2, 96)
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="tanh", name="hidden"),
+                                  keras.layers.Dense(2, activation="softmax", name="out")])
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        logger = repviz.ActivationLogger({str(tmp_path / "run")!r}, probe=(x[:{N}], y[:{N}]))
+        for _ in range(2):
+            model.fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[logger])
+        run = repviz.open_logdir({str(tmp_path)!r}).run("run")
+        assert run.steps() == [0, 1, 2], run.steps()
+        head = keras.Model(model.inputs, model.get_layer("hidden").output)
+        np.testing.assert_allclose(run.activations("hidden", 2), head.predict(x[:{N}], verbose=0), atol=1e-5)
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "KERAS_BACKEND": "torch"})
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
