@@ -6,7 +6,7 @@ points of classes 2 and 3 (probe positions 1000..1999) at epoch 1. Read from the
 the whole probe to the subset, the points of classes 0 and 1 fade out where they are (some frame shows them half
 transparent) while the others move; stepping back they fade in. The info line says "1,000 of 2,000 points", and a
 hovered point of the subset shows its own probe id. Run "big" (24,000 points) in the Grid: each cell draws a seeded
-sample of 20,000 and says so.
+sample of 20,000 and says so, and draws the selected points outside its sample besides.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 pk.require_browser()
 
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from repviz.store import RunWriter, open_logdir  # noqa: E402
@@ -162,3 +163,28 @@ def test_grid_cells_draw_a_seeded_sample_above_the_threshold(tab, shots):
     for cell in tab.find_elements(By.CSS_SELECTOR, '[data-testid="cell"] canvas.cell-canvas'):
         assert pk.ink(pk.canvas_of(tab, cell)).sum() > 2000
     pk.shot(tab, shots, "subsets-4-grid")
+
+
+def test_selected_points_outside_a_cells_sample_are_drawn_besides(tab, shots):
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.wait(tab, lambda d: pk.stats(d)["n"] in (BIG, len(BIG_SUBSET)), "the big run in the main view")
+    tab.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
+    canvas = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
+    drag = ActionChains(tab).move_to_element_with_offset(canvas, -300, -200).click_and_hold()
+    for _ in range(10):
+        drag = drag.move_by_offset(30, 20).pause(0.03)
+    drag.release().perform()
+    selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
+    assert 200 < selected < BIG // 2
+    tab.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+
+    def extras(driver):
+        notes = pk.texts(driver, '[data-testid="cell-note"]')
+        found = [int(n.split(" and ")[1].split()[0].replace(",", "")) for n in notes if " and " in n]
+        return found if len(found) == 2 else None
+
+    # About a sixth of the selection is outside each cell's sample of 20,000 (of 24,000 or 22,000 points).
+    for extra in pk.wait(tab, extras, "the selected points drawn besides the samples"):
+        assert 0.05 * selected < extra < 0.3 * selected
+    pk.shot(tab, shots, "subsets-5-grid-selection")

@@ -70,7 +70,10 @@ export function drawnPart(data, selectedIds) {
   const ids = part(all.ids);
   const notes = [];
   if (all.rows.length !== all.nProbe) notes.push(`${V.fmt(all.rows.length)} of ${V.fmt(all.nProbe)} points`);
-  if (sample) notes.push(`${V.fmt(Math.min(CELL_MAX_POINTS, all.rows.length))} of ${V.fmt(all.rows.length)} drawn (seeded sample)`);
+  if (sample) {
+    const extra = sample.length - CELL_MAX_POINTS; // selected points outside the sample
+    notes.push(`${V.fmt(CELL_MAX_POINTS)} of ${V.fmt(all.rows.length)} drawn (seeded sample)${extra ? ` and ${V.fmt(extra)} selected` : ""}`);
+  }
   return { ...data, x: part(all.x), y: part(all.y), z: part(all.z), w: part(all.w), ids, idIndex: idIndexOf(ids), sample,
     note: notes.join(" · ") };
 }
@@ -237,6 +240,7 @@ export class CellsView {
         const j = part.idIndex.get(id);
         if (j !== undefined) selected.push(j);
       }
+      this.multiples.label(i, cell.spec.title, null, part.note);
       this.multiples.draw(i, part, selected);
     });
   }

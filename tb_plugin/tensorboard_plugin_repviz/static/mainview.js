@@ -256,11 +256,9 @@ export class MainView {
 
   /**
    * Animate from drawing `from` to `to`, snapshots of different probe subsets: the points in both move, those
-   * in one only fade out or in where they are (in performance mode, which draws no transparency, they leave
-   * before and come after the move). Hover is ignored meanwhile: row numbers are those of the frames.
+   * in one only fade out or in where they are. Hover is ignored meanwhile: row numbers are those of the frames.
    */
   async crossFade(from, to) {
-    const fade = !this.scatter.fast;
     const category = (d) => {
       const { by, z, w, palette } = d.colors;
       if (by === "category") return z;
@@ -268,7 +266,7 @@ export class MainView {
       return Float32Array.from(w, (v) => Math.round(v * last));
     };
     const frames = crossFrames({ rows: from.rows, x: from.x, y: from.y, z: category(from) },
-      { rows: to.rows, x: to.x, y: to.y, z: category(to) }, fade);
+      { rows: to.rows, x: to.x, y: to.y, z: category(to) });
     const selectedIds = this.page.state.selectedIds;
     const selected = [];
     for (let k = 0; k < frames.points.length; k++) {
@@ -279,9 +277,9 @@ export class MainView {
     this.fading = true;
     try {
       this.scatter.setColors("category", to.colors.palette);
-      await this.scatter.draw(frames.start, { fade, selected, keepMode: true });
+      await this.scatter.draw(frames.start, { fade: true, selected, keepMode: true });
       if (this.drawn !== to) return;
-      await this.scatter.draw(frames.end, { fade, selected, transition: true, keepMode: true });
+      await this.scatter.draw(frames.end, { fade: true, selected, transition: true, keepMode: true });
     } finally {
       this.fading = false;
     }

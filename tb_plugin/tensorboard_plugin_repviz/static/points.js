@@ -74,13 +74,13 @@ export function rowOf(rows, point) {
 }
 
 /**
- * The frames of an animation between two drawings of different probe subsets, over the union of their points
- * (`fade`) or over the points they share only. Each drawing: {rows, x, y, z} with z a category; a frame holds
+ * The frames of an animation between two drawings of different probe subsets, over the union of their points.
+ * Each drawing: {rows, x, y, z} with z a category; a frame holds
  * x, y, z and w = 1 for a point shown, 0 for one faded out (or not yet in): points in both move, the others stay
  * where they are and fade. `points`: the probe points of the frames' rows.
  * @returns {{points: Int32Array, start: {x, y, z, w}, end: {x, y, z, w}}}
  */
-export function crossFrames(from, to, fade = true) {
+export function crossFrames(from, to) {
   const a = from.rows;
   const b = to.rows;
   const points = [];
@@ -94,11 +94,9 @@ export function crossFrames(from, to, fade = true) {
     const p = Math.min(pa, pb);
     const inA = pa === p;
     const inB = pb === p;
-    if (fade || (inA && inB)) {
-      points.push(p);
-      ia.push(inA ? i : -1);
-      ib.push(inB ? j : -1);
-    }
+    points.push(p);
+    ia.push(inA ? i : -1);
+    ib.push(inB ? j : -1);
     if (inA) i++;
     if (inB) j++;
   }

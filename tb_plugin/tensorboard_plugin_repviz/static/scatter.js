@@ -1,8 +1,9 @@
 // A thin wrapper over the vendored regl-scatterplot: points in, colours and selection by index, hover and
 // lasso events out. It serialises draws (regl-scatterplot refuses a draw while one is running; the latest
-// request wins) and records timings in window.__repvizStats (see index.js). From PERFORMANCE_AT points a plot
-// switches to regl-scatterplot's performance mode (square points, no alpha blending; selected points keep their
-// outline); a frame may fade points in and out by w (points.js builds such frames). Small views (the grid's cells) share
+// request wins) and records timings in window.__repvizStats (see index.js). From PERFORMANCE_AT points the main
+// plot draws square points (regl-scatterplot's performance mode without its other half, no alpha blending: that
+// would draw the points a selection dims, and those fading in or out, opaque or not at all, where selected points
+// keep their outline either way); a frame may fade points in and out by w (points.js builds such frames). Small views (the grid's cells) share
 // one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
 // overlays (overlay.js) stay in register with pan and zoom.
 import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
@@ -13,11 +14,12 @@ import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js"
  *   colouring by a continuous value).
  * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], fade?: boolean, keepMode?: boolean,
  *            onDrawn?: function(): void}} DrawOptions  fade: w is each point's opacity (0 to 1), not a colour;
- *   keepMode: stay in or out of performance mode whatever the count (the frames of one animation)
+ *   keepMode: keep round or square points whatever the count (the frames of one animation)
  */
 
 const TRANSITION_MS = 700;
-/** From this many points the main view draws in regl-scatterplot's performance mode. */
+/** From this many points the main view draws square points (the cheaper shader of regl-scatterplot's performance
+ * mode). */
 export const PERFORMANCE_AT = 50000;
 const FADE_LEVELS = 11; // opacities a fading point steps through
 const HOVER_COLOR = "#212121";
@@ -87,7 +89,7 @@ export class Scatter {
     this.canvas = canvas;
     this.n = 0;
     this.small = small;
-    this.fast = false; // in performance mode
+    this.fast = false; // drawing square points (PERFORMANCE_AT)
     this._handlers = handlers;
     this._renderer = renderer;
     this._settings = {}; // what `set` gave the plot, given again to a plot made anew
@@ -96,12 +98,12 @@ export class Scatter {
     this._create();
   }
 
-  /** Make the regl-scatterplot (anew when switching performance mode, which it takes only when created). */
+  /** Make the regl-scatterplot (anew when switching to or from square points, which it takes only when created). */
   _create() {
     const { canvas, small, _handlers: handlers } = this;
     this._plot = createScatterplot({
       renderer: this._renderer,
-      performanceMode: this.fast,
+      renderPointsAsSquares: this.fast,
       showReticle: small,
       reticleColor: [0.96, 0.49, 0, 0.55],
       canvas,
