@@ -177,3 +177,23 @@ def test_a_refit_reproduces_the_stored_aligned_layout_it_places_into(tmp_path, c
     for step in range(3):
         _, info = log.run("test").placed("train", key, "a", step)
         assert info["how"]["refit_displacement"] < 1e-4 and rows[step]["knn_accuracy"] > 0.9
+
+
+def test_a_damaged_placement_is_left_out_of_the_route_and_refused_by_the_store(two_probe_sets, cluster_run):
+    pytest.importorskip("tensorboard")
+    from tensorboard_plugin_repviz import data
+    from tensorboard_plugin_repviz.catalog import Catalog
+
+    from repviz.store import DamagedFileError
+
+    cluster_run(two_probe_sets / "extra", layers=("a",), steps=range(3), n=40, seed=0)
+    place_run(two_probe_sets, "test", into="train", steps=[2])
+    place_run(two_probe_sets, "extra", into="train", steps=[2])
+    log = open_logdir(two_probe_sets)
+    key = log.run("train").embedding_key("tsne")
+    sidecar = two_probe_sets / "extra" / "plugins" / "repviz" / "placed" / "train" / key / "a" / "2.json"
+    sidecar.write_text("[1, 2]")
+    with pytest.raises(DamagedFileError, match="is not a placement's sidecar"):
+        log.run("extra").placed("train", key, "a", 2)
+    served = data.placed_impl(Catalog(str(two_probe_sets)), "train", "a", 2, key)["placed"]
+    assert [p["run"] for p in served] == ["test"]

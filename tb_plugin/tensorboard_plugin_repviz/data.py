@@ -248,7 +248,11 @@ def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
     for other in catalog.runs().values():
         if other.name == run.name or not other.has_placed(run.name, key, layer, step):
             continue
-        Y, info = other.placed(run.name, key, layer, step)
+        try:
+            Y, info = other.placed(run.name, key, layer, step)
+        except (NotFoundError, ValueError, OSError) as e:  # a damaged file: the others are still drawn
+            logger.warning("repviz: points of run %r placed into %r left out: %s", other.name, run.name, e)
+            continue
         if layout is None:
             layout = checksum(np.asarray(run.read_embedding(key, layer, step)))
         source = info.get("source", {})
