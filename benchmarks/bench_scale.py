@@ -313,7 +313,7 @@ def main_bench(args) -> None:
           f"(other processes may share the machine)", flush=True)
     fit = st.worker("capture: fit 4 epochs, snapshots at 0,1,2,4", "capture")
     st.notes.append(f"capture: model.fit (logger included) {fit['fit_s']:.1f} s")
-    if "batch_probe" in inspect.signature(ActivationLogger).parameters:
+    if "batch_probe" in inspect.signature(ActivationLogger.__init__).parameters:  # the class has a __new__
         fit = st.worker(f"capture: batch_freq=50, batch_probe=1000, {args.batch_epochs} epoch(s)", "capture-batch")
         st.notes.append(f"capture batch50: model.fit (logger included) {fit['fit_s']:.1f} s")
     else:
