@@ -99,6 +99,8 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
     runs : str or (str, str)
         Two runs, or one (compared with itself: the diagonal is 1 for CKA, 0 for Procrustes). Both must hold
         the same probe ids (else :class:`~repviz.similarity.sources.ProbeMismatchError`, one line naming both).
+        Snapshots of a subset of the probe (``ActivationLogger(batch_probe=...)``) are compared with the others
+        on the probe points every representation of the matrix holds; the notes say how many.
     step : int or None, default=None
         The snapshot; None: the latest one that every chosen layer of both runs has.
     layers : list of str or None, default=None
@@ -117,7 +119,7 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
     batch_size : int or None, default=None
         CKA only: minibatch CKA over batches of this many probes (Nguyen et al. 2021: unbiased HSIC summed over
         the batches), for probe sets too large for one n × n Gram matrix; None: all probes at once up to 2,048,
-        batches of 1,024 above (``repviz.similarity.measures.AUTO_*``).
+        batches of 1,024 above (``repviz.similarity.options.AUTO_*``), which the notes say.
     random_state : int, default=0
         Seeds the minibatches.
     progress : callable or None
