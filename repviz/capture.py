@@ -521,7 +521,7 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
     def _manifest(self, model) -> dict:
         arch = [(path, type(layer).__name__, [list(w.shape) for w in layer.weights]) for path, layer in _walk(model)]
         digest = hashlib.sha256()
-        for a in [*keras.tree.flatten(self._x), self.probe_ids] + ([self._y] if self._y is not None else []):
+        for a in [*keras.tree.flatten(self._x), self.probe_ids, *_leaves(self._y)]:
             digest.update(str((a.dtype.str, a.shape)).encode())
             digest.update(np.ascontiguousarray(a).data)
         schedule = ({"unit": "batch", "every": self.batch_freq, **({"after_epochs": self.freq} if self._mixed else {})}
@@ -574,6 +574,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         y = self._y
         if y is None:
             return None
+        if not isinstance(y, np.ndarray):  # one target per output, as fit takes them: the primary output's
+            y = _primary_target(y, self._outputs)
         if y.ndim == 2 and y.shape[1] > 1:  # one-hot (or scores): store the class id
             return np.argmax(y, axis=1).astype(np.int64)
         y = y.reshape(len(y), -1)[:, 0] if y.ndim == 2 else y
@@ -635,7 +637,8 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
             _abandon(acts + preds)
             raise
         last = [batch]  # the writer drops it once stored: the job itself must not keep it alive
-        self._background.submit(lambda: self._finish_snapshot(step, rows, info, last, acts, preds))
+        info = info if rows is None else {**info, "rows": rows}  # the store's rows= of every array
+        self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds))
 
     def _store_batch(self, batch: tuple, acts: list[store.ArrayBlocks], preds: list[store.ArrayBlocks],
                      threads: int | None = None) -> None:
@@ -652,29 +655,28 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         for r, a in zip(predicted, preds):
             a.write(_host_view(r))
 
-    def _finish_snapshot(self, step: int, rows: np.ndarray | None, info: dict, last: list[tuple],
-                         acts: list[store.ArrayBlocks], preds: list[store.ArrayBlocks]) -> list[dict]:
+    def _finish_snapshot(self, step: int, info: dict, last: list[tuple], acts: list[store.ArrayBlocks],
+                         preds: list[store.ArrayBlocks]) -> list[dict]:
         """The writer's part of a snapshot: store its last probe batch, serially (the writer must not take the
         training threads' cores), then write it. The batch's backend outputs, the largest arrays of a snapshot,
         are released before the writes."""
         try:
             self._store_batch(last.pop(), acts, preds, threads=1)
-            return self._write_snapshot(step, rows, info, acts, preds)
+            return self._write_snapshot(step, info, acts, preds)
         except BaseException:
             _abandon(acts + preds)
             raise
 
-    def _write_snapshot(self, step: int, rows: np.ndarray | None, info: dict, acts: list[store.ArrayBlocks],
+    def _write_snapshot(self, step: int, info: dict, acts: list[store.ArrayBlocks],
                         preds: list[store.ArrayBlocks]) -> list[dict]:
         """Store one snapshot (on the writer thread); returns the activation records. Each array is renamed into
         place before its record is appended, and the primary prediction comes last: a snapshot counts once it is
         there, so a crash leaves only complete snapshots."""
-        records = [self._writer.write_activation(c.name, step, a, rows=rows, **info)
-                   for c, a in zip(self._captures, acts)]
+        records = [self._writer.write_activation(c.name, step, a, **info) for c, a in zip(self._captures, acts)]
         named = len(self._outputs) > 1
         for i in reversed(range(len(self._outputs))):
             self._writer.write_prediction(step, preds[i], output=self._outputs[i].name if named else None,
-                                          primary=i == 0, rows=rows, **info)
+                                          primary=i == 0, **info)
         if self._follower is not None:
             from .follow import nudge
 
@@ -1163,11 +1165,39 @@ def _split_probe(probe, size: int | None = None) -> tuple[Any, np.ndarray | None
     for a in keras.tree.flatten(x):
         if a.dtype.kind not in "biuf":
             raise ValueError(f"probe inputs must be numeric arrays (as model.fit takes them); got dtype {a.dtype}")
-    y = None if y is None else np.asarray(y)
+    y = None if y is None else _targets(y)
     if size is not None:
         x = keras.tree.map_structure(lambda a: a[:size], x)
-        y = None if y is None else y[:size]
+        y = None if y is None else keras.tree.map_structure(lambda a: a[:size], y)
     return x, y
+
+
+def _targets(y) -> Any:
+    """The probe's labels as arrays: one array, or a dict / list of arrays with one target per model output (as
+    ``fit`` takes them for a multi-output model; the primary output's become the labels, see ``_labels``)."""
+    if isinstance(y, dict) or (isinstance(y, (list, tuple)) and y and all(np.ndim(t) >= 1 for t in y)):
+        return keras.tree.map_structure(np.asarray, y)
+    return np.asarray(y)
+
+
+def _leaves(y) -> list[np.ndarray]:
+    """The label arrays of ``y`` (none for None)."""
+    return [] if y is None else keras.tree.flatten(y)
+
+
+def _primary_target(y, outputs: list[_Output]) -> np.ndarray:
+    """The target of the primary output (``outputs[0]``) among ``y``'s, one per output: by output name for a dict,
+    by position (as ``keras.tree.flatten`` orders the outputs) for a list."""
+    if isinstance(y, dict):
+        if outputs[0].name not in y:
+            raise ValueError(f"the probe's labels are keyed {sorted(y)} but the recorded output is "
+                             f"{outputs[0].name!r}; key them by output name, or pass the labels of one output")
+        return np.asarray(y[outputs[0].name])
+    flat = keras.tree.flatten(y)
+    if len(flat) != len(outputs):
+        raise ValueError(f"the probe has {len(flat)} label arrays but the model has {len(outputs)} outputs; pass one "
+                         f"per output, as fit takes them, or the labels of one output")
+    return flat[outputs[0].index]
 
 
 def _is_stream(probe) -> bool:
@@ -1191,14 +1221,14 @@ def _take_examples(source, n: int) -> tuple[Any, np.ndarray | None]:
         x, y, _ = keras.utils.unpack_x_y_sample_weight(tuple(batch) if isinstance(batch, list) else batch)
         x = keras.tree.map_structure(keras.ops.convert_to_numpy, x)
         xs.append(x)
-        ys.append(None if y is None else keras.ops.convert_to_numpy(y))
+        ys.append(None if y is None else keras.tree.map_structure(keras.ops.convert_to_numpy, y))
         rows += len(keras.tree.flatten(x)[0])
         if rows >= n:
             break
     if not xs:
         raise ValueError("the probe dataset yielded no batch; pass one that yields the examples to record")
     x = keras.tree.map_structure(lambda *a: np.concatenate(a)[:n], *xs)
-    y = None if any(v is None for v in ys) else np.concatenate(ys)[:n]
+    y = None if any(v is None for v in ys) else keras.tree.map_structure(lambda *a: np.concatenate(a)[:n], *ys)
     return x, y
 
 
@@ -1209,8 +1239,9 @@ def _probe_length(x, y) -> int:
     n = lengths.pop()
     if n == 0:
         raise ValueError("the probe is empty (0 rows); pass at least one input row, e.g. probe=x_test[:2000].")
-    if y is not None and len(y) != n:
-        raise ValueError(f"the probe has {n} input rows but {len(y)} labels")
+    for t in _leaves(y):
+        if len(t) != n:
+            raise ValueError(f"the probe has {n} input rows but {len(t)} labels")
     return n
 
 
