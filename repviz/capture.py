@@ -121,7 +121,9 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         (resumed training); one of a different model or probe set is refused with ``IncompatibleRunError``.
     probe : array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
         Fixed inputs recorded at every snapshot, with optional labels ``y`` (class ids, or one-hot rows that
-        are stored as class ids). What ``model.fit`` accepts as ``x``: ``x`` may be a list of arrays for a
+        are stored as class ids; for a multi-output model also its targets as ``fit`` takes them, a dict by output
+        name or a list in output order, of which the ``prediction_output``'s are stored as the labels). What
+        ``model.fit`` accepts as ``x``: ``x`` may be a list of arrays for a
         multi-input model, or a dict keyed by input name (matched to ``model.inputs`` by name, as Keras does);
         an array one rank short of its input whose last axis is 1 (``(n, 28, 28)`` for ``Input((28, 28, 1))``)
         gets that axis, as Keras's ``fit`` adds it. Pass ``(x, None)`` for a multi-input probe without labels,

@@ -535,6 +535,32 @@ def test_a_pandas_probe_as_fit_takes_it(tmp_path, form):
                                rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("form", ["dict", "list", "generator"])
+def test_multi_output_targets_give_the_primary_outputs_labels(tmp_path, form):
+    """Non-regression (issue #27): a multi-output model's targets as fit takes them (a dict by output name, a list
+    in output order, or batches of them) were refused ("len() of unsized object", "inhomogeneous shape"); the
+    labels stored are the primary output's (prediction_output)."""
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.random((96, 3), dtype=np.float32)
+    score, kind = rng.random((96, 1)).astype(np.float32), rng.integers(0, 3, 96)
+    inp = keras.Input((3,))
+    h = keras.layers.Dense(4, name="hidden")(inp)
+    model = keras.Model(inp, [keras.layers.Dense(1, name="score")(h),
+                              keras.layers.Dense(3, activation="softmax", name="kind")(h)])
+    model.compile(optimizer="adam", loss=["mse", "sparse_categorical_crossentropy"])
+    targets = {"dict": {"score": score, "kind": kind}, "list": [score, kind]}
+    probe = (x, targets[form]) if form in targets else (
+        (x[i:i + 10], {"score": score[i:i + 10], "kind": kind[i:i + 10]}) for i in range(0, 96, 10))
+    logger = ActivationLogger(tmp_path / "run", probe=probe, probe_size=N, prediction_output="kind")
+    model.fit(x, [score, kind], epochs=1, verbose=0, callbacks=[logger])
+    np.testing.assert_array_equal(repviz.open_logdir(tmp_path).run("run").probe.labels, kind[:N])
+    wrong = ActivationLogger(tmp_path / "wrong", probe=(x, {"a": score, "b": kind}))
+    with pytest.raises(ValueError, match=r"^the probe's labels are keyed \['a', 'b'\] but the recorded output is "
+                                         r"'score'; key them by output name"):
+        model.fit(x, [score, kind], epochs=1, verbose=0, callbacks=[wrong])
+
+
 def _batches(x, y, size=10):
     return ((x[i:i + size], y[i:i + size]) for i in range(0, len(x), size))
 
