@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .._validation import check_option
 from ..chains import verified_activations
 from ..store import LogDir, NotFoundError, Run, checksum
 from ..subsets import common_rows
@@ -97,8 +98,38 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
             for step in run.steps(layer):
                 rec = run.record(layer, step)
                 reps.append(Representation((run.name, layer, int(step)), rec["crc32"], _loader(run, layer, step),
-                                           rows=None if "rows" not in rec else run.record_rows(rec)))
+                                           rows=stored_rows(run, rec)))
     return reps, ids
+
+
+def stored_rows(run: Run, record: dict) -> np.ndarray | None:
+    """The probe positions a stored snapshot holds, or None for the whole probe (every distinct subset is one
+    shared, read-only array: :meth:`repviz.store.Run.record_rows` reads it once)."""
+    return None if "rows" not in record else run.record_rows(record)
+
+
+def common_points(held: list[np.ndarray | None], n_probe: int, remedy: str
+                  ) -> tuple[np.ndarray, list[np.ndarray | None]]:
+    """The probe positions that every one of ``held`` holds (None: the whole probe of ``n_probe`` points) and,
+    for each, where they lie in its rows (None: all of them, in order). Each distinct subset array is intersected
+    once, so thousands of snapshots of a few subsets cost a few intersections.
+
+    Refused (one line ending with ``remedy``) when subsets share fewer than ``MIN_COMMON_PROBES`` points and
+    fewer than the smallest holds (subsets drawn with different seeds): nothing useful would be left.
+    """
+    distinct = list({id(h): h for h in held if h is not None}.values())
+    common = common_rows(distinct)[0] if distinct else np.arange(n_probe)
+    smallest = min((len(h) for h in distinct), default=n_probe)
+    if len(common) < min(MIN_COMMON_PROBES, smallest):
+        sizes = sorted({len(h) for h in distinct} | ({n_probe} if any(h is None for h in held) else set()))
+        raise ValueError(f"the {len(held)} representations hold probe subsets of {sizes} points that share only "
+                         f"{len(common)}; {remedy}")
+    where: dict[int, np.ndarray | None] = {}
+    for h in held:
+        if id(h) not in where:
+            where[id(h)] = (None if len(common) == (n_probe if h is None else len(h)) else
+                            common if h is None else np.searchsorted(h, common))
+    return common, [where[id(h)] for h in held]
 
 
 @dataclass(frozen=True)
@@ -134,22 +165,13 @@ def compared_rows(reps: list[Representation], n_probe: int, subsets: str = "comm
     the others on the whole probe. Refused (one line) when the subsets share fewer than ``MIN_COMMON_PROBES``
     points, fewer than the smallest of them holds (subsets drawn with different seeds): nothing useful is left.
     """
-    if subsets not in SUBSETS:
-        raise ValueError(f"The 'subsets' parameter of MetaSNE must be a str among {set(SUBSETS)}. "
-                         f"Got {subsets!r} instead.")
-    whole = np.arange(n_probe)
-    left_out = [r for r in reps if subsets == "whole" and r.rows is not None and len(r.rows) < n_probe]
-    kept = [r for r in reps if not any(r is o for o in left_out)]
-    rows = [whole if r.rows is None else r.rows for r in kept]
-    common, where = common_rows(rows)
-    smallest = min((len(r) for r in rows), default=0)
-    if len(common) < min(MIN_COMMON_PROBES, smallest):
-        sizes = sorted({len(r) for r in rows})
-        raise ValueError(f"the {len(kept)} representations hold probe subsets of {sizes} points that share only "
-                         f"{len(common)}; pass subsets='whole' to leave out the snapshots of a subset, or choose "
-                         f"runs and layers whose subsets agree")
-    out = [r if len(w) == len(rw) else replace(r, where=w) for r, rw, w in zip(kept, rows, where)]
-    return out, Compared(common, n_probe, len(kept), left_out)
+    check_option(subsets, SUBSETS, "subsets", "MetaSNE")
+    part = [subsets == "whole" and r.rows is not None and len(r.rows) < n_probe for r in reps]
+    kept = [r for r, out in zip(reps, part) if not out]
+    common, where = common_points([r.rows for r in kept], n_probe, "pass subsets='whole' to leave out the "
+                                  "snapshots of a subset, or choose runs and layers whose subsets agree")
+    restricted = [r if w is None else replace(r, where=w) for r, w in zip(kept, where)]
+    return restricted, Compared(common, n_probe, len(kept), [r for r, out in zip(reps, part) if out])
 
 
 def _loader(run, layer: str, step: int) -> Callable[[], np.ndarray]:

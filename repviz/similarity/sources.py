@@ -18,10 +18,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..chains import verified_activations
-from ..meta.sources import MIN_COMMON_PROBES, shared_probe_ids
 from ..meta.sources import ProbeMismatchError as ProbeMismatchError  # re-exported by repviz.similarity
+from ..meta.sources import common_points, shared_probe_ids, stored_rows
 from ..store import LogDir, NotFoundError, Run, checksum
-from ..subsets import common_rows
 from .result import RepKey
 
 
@@ -87,17 +86,13 @@ def _stored(run: Run, layer: str, step: int) -> Stored:
 
 
 def _on_common_points(rows: list[Stored], cols: list[Stored], ids: np.ndarray) -> Selection:
-    """The selection with every representation restricted to the probe points all of them hold; refused (one
-    line) when subsets share fewer than ``MIN_COMMON_PROBES`` points and fewer than the smallest holds."""
+    """The selection with every representation restricted to the probe points all of them hold
+    (:func:`repviz.meta.sources.common_points`, refused in one line when subsets share too few)."""
     reps = list({r.key: r for r in rows + cols}.values())
-    held = [r.run.rows(r.key.layer, r.key.step) for r in reps]
-    common, where = common_rows(held)
-    if len(common) < min(MIN_COMMON_PROBES, min(len(h) for h in held)):
-        raise ValueError(f"the {len(reps)} representations hold probe subsets of {sorted({len(h) for h in held})} "
-                         f"points that share only {len(common)}; compare snapshots whose subsets agree")
+    held = [stored_rows(r.run, r.run.record(r.key.layer, r.key.step)) for r in reps]
+    common, where = common_points(held, len(ids), "compare snapshots whose subsets agree")
     tag = "" if len(common) == len(ids) else f"{checksum(np.asarray(ids)[common])}-{len(common)}"
-    on = {r.key: replace(r, where=None if len(w) == len(h) else w, compared=tag)
-          for r, h, w in zip(reps, held, where)}
+    on = {r.key: replace(r, where=w, compared=tag) for r, w in zip(reps, where)}
     return Selection([on[r.key] for r in rows], [on[c.key] for c in cols], np.asarray(ids)[common], len(ids))
 
 
