@@ -20,7 +20,7 @@ PACKAGES = {"repviz": REPO / "repviz", "tensorboard_plugin_repviz": REPO / "tb_p
 FLOORS = [
     ("foundations", ["repviz.version", "repviz._validation", "repviz._kernels", "repviz._rows", "repviz.progress",
                      "repviz.workers", "repviz.store", "repviz.metadata", "repviz.datasets", "repviz.align", "repviz.chief",
-                     "repviz.networks", "repviz.meta.options", "repviz.similarity.options"]),
+                     "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
     ("numerics", ["repviz.neighbors", "repviz.metrics", "repviz.manifold.*", "repviz.density",
                   "repviz.neighbourhood", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",
