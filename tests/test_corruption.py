@@ -108,7 +108,7 @@ def _int32_activation(log: Path) -> None:
 def _graph_cache(log: Path) -> None:
     """A cached k-NN graph (the neighbourhood-change route's k=10) of indices out of range."""
     path = open_logdir(log).run("a")._graph_path("dense", STEP, "k10-exact", write=True)
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the pipeline caches the graphs it scored with
     np.save(path, np.full((N, 10), 10**6, np.int64))
 
 
