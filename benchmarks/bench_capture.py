@@ -151,13 +151,18 @@ def _Windows(times: list):
     return Windows()
 
 
-def paired_overhead(windows: list[float]) -> float:
-    """The median, over the windows that start with a snapshot (odd ones: the snapshot comes every second
-    window), of their time against the mean of the windows either side, minus 1. Adjacent windows share the
-    machine's load of the moment, which whole fits a minute apart do not."""
+def paired_ratios(windows: list[float]) -> np.ndarray:
+    """For each window that starts with a snapshot (odd ones: the snapshot comes every second window), its time
+    against the mean of the windows either side, minus 1. Adjacent windows share the machine's load of the
+    moment, which whole fits a minute apart do not."""
     w = np.asarray(windows)
     on = np.arange(1, len(w) - 1, 2)
-    return float(np.median(w[on] / ((w[on - 1] + w[on + 1]) / 2) - 1))
+    return w[on] / ((w[on - 1] + w[on + 1]) / 2) - 1
+
+
+def paired_overhead(windows: list[float]) -> float:
+    """The median of :func:`paired_ratios` of one fit."""
+    return float(np.median(paired_ratios(windows)))
 
 
 def _reset_peak_rss() -> int:
@@ -233,9 +238,12 @@ def report(model: str, modes: list[str], rounds: list[dict]) -> dict[str, float]
             pairs = [paired_overhead(r[mode]["windows"]) for r in rounds]
             fixed = [r[mode]["setup"] / r["plain"]["wall"] for r in rounds]
             total = overheads[mode] = float(np.median([p + f for p, f in zip(pairs, fixed)]))
+            pooled = np.concatenate([paired_ratios(r[mode]["windows"]) for r in rounds])
+            q1, q2, q3 = np.percentile(pooled, [25, 50, 75])
             print(f"      every {WINDOW} batches, paired: a {WINDOW}-batch window starting with a snapshot against "
                   f"the windows either side, {', '.join(f'{100 * v:+.1f}%' for v in pairs)}; with the set-up "
-                  f"and final wait: {100 * total:+.1f}% (median)")
+                  f"and final wait: {100 * total:+.1f}% (median); all {len(pooled)} windows of the rounds: median "
+                  f"{100 * q2:+.1f}% (quartiles {100 * q1:+.1f}% to {100 * q3:+.1f}%)")
         for r in rs:
             if "embed_lag" in r:
                 print(f"      (live t-SNE: every snapshot embedded {r['embed_lag']:.1f} s after the fit ended)")
