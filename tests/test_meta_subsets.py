@@ -12,6 +12,7 @@ from repviz import open_logdir
 from repviz.cli import main
 from repviz.executors import LocalExecutor
 from repviz.meta import MetaSNE
+from repviz.meta.vectors import PAIR_BLOCK_ROWS, probe_pairs, representation_vectors
 from repviz.store import RunWriter
 
 N = 300
@@ -158,3 +159,23 @@ def test_the_command_prints_the_notes(logdir, capsys):
                  "--name", "whole"]) == 0
     out = capsys.readouterr().out
     assert "# compared on all 300 probe points" in out and "# left out 4 snapshot(s) of a probe subset" in out
+
+
+def test_sampled_pair_vectors_match_numpy_whichever_transforms_share_the_pass():
+    """The pair kernels visit the pairs block by block (PAIR_BLOCK_ROWS rows i, by j within) and read distances and
+    dot products in one pass when both are asked; the vectors stay in (i, j) order and equal numpy's."""
+    rng = np.random.default_rng(5)
+    n = 2 * PAIR_BLOCK_ROWS + 300
+    X = rng.normal(size=(n, 7)) * 3 + 10
+    pairs = probe_pairs(n, 20_000, random_state=1)
+    assert np.array_equal(np.sort(pairs.order), np.arange(len(pairs)))
+    Z = X - X.mean(0)
+    d = np.sqrt(((Z[pairs.I] - Z[pairs.J]) ** 2).sum(1))
+    body = (Z[pairs.I] * Z[pairs.J]).sum(1) * np.sqrt(2 * pairs.n_total / len(pairs))
+    cka = np.concatenate([(Z * Z).sum(1), body])
+    both = representation_vectors(X.astype(np.float32), ["dist", "cka"], pairs)
+    np.testing.assert_allclose(both["dist"], d / np.linalg.norm(d), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(both["cka"], cka / np.linalg.norm(cka), rtol=1e-4, atol=1e-7)  # float32 dots
+    for t in ("dist", "cka"):
+        np.testing.assert_allclose(representation_vectors(X.astype(np.float32), [t], pairs)[t], both[t], rtol=1e-6,
+                                   atol=1e-7)
