@@ -209,3 +209,16 @@ def test_precomputed_input_is_never_written(points, factor):
     D.flags.writeable = False
     est = MDS(metric="precomputed", max_iter=5).fit(D)
     np.testing.assert_array_equal(est.dissimilarity_matrix_, D)
+
+
+def test_classical_mds_dissimilarity_matrix_is_what_it_embedded():
+    """scikit-learn's attribute: cdist of the data in its units (far from 1: repviz rescales inside the fit), for
+    Euclidean data (computed on first access, as the fit takes PCA's route) and another metric; a precomputed
+    matrix as given."""
+    X = np.random.default_rng(0).standard_normal((30, 4)) * 1e7
+    for metric, ref in (("euclidean", "euclidean"), ("manhattan", "cityblock")):
+        D = ClassicalMDS(metric=metric).fit(X).dissimilarity_matrix_
+        assert D.dtype == np.float32
+        np.testing.assert_allclose(D, cdist(X, X, ref), rtol=1e-5, atol=1e-5 * np.abs(X).max())
+    P = cdist(X, X).astype(np.float32)
+    np.testing.assert_array_equal(ClassicalMDS(metric="precomputed").fit(P).dissimilarity_matrix_, P)

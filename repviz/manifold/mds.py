@@ -147,6 +147,9 @@ class ClassicalMDS(Estimator):
     eigenvalues_ : ndarray (n_components,)
     explained_variance_ratio_ : ndarray (n_components,)
         Each eigenvalue over trace(B) (for Euclidean distances, the share of the total variance).
+    dissimilarity_matrix_ : float32 ndarray (n_samples, n_samples)
+        The dissimilarities embedded. Euclidean data are embedded as PCA scores, without them: they are computed
+        on first access then (time O(n² d), memory 4 n² bytes).
     """
 
     _parameter_constraints = {
@@ -179,6 +182,7 @@ class ClassicalMDS(Estimator):
             mean, w, V, total, _, _ = principal_axes(X, k, solver, 10, "auto", self.random_state)
             Y = (X.astype(np.float64) - mean) @ V.T
             w, trace = w * (n - 1), total * (n - 1)
+            self._fit_X, self._dissimilarity_matrix = X, None
         else:
             D, scale = _dissimilarities(X, self.metric, "ClassicalMDS", self.metric_params)
             n = D.shape[0]
@@ -188,11 +192,22 @@ class ClassicalMDS(Estimator):
             trace = float(np.trace(B)) * scale**2
             Y, w = torgerson(B, k, solver=self.eigen_solver, random_state=self.random_state)
             Y, w = Y * scale, w * scale**2
+            if scale != 1.0:  # D is then the fit's own rescaled copy, never the caller's matrix
+                D *= np.float32(scale)
+            self._fit_X, self._dissimilarity_matrix = None, D
         self.embedding_ = fix_signs(Y).astype(np.float32)
         self.eigenvalues_ = w
         self.explained_variance_ratio_ = w / trace if trace > 0 else np.zeros_like(w)
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
+
+    @property
+    def dissimilarity_matrix_(self) -> np.ndarray:
+        self._check_fitted()
+        if self._dissimilarity_matrix is None:
+            D, scale = _dissimilarities(self._fit_X, "euclidean", "ClassicalMDS")
+            self._dissimilarity_matrix = D * np.float32(scale) if scale != 1.0 else D
+        return self._dissimilarity_matrix
 
 
 @njit(cache=True, parallel=True, fastmath=True)
