@@ -54,7 +54,7 @@ export async function cellData(model, run, choice, colorBy, selectedIds) {
   const { ids, labels: rowLabels, preds, metadata } = forRows({ ids: probeIds, labels, preds: probePreds, metadata: probeMetadata }, rows);
   const { x, y } = normalise(coords);
   const colors = colorEncoding({ run, labels: rowLabels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
-  const all = { x, y, z: colors.z, w: colors.w, ids, rows, nProbe: run.n_probe };
+  const all = { x, y, z: colors.z, w: colors.w, ids, rows, nProbe: run.n_probe, idIndex: () => idIndexOf(ids) };
   return drawnPart({ ...all, all, by: colors.by, palette: colors.palette, run }, selectedIds);
 }
 

@@ -17,7 +17,7 @@ const CLICK_PX = 4; // a press that moves less than this is a click, not a pan o
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array, ids: Float64Array,
  *            idIndex: Map<number, number>, palette: string[], by: string, all: object, sample: ?Int32Array,
  *            note: string}} CellData  what a cell draws (its points' probe ids in `ids`); `all`: every point of
- *   the snapshot, of which the cell draws the rows `sample` (null: all), as `note` says
+ *   the snapshot (x, y, ids, idIndex()), of which the cell draws the rows `sample` (null: all), as `note` says
  */
 
 /** The grid of small multiples: lays out cells, draws them, links hover and selection by probe id. */
@@ -116,22 +116,26 @@ export class Multiples {
     cell.drawn = true;
   }
 
-  /** Highlight probe `id` (null: none) in every cell but `except` (which shows its own hover). */
+  /**
+   * Highlight probe `id` (null: none) in every cell but `except` (which shows its own hover), where the cell's
+   * snapshot holds it, drawn in its sample or not.
+   */
   highlight(id, except = null) {
     for (const cell of this.cells) {
       if (cell === except || !cell.data) continue;
-      const i = id === null ? undefined : cell.data.idIndex.get(id);
-      this._mark(cell, i === undefined ? null : i);
+      const { all } = cell.data;
+      const i = id === null ? undefined : all.idIndex().get(id);
+      this._mark(cell, i === undefined ? null : [all.x[i], all.y[i]]);
     }
   }
 
-  /** Ring and cross-hair point `index` (null: nothing) on the cell's overlay. */
-  _mark(cell, index) {
-    if (index === null && cell.marked === null) return;
-    cell.marked = index;
+  /** Ring and cross-hair the point at plot coordinates `at` ([x, y]; null: nothing) on the cell's overlay. */
+  _mark(cell, at) {
+    if (at === null && cell.marked === null) return;
+    cell.marked = at;
     const ctx = fitCanvas(cell.mark);
-    if (index === null) return;
-    const [x, y] = cell.scatter.toScreen(cell.data.x[index], cell.data.y[index]);
+    if (at === null) return;
+    const [x, y] = cell.scatter.toScreen(at[0], at[1]);
     const width = cell.mark.clientWidth;
     const height = cell.mark.clientHeight;
     ctx.strokeStyle = "rgba(245, 124, 0, 0.55)";
