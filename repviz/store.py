@@ -10,7 +10,9 @@ Layout of one run (TensorBoard's plugin-assets convention, so TensorBoard and ou
         records.jsonl                       one JSON line appended per stored array; a torn last line is ignored
         probe/ids.npy labels.npy thumbnails.npy
         probe/metadata.json                 per-example columns (text, categories, numbers; repviz.metadata)
-        activations/<layer-key>/<step>.npy  one array (n_probe, width) per layer and snapshot
+        activations/<layer-key>/<step>.npy  one array (n_rows, width) per layer and snapshot: every probe point, or
+                                            the subset its record's "rows" file names (Run.rows)
+        subsets/<crc>-<n>.npy               positions into the probe of a subset snapshot's rows, one per subset
         predictions/<step>.npy              the primary model output on the probe set per snapshot
         predictions/<output-key>/<step>.npy every other output of a multi-output model
         embeddings/<method-key>/<layer-key>/<step>.npy (+ <step>.json: parameters and quality scores)
@@ -1279,8 +1281,8 @@ class Run:
         return info
 
     def read_embedding(self, method_key: str, layer: str, step: int) -> np.ndarray:
-        """A stored embedding (n_probe, n_components) float32, memory-mapped; one that is not a matrix of finite
-        coordinates raises :class:`DamagedFileError`."""
+        """A stored embedding (n_rows, n_components) float32 (rows as :meth:`rows`), memory-mapped; one that is not
+        a matrix of finite coordinates raises :class:`DamagedFileError`."""
         path = self._embedding_path(method_key, layer, step)
         if not path.exists():
             raise NotFoundError(self._missing_embedding(method_key, layer, step))
@@ -1351,7 +1353,8 @@ class Run:
         return matches[0][0]
 
     def embedding(self, layer: str, step: int, method: str = "tsne", params: dict | None = None) -> np.ndarray:
-        """The embedding of ``layer`` at ``step`` by ``method`` (name or key), (n_probe, 2) float32.
+        """The embedding of ``layer`` at ``step`` by ``method`` (name or key), (n_rows, 2) float32, rows as
+        :meth:`rows`.
 
         >>> run.embedding("dense_1", 5, method="tsne", params={"perplexity": 50})   # doctest: +SKIP
         """
