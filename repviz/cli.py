@@ -119,6 +119,8 @@ def _print_run(name: str, run, shown: dict) -> None:
     for layer in run.layers[:shown["layers"]]:
         info = run.layer_info(layer)
         red = info.get("reduction", {}).get("kind", "none")
+        if info.get("reduction", {}).get("before", "none") != "none":  # pooled, then sketched
+            red = f"{info['reduction']['before']}, then {red}"
         red_txt = "" if red == "none" else f" ({red} from {info.get('output_shape')})"
         nonfinite = sum(run.record(layer, s).get("nonfinite", 0) for s in run.steps(layer))
         warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""

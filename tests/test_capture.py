@@ -648,6 +648,22 @@ def test_sequence_pooling_honours_the_keras_mask(tmp_path):
 # Reductions and precision
 # ---------------------------------------------------------------------------------------------------------------
 
+def test_info_names_the_pooling_before_a_sketch(tmp_path, capsys):
+    """Non-regression (issue #27): a wide sequence output, mean-pooled then count-sketched, was listed by repviz info
+    as "count_sketch" only (the manifest's reduction says 'before': 'sequence_mean_pooling')."""
+    from repviz.cli import main
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((N, 4, 8), dtype=np.float32), rng.integers(0, 2, N)
+    model = keras.Sequential([keras.Input((4, 8)), keras.layers.Dense(600, name="wide"),
+                              keras.layers.GlobalAveragePooling1D(name="gap"), keras.layers.Dense(2, name="out")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    run = _fit(model, tmp_path / "run", x, y, epochs=1, layers=["wide"])
+    assert run.layer_info("wide")["reduction"]["before"] == "sequence_mean_pooling"
+    assert main(["info", str(tmp_path)]) == 0
+    assert "(sequence_mean_pooling, then count_sketch from [None, 4, 600])" in capsys.readouterr().out
+
+
 def test_count_sketch_preserves_distances_and_is_fixed(tmp_path):
     rng = np.random.default_rng(5)
     x = rng.normal(size=(96, 512)).astype(np.float32)
