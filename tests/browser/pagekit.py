@@ -162,6 +162,19 @@ def hover_a_point(driver) -> None:
                                                      y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
 
 
+def drag_rectangle(driver, start=(-160, -130), step=(32, 26)) -> None:
+    """Select with the rectangle tool on the main scatter: a drag from `start` (CSS pixels from its centre) in ten
+    moves of `step`; then the mouse off the plot (no hover highlight in pixels read next) and back to panning."""
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
+    canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
+    drag = ActionChains(driver).move_to_element_with_offset(canvas, *start).click_and_hold()
+    for _ in range(10):
+        drag = drag.move_by_offset(*step).pause(0.03)
+    drag.release().perform()
+    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+
+
 def shot(driver, shots, name):
     driver.switch_to.default_content()
     driver.save_screenshot(str(shots / f"{name}.png"))

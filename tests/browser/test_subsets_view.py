@@ -20,7 +20,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 from repviz.store import RunWriter, open_logdir  # noqa: E402
@@ -168,15 +167,9 @@ def test_grid_cells_draw_a_seeded_sample_above_the_threshold(tab, shots):
 def test_selected_points_outside_a_cells_sample_are_drawn_besides(tab, shots):
     tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
     pk.wait(tab, lambda d: pk.stats(d)["n"] in (BIG, len(BIG_SUBSET)), "the big run in the main view")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
-    canvas = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
-    drag = ActionChains(tab).move_to_element_with_offset(canvas, -300, -200).click_and_hold()
-    for _ in range(10):
-        drag = drag.move_by_offset(30, 20).pause(0.03)
-    drag.release().perform()
+    pk.drag_rectangle(tab, (-300, -200), (30, 20))
     selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
     assert 200 < selected < BIG // 2
-    tab.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
     tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
 
     def extras(driver):

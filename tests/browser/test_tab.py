@@ -16,7 +16,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -73,15 +72,7 @@ def test_slider_changes_the_picture(tab, shots):
 
 
 def _rectangle_select(driver) -> int:
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
-    canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
-    drag = ActionChains(driver).move_to_element_with_offset(canvas, -160, -130).click_and_hold()
-    for _ in range(10):
-        drag = drag.move_by_offset(32, 26).pause(0.03)
-    drag.release().perform()
-    # Mouse off the plot: no hover highlight in the pixels compared below.
-    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+    pk.drag_rectangle(driver)
     return _selected(driver)
 
 
