@@ -4,8 +4,8 @@ Two selections: the layers of run A against the layers of run B at one snapshot 
 snapshots of one layer against each other. Representations are comparable only over the same probes in the same
 order, so both runs must hold the same probe ids; a mismatch is a :class:`ProbeMismatchError` naming both. A
 snapshot may hold a subset of the probe (``ActivationLogger(batch_probe=...)``): every representation of a matrix
-is compared on the probe points all of them hold (:func:`repviz.subsets.common_rows`), which the matrix's notes
-say, and which is part of each value's cache identity.
+is compared on the probe points all of them hold (:func:`repviz.meta.sources.common_points`), which the matrix's
+notes say, and which is part of each value's cache identity.
 """
 
 from __future__ import annotations
