@@ -83,3 +83,15 @@ def test_a_hovered_ring_shows_its_own_digit_marked_as_placed(tab, shots):
     fields = pk.texts(tab, '[data-testid="hover"] dd')
     assert any(f.isdigit() and 300 <= int(f) < 300 + N_NEW for f in fields)  # a probe id of the second set
     pk.shot(tab, shots, "placement-2-hover")
+
+
+def test_a_class_hidden_in_the_legend_hides_its_placed_points_too(tab, shots):
+    overlay = tab.find_element(By.CSS_SELECTOR, '[data-testid="overlay"]')
+    ink = lambda d: int((pk.canvas_of(d, overlay)[..., 3] > 0).sum())  # noqa: E731
+    before = ink(tab)
+    only = tab.find_elements(By.CSS_SELECTOR, '[data-testid="legend"] li .solo')[0]  # shown on hover
+    tab.execute_script("arguments[0].click()", only)  # only the digit 0
+    pk.wait(tab, lambda d: 0 < ink(d) < 0.4 * before, "only the rings of the digit 0")
+    pk.shot(tab, shots, "placement-3-only-zero")
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3 button').click()  # show all
+    pk.wait(tab, lambda d: ink(d) > 0.9 * before, "every ring again")

@@ -148,6 +148,7 @@ export class MainView {
     this.scatter.filter(this.visibleIndices());
     this.scatter.select(this.selectedIndices());
     this.renderLegend();
+    if (this.placed && this.placed.current.length) this.refreshOverlay(); // their rings hide with their class
   }
 
   /** The representation the neighbourhood change compares with: the previous snapshot, or another layer. */
@@ -328,8 +329,10 @@ export class MainView {
     jobs.push(this.placedOf(drawn).then((sets) => {
       const points = [];
       const colors = [];
+      const hidden = this.hiddenPlaced();
       for (const p of sets) {
         for (let i = 0; i < p.n; i++) {
+          if (hidden.has(p.labels[i])) continue;
           points.push(at(p.coords[2 * i], p.coords[2 * i + 1]));
           colors.push(p.labels[i] >= 0 ? categoryColor(p.labels[i]) : "#424242");
         }
@@ -410,15 +413,23 @@ export class MainView {
     note.hidden = !parts.length;
   }
 
+  /** Class codes whose placed points are not drawn: the classes hidden in the legend when colouring by label. */
+  hiddenPlaced() {
+    const s = this.page.state;
+    return s.colorBy === "label" ? s.hidden : new Set();
+  }
+
   /** Hovering a placed point (drawn over the layout's): its card, from its own run. */
   hoverPlaced(e) {
     const drawn = this.drawn;
     const sets = this.placed && this.placed.drawn === drawn ? this.placed.current : [];
+    const hidden = this.hiddenPlaced();
     const xs = [];
     const ys = [];
     const at = [];
     for (const p of sets) {
       for (let i = 0; i < p.n; i++) {
+        if (hidden.has(p.labels[i])) continue;
         const [px, py] = toPlot(drawn.frame, p.coords[2 * i], p.coords[2 * i + 1]);
         const [sx, sy] = this.scatter.toScreen(px, py);
         xs.push(sx);
