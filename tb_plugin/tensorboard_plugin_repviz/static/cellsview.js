@@ -54,8 +54,8 @@ export async function cellData(model, run, choice, colorBy, selectedIds) {
   const { ids, labels: rowLabels, preds, metadata } = forRows({ ids: probeIds, labels, preds: probePreds, metadata: probeMetadata }, rows);
   const { x, y } = normalise(coords);
   const colors = colorEncoding({ run, labels: rowLabels, preds, metadata, n: x.length }, colorBy === "change" ? "label" : colorBy);
-  const all = { x, y, z: colors.z, w: colors.w, ids, rows, nProbe: run.n_probe, idIndex: () => idIndexOf(ids) };
-  return drawnPart({ ...all, all, by: colors.by, palette: colors.palette, run }, selectedIds);
+  const all = { x, y, z: colors.z, ids, rows, nProbe: run.n_probe, idIndex: () => idIndexOf(ids) };
+  return drawnPart({ ...all, all, palette: colors.palette, run }, selectedIds);
 }
 
 /**
@@ -74,7 +74,7 @@ export function drawnPart(data, selectedIds) {
     const extra = sample.length - CELL_MAX_POINTS; // selected points outside the sample
     notes.push(`${V.fmt(CELL_MAX_POINTS)} of ${V.fmt(all.rows.length)} drawn (seeded sample)${extra ? ` and ${V.fmt(extra)} selected` : ""}`);
   }
-  return { ...data, x: part(all.x), y: part(all.y), z: part(all.z), w: part(all.w), ids, idIndex: idIndexOf(ids), sample,
+  return { ...data, x: part(all.x), y: part(all.y), z: part(all.z), ids, idIndex: idIndexOf(ids), sample,
     note: notes.join(" · ") };
 }
 

@@ -11,6 +11,7 @@ const CONFIDENCE_STOPS = [[215, 48, 39], [252, 174, 97], [44, 123, 182]]; // uns
 const CHANGE_STOPS = [[198, 219, 239], [253, 174, 97], [165, 15, 21]]; // kept pale blue ... changed dark red
 const NUMBER_STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]]; // viridis
 const NUMBER_BINS = 32;
+const VALUE_BINS = 32; // colours of a value in [0, 1] (confidence, neighbourhood change)
 /** Colours a metadata column gives its most common values; the rest are "other". */
 export const MAX_META_CATEGORIES = 20;
 
@@ -38,8 +39,10 @@ export function changeRamp(count) {
 }
 
 /**
- * Per-point category (z), value (w), palette and legend entries for colour mode `colorBy`; a mode the data cannot
- * show (no predictions, no change values) falls back to the label.
+ * Per-point colour (z, an index into the palette), palette and legend entries for colour mode `colorBy`; a mode
+ * the data cannot show (no predictions, no change values) falls back to the label. A value in [0, 1] (confidence,
+ * change) takes one of VALUE_BINS colours of a ramp, grey where it has none (`missing` counts those: a point a
+ * snapshot of another probe subset does not hold, or one without a prediction).
  * @param {{run: object, labels: Int32Array, preds: ?{cls: Float32Array, conf: Float32Array},
  *          change?: ?Float32Array, n: number}} data
  * `colorBy` "meta:<column>" colours by a probe metadata column (`data.metadata`, see metaEncoding).
@@ -53,13 +56,20 @@ export function colorEncoding(data, colorBy) {
   const usable = colorBy === "change" ? Boolean(change) : colorBy === "label" || (Boolean(preds) && !colorBy.startsWith("meta:"));
   const mode = usable ? colorBy : "label";
   const z = new Float32Array(n);
-  const w = new Float32Array(n);
   const names = run.class_names || Array.from({ length: run.n_classes }, (_, i) => String(i));
   const classes = names.length;
   if (mode === "confidence" || mode === "change") {
     const values = mode === "confidence" ? preds.conf : change;
-    for (let i = 0; i < n; i++) w[i] = Number.isFinite(values[i]) ? Math.min(Math.max(values[i], 0), 1) : 0;
-    return { by: "value", z, w, palette: mode === "confidence" ? ramp(32) : changeRamp(32), mode, items: null };
+    let missing = 0;
+    for (let i = 0; i < n; i++) {
+      if (Number.isFinite(values[i])) z[i] = Math.round(Math.min(Math.max(values[i], 0), 1) * (VALUE_BINS - 1));
+      else {
+        z[i] = VALUE_BINS;
+        missing += 1;
+      }
+    }
+    const stops = mode === "confidence" ? ramp(VALUE_BINS) : changeRamp(VALUE_BINS);
+    return { z, palette: [...stops, NO_CLASS], mode, items: null, missing };
   }
   let categories;
   if (mode === "correct") {
@@ -75,7 +85,7 @@ export function colorEncoding(data, colorBy) {
   for (let i = 0; i < n; i++) counts[z[i]] += 1;
   const items = categories.map((name, i) => ({ name, color: palette[i], count: counts[i], index: i }))
     .filter((item) => item.count > 0 || item.index < categories.length - 1);
-  return { by: "category", z, w, palette, mode, items };
+  return { z, palette, mode, items };
 }
 
 /**
@@ -88,7 +98,6 @@ export function metaEncoding(column, mode) {
   const { values } = column;
   const n = values.length;
   const z = new Float32Array(n);
-  const w = new Float32Array(n);
   if (column.kind === "number") {
     const finite = values.filter((v) => v !== null && Number.isFinite(v));
     const lo = finite.length ? finite.reduce((a, b) => Math.min(a, b)) : 0;
@@ -99,7 +108,7 @@ export function metaEncoding(column, mode) {
       const v = values[i];
       z[i] = v === null || !Number.isFinite(v) ? NUMBER_BINS : Math.round(((v - lo) / span) * (NUMBER_BINS - 1));
     }
-    return { by: "category", z, w, palette, mode, items: null, title: column.name,
+    return { z, palette, mode, items: null, title: column.name,
       range: { lo, hi, stops: ramp(8, NUMBER_STOPS), missing: n - finite.length } };
   }
   const counts = new Map();
@@ -111,16 +120,10 @@ export function metaEncoding(column, mode) {
   const palette = [...top.map((_, i) => categoryColor(i)), NO_CLASS];
   const items = top.map(([value, count], i) => ({ name: value === "" ? "(empty)" : value, color: palette[i], count, index: i }));
   if (counts.size > top.length) items.push({ name: `other (${counts.size - top.length} values)`, color: NO_CLASS, count: n - top.reduce((a, [, c]) => a + c, 0), index: other });
-  return { by: "category", z, w, palette, mode, items, title: column.name };
+  return { z, palette, mode, items, title: column.name };
 }
 
-/** The colour of each point as drawn (category palette, or the ramp at w), e.g. for trails and previews. */
+/** The colour of each point as drawn, e.g. for trails and previews. */
 export function pointColors(colors) {
-  const n = colors.z.length;
-  const out = new Array(n);
-  const last = colors.palette.length - 1;
-  for (let i = 0; i < n; i++) {
-    out[i] = colors.by === "category" ? colors.palette[colors.z[i]] : colors.palette[Math.round(colors.w[i] * last)];
-  }
-  return out;
+  return Array.from(colors.z, (z) => colors.palette[z]);
 }

@@ -14,8 +14,8 @@ const CLICK_PX = 4; // a press that moves less than this is a click, not a pan o
 
 /**
  * @typedef {{id: string, title: string, choice: object}} CellSpec  id: what it shows (same id, same picture)
- * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array, ids: Float64Array,
- *            idIndex: Map<number, number>, palette: string[], by: string, all: object, sample: ?Int32Array,
+ * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, ids: Float64Array,
+ *            idIndex: Map<number, number>, palette: string[], all: object, sample: ?Int32Array,
  *            note: string}} CellData  what a cell draws (its points' probe ids in `ids`); `all`: every point of
  *   the snapshot (x, y, ids, idIndex()), of which the cell draws the rows `sample` (null: all), as `note` says
  */
@@ -111,8 +111,8 @@ export class Multiples {
     const cell = this.cells[i];
     cell.data = data;
     this._mark(cell, null);
-    cell.scatter.setColors(data.by, data.palette);
-    await cell.scatter.draw({ x: data.x, y: data.y, z: data.z, w: data.w }, { transition: false, selected });
+    cell.scatter.setColors(data.palette);
+    await cell.scatter.draw({ x: data.x, y: data.y, z: data.z }, { transition: false, selected });
     cell.drawn = true;
   }
 

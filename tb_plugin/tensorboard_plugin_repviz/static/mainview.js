@@ -235,8 +235,8 @@ export class MainView {
     const crossing = transition && previous && previous.run.name === run.name && !sameRows(previous.rows, drawn.rows);
     if (crossing) await this.crossFade(previous, drawn);
     if (this.drawn !== drawn) return;
-    this.scatter.setColors(colors.by, colors.palette);
-    await this.scatter.draw({ x, y, z: colors.z, w: colors.w }, {
+    this.scatter.setColors(colors.palette);
+    await this.scatter.draw({ x, y, z: colors.z }, {
       transition: transition && !crossing,
       selected: this.selectedIndices(),
       visible: this.visibleIndices(),
@@ -260,14 +260,8 @@ export class MainView {
    * in one only fade out or in where they are. Hover is ignored meanwhile: row numbers are those of the frames.
    */
   async crossFade(from, to) {
-    const category = (d) => {
-      const { by, z, w, palette } = d.colors;
-      if (by === "category") return z;
-      const last = palette.length - 1;
-      return Float32Array.from(w, (v) => Math.round(v * last));
-    };
-    const frames = crossFrames({ rows: from.rows, x: from.x, y: from.y, z: category(from) },
-      { rows: to.rows, x: to.x, y: to.y, z: category(to) });
+    const frames = crossFrames({ rows: from.rows, x: from.x, y: from.y, z: from.colors.z },
+      { rows: to.rows, x: to.x, y: to.y, z: to.colors.z });
     const selectedIds = this.page.state.selectedIds;
     const selected = [];
     for (let k = 0; k < frames.points.length; k++) {
@@ -277,7 +271,6 @@ export class MainView {
     }
     this.fading = true;
     try {
-      this.scatter.setColors("category", to.colors.palette);
       await this.scatter.draw(frames.start, { fade: true, selected, keepMode: true });
       if (this.drawn !== to) return;
       await this.scatter.draw(frames.end, { fade: true, selected, transition: true, keepMode: true });
@@ -511,7 +504,9 @@ export class MainView {
     if (!colors.items) {
       const ends = colors.mode === "change" ? ["0 (same neighbours)", "1 (all new)"] : ["0 (unsure)", "1 (sure)"];
       const stops = colors.mode === "change" ? changeRamp(8) : ramp(8);
-      this.side.legend.replaceChildren(V.rampLegend(title, stops, ...ends));
+      const grey = colors.mode === "change" ? "not in the snapshot compared with" : "without a prediction";
+      this.side.legend.replaceChildren(V.rampLegend(title, stops, ...ends,
+        colors.missing ? `${V.fmt(colors.missing)} ${grey} (grey)` : null));
       return;
     }
     const items = colors.items;

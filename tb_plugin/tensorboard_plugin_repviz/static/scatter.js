@@ -9,9 +9,8 @@
 import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
 
 /**
- * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w: Float32Array}} Points
- *   x, y in [-1, 1]; z a category index (colour when colouring by category); w a value in [0, 1] (colour when
- *   colouring by a continuous value).
+ * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w?: Float32Array}} Points
+ *   x, y in [-1, 1]; z an index into the palette (the colour); w in [0, 1] the opacity of a frame that fades.
  * @typedef {{transition?: boolean, selected?: number[], visible?: ?number[], fade?: boolean, keepMode?: boolean,
  *            onDrawn?: function(): void}} DrawOptions  fade: w is each point's opacity (0 to 1), not a colour;
  *   keepMode: keep round or square points whatever the count (the frames of one animation)
@@ -196,14 +195,13 @@ export class Scatter {
   }
 
   /**
-   * Colour encoding. `by` "category": `palette[z]` per point; "value": a ramp over w in [0, 1].
-   * @param {"category"|"value"} by
+   * Colours: `palette[z]` per point.
    * @param {string[]} palette hex colours
    */
-  setColors(by, palette) {
+  setColors(palette) {
     // Lists as long as the palette: selected points keep their colour, the hovered one turns dark.
     this._set({
-      colorBy: by === "category" ? "valueA" : "valueB",
+      colorBy: "valueA",
       pointColor: palette,
       pointColorActive: palette,
       pointColorHover: palette.map(() => HOVER_COLOR),
