@@ -27,7 +27,6 @@ the dot product still estimates ⟨K_X, K_Y⟩_F (⟨Ũ(K_X), Ũ(K_Y)⟩_F; the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from scipy.stats import rankdata
@@ -45,12 +44,15 @@ PAIR_BLOCK_ROWS = 1024
 
 @dataclass(frozen=True)
 class PairSample:
-    """Probe pairs (I[p] < J[p]) that a vector holds when not all n(n-1)/2 pairs are used."""
+    """Probe pairs (I[p] < J[p]) that a vector holds when not all n(n-1)/2 pairs are used, and the order in which
+    the pair kernels visit them (blocks of ``PAIR_BLOCK_ROWS`` rows i, by j within; the vectors keep the (i, j)
+    order whatever the visiting order). Computed once and shipped with the tasks that use it."""
 
     n: int
     I: np.ndarray
     J: np.ndarray
     random_state: int
+    order: np.ndarray
 
     def __len__(self) -> int:
         return len(self.I)
@@ -58,12 +60,6 @@ class PairSample:
     @property
     def n_total(self) -> int:
         return self.n * (self.n - 1) // 2
-
-    @cached_property
-    def order(self) -> np.ndarray:
-        """The order in which the pair kernels visit the pairs (blocks of ``PAIR_BLOCK_ROWS`` rows i, by j
-        within); the vectors keep the (i, j) order whatever the visiting order."""
-        return np.argsort((self.I // PAIR_BLOCK_ROWS) * self.n + self.J, kind="stable")
 
 
 def probe_pairs(n: int, n_pairs: int, random_state: int = 0) -> PairSample:
@@ -79,7 +75,9 @@ def probe_pairs(n: int, n_pairs: int, random_state: int = 0) -> PairSample:
     starts = np.arange(n, dtype=np.int64)
     starts = starts * n - starts * (starts + 1) // 2
     I = np.searchsorted(starts, codes, side="right") - 1
-    return PairSample(n, I, codes - starts[I] + I + 1, int(random_state))
+    J = codes - starts[I] + I + 1
+    order = np.argsort((I // PAIR_BLOCK_ROWS) * n + J, kind="stable")
+    return PairSample(n, I, J, int(random_state), order.astype(np.int32) if n_pairs < 2**31 else order)
 
 
 def vector_length(n: int, transform: str, pairs: PairSample | None = None) -> int:
