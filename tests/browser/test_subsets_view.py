@@ -181,3 +181,16 @@ def test_selected_points_outside_a_cells_sample_are_drawn_besides(tab, shots):
     for extra in pk.wait(tab, extras, "the selected points drawn besides the samples"):
         assert 0.05 * selected < extra < 0.3 * selected
     pk.shot(tab, shots, "subsets-5-grid-selection")
+
+
+def test_neighbourhood_change_against_a_subset_greys_the_points_it_lacks(tab, shots):
+    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.select(tab, "run", "sub")
+    tab.find_element(By.CSS_SELECTOR, '[data-testid="slider"]').send_keys(pk.Keys.END)  # epoch 2: whole again
+    pk.wait(tab, lambda d: pk.stats(d)["n"] == N and "epoch 2" in pk.text(d, '[data-testid="step"]'), "epoch 2")
+    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="change"]').click()
+    # compared with epoch 1, which holds probe positions 1000..1999 only
+    legend = pk.wait(tab, lambda d: "(grey)" in pk.text(d, '[data-testid="legend"]') and
+                     pk.text(d, '[data-testid="legend"]'), "the change legend", 180)
+    assert "1,000 not in the snapshot compared with (grey)" in legend
+    pk.shot(tab, shots, "subsets-6-change")
