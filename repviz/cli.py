@@ -140,6 +140,8 @@ def _print_run(name: str, run, shown: dict) -> None:
         print(f"  embeddings: {key}")
     if len(keys) > len(keys[:shown["keys"]]):
         print(f"  {len(keys) - shown['keys']} more embedding key(s) (--all lists them)")
+    for into, key in run.placed_layouts():  # repviz place
+        print(f"  placed into: run {into}, {key}")
 
 
 def _plural(unit: str) -> str:

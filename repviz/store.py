@@ -1392,6 +1392,16 @@ class Run:
         save_json(path.with_suffix(".json"), info)
         save_array(path, np.asarray(coords, dtype=np.float32))
 
+    def placed_layouts(self) -> list[tuple[str, str]]:
+        """The layouts this run's points are placed into (:meth:`write_placed`): (:func:`path_key` of the other
+        run's name, method key) pairs."""
+        found = set()
+        for base in dict.fromkeys((self.results, self.root)):
+            d = base / "placed"
+            for into in _entries_inside(d, self._bounds_of(d), dirs=True):
+                found.update((into, key) for key in _entries_inside(d / into, self._bounds_of(d), dirs=True))
+        return sorted(found)
+
     def placed(self, into: str, method_key: str, layer: str, step: int) -> tuple[np.ndarray, dict]:
         """Points of this run placed into run ``into``'s layout (:meth:`write_placed`): coordinates (n_probe,
         n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored."""

@@ -134,6 +134,9 @@ def test_repviz_place_prints_a_row_per_snapshot(two_probe_sets, capsys):
     assert "placed" in out and out.count("\n") >= 3 and "10-NN" in out
     assert main(["place", str(two_probe_sets), "--run", "test", "--into", "nope"]) == 2
     assert "repviz place: error: " in capsys.readouterr().err
+    assert main(["info", str(two_probe_sets)]) == 0
+    key = open_logdir(two_probe_sets).run("train").embedding_key("tsne")
+    assert f"  placed into: run train, {key}\n" in capsys.readouterr().out
 
 
 def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets):
