@@ -42,32 +42,6 @@ def align_to(Y, target, rows: np.ndarray | None = None) -> np.ndarray:
     return ((Y - Y64.mean(axis=0)) @ R + target64.mean(axis=0)).astype(np.float32)
 
 
-def carry_layout(previous, X, rows: np.ndarray, n_neighbors: int = 5, random_state: int = 0) -> np.ndarray:
-    """A start layout for every row of ``X`` from ``previous``, the layout of its rows ``rows`` in another
-    snapshot (in that order): how a chain continues onto a snapshot of another probe subset.
-
-    The points in both keep their previous positions; every other point starts at the mean previous position of
-    its ``n_neighbors`` nearest common points in ``X`` (its own representation), plus a jitter of 1e-4 of the
-    layout's standard deviation (seeded) so that points placed at one mean do not coincide. Float32, (len(X), k).
-    """
-    from .neighbors import kneighbors  # here: a chain of whole-probe snapshots never needs it
-
-    previous = np.asarray(previous, dtype=np.float32)
-    rows = np.asarray(rows, dtype=np.int64)
-    if previous.ndim != 2 or len(previous) != len(rows) or not len(rows):
-        raise ValueError(f"previous must hold one position per common row ({len(rows)}); got shape {previous.shape}")
-    start = np.empty((len(X), previous.shape[1]), np.float32)
-    start[rows] = previous
-    new = np.setdiff1d(np.arange(len(X)), rows)
-    if len(new):
-        X = np.asarray(X, dtype=np.float32)
-        ind, _ = kneighbors(X[new], X[rows], min(n_neighbors, len(rows)))
-        jitter = np.random.default_rng(random_state).normal(scale=1e-4 * float(previous.std()) or 1e-4,
-                                                            size=(len(new), previous.shape[1]))
-        start[new] = previous[ind].mean(axis=1) + jitter
-    return start
-
-
 def mean_displacement(A, B) -> float:
     """Mean distance each point moves from ``A`` to ``B``, in units of their RMS radius (scale-free).
 

@@ -9,7 +9,7 @@ good one.
 A snapshot may hold a subset of the probe (:meth:`repviz.store.Run.rows`); its embedding has one row per stored
 row, in the same order. Consecutive snapshots of different subsets are linked through the points they share
 (:func:`repviz.subsets.common_rows`): a continuation starts those points where they were and the others near
-their nearest shared neighbours (:func:`repviz.align.carry_layout`), Procrustes is fitted on the shared points
+their nearest shared neighbours (:func:`carry_layout`), Procrustes is fitted on the shared points
 only, and the sidecar records the rows (``rows``, the activation record's subset file) and how many points were
 shared (``common_points``). With fewer than 3 shared points the snapshot starts afresh.
 """
@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .align import align_to, carry_layout
+from .align import align_to
 from .methods import Resolved
 from .narrow import narrow_layout
+from .neighbors import kneighbors
 from .store import Run, checksum
 from .subsets import common_rows
 
@@ -57,6 +58,30 @@ class ChainTask:
 
 class RepresentationError(ValueError):
     """A representation that cannot be embedded (dead layer, non-finite values)."""
+
+
+def carry_layout(previous, X, rows: np.ndarray, n_neighbors: int = 5, random_state: int = 0) -> np.ndarray:
+    """A start layout for every row of ``X`` from ``previous``, the layout of its rows ``rows`` in another
+    snapshot (in that order): how a chain continues onto a snapshot of another probe subset.
+
+    The points in both keep their previous positions; every other point starts at the mean previous position of
+    its ``n_neighbors`` nearest common points in ``X`` (its own representation), plus a jitter of 1e-4 of the
+    layout's standard deviation (seeded) so that points placed at one mean do not coincide. Float32, (len(X), k).
+    """
+    previous = np.asarray(previous, dtype=np.float32)
+    rows = np.asarray(rows, dtype=np.int64)
+    if previous.ndim != 2 or len(previous) != len(rows) or not len(rows):
+        raise ValueError(f"previous must hold one position per common row ({len(rows)}); got shape {previous.shape}")
+    start = np.empty((len(X), previous.shape[1]), np.float32)
+    start[rows] = previous
+    new = np.setdiff1d(np.arange(len(X)), rows)
+    if len(new):
+        X = np.asarray(X, dtype=np.float32)
+        ind, _ = kneighbors(X[new], X[rows], min(n_neighbors, len(rows)))
+        jitter = np.random.default_rng(random_state).normal(scale=1e-4 * float(previous.std()) or 1e-4,
+                                                            size=(len(new), previous.shape[1]))
+        start[new] = previous[ind].mean(axis=1) + jitter
+    return start
 
 
 def nonfinite(record: dict) -> RepresentationError | None:

@@ -42,7 +42,7 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
         The snapshot's representation.
     previous : array of shape (n_samples, n_components)
         The previous snapshot's layout, its points in the order of X's (for a snapshot of another probe subset,
-        carried onto X's points by :func:`repviz.align.carry_layout`).
+        carried onto X's points by :func:`repviz.chains.carry_layout`).
     params : dict
         Every :class:`~repviz.manifold.TSNE` parameter (as ``TSNE(**params)`` takes them), ``n_jobs`` an int.
     continuation : dict

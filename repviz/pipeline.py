@@ -33,7 +33,7 @@ Probe subsets
     embedded as it is stored: one row per stored row, in that order (the sidecar's ``rows`` names the subset). Two
     consecutive snapshots of a chain are linked through the probe points both hold: a continuation starts them
     where they were and every other point at the mean position of its 5 nearest shared points in its own
-    representation (:func:`repviz.align.carry_layout`); Procrustes is fitted on the shared points and moves all.
+    representation (:func:`repviz.chains.carry_layout`); Procrustes is fitted on the shared points and moves all.
     The sidecar's ``common_points`` says how many were shared; with fewer than 3 the snapshot starts afresh.
 
 Cache

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from repviz import embed_logdir
-from repviz.align import align_to, carry_layout, mean_displacement
+from repviz.align import align_to, mean_displacement
+from repviz.chains import carry_layout
 from repviz.cli import main
 from repviz.store import open_logdir
 
