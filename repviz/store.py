@@ -1434,6 +1434,9 @@ class Run:
                     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
                         below += [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
             level = below
+        # the runs whose layouts its points are placed into (placed/<run>/): the tab's index names them
+        stamps += [_stat_field(os.path.join(base, "placed"), "st_mtime_ns")
+                   for base in dict.fromkeys((str(self.results), root))]
         return tuple(stamps)
 
     # caches of derived results --------------------------------------------------------------------------------

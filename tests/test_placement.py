@@ -160,6 +160,8 @@ def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets)
         np.testing.assert_allclose(entry["coords"], coords.ravel())
         assert entry["rows"] == list(range(60)) and entry["labels"] == [i % 4 for i in range(60)]
         assert get(1).get_json() == {"placed": []}  # nothing placed into the layout of step 1
+        index = {r["name"]: r for r in client.get("/data/plugin/repviz/runs").get_json()["runs"]}
+        assert index["test"]["placed_into"] == ["train"] and index["train"]["placed_into"] == []
         assert get(2, "tsne-nope").status_code == 404
         # the layout computed again: the placed points no longer belong to it
         train.write_embedding(key, "a", 2, np.asarray(train.read_embedding(key, "a", 2)) * 2,

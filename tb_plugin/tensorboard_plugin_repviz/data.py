@@ -15,7 +15,7 @@ import numpy as np
 
 from repviz.meta.result import MetaResult
 from repviz.meta.sources import INPUT_KEY
-from repviz.store import NotFoundError, Run, checksum
+from repviz.store import NotFoundError, Run, checksum, path_key
 
 from . import metadata
 from .catalog import Catalog, inside
@@ -131,7 +131,8 @@ def _run_summary(run: Run) -> dict:
             "probe_group": checksum(np.asarray(probe.ids)), "prediction_steps": run.prediction_steps(),
             "fits": run.manifest.get("fits") or [],  # each fit's first and last step: a later fit continues the count
             **metadata.index_entry(probe),  # the probe's metadata columns
-            "layers": layers, "embeddings": embeddings}
+            "layers": layers, "embeddings": embeddings,
+            "placed_into": sorted({into for into, _ in run.placed_layouts()})}  # run keys: runs_impl names them
 
 
 def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
@@ -139,8 +140,11 @@ def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
     log = catalog.logdir()
     if log is None:
         return {"runs": [], "methods": methods, "meta": []}
-    summaries = (catalog.per_run(run, _summary_or_none) for run in catalog.runs().values())
-    return {"runs": [s for s in summaries if s is not None], "methods": methods, "meta": _meta_names(log)}
+    runs = catalog.runs()
+    summaries = [s for s in (catalog.per_run(run, _summary_or_none) for run in runs.values()) if s is not None]
+    names = {path_key(name): name for name in runs}  # the runs that placed points name by key (repviz place)
+    summaries = [{**s, "placed_into": [names[k] for k in s["placed_into"] if k in names]} for s in summaries]
+    return {"runs": summaries, "methods": methods, "meta": _meta_names(log)}
 
 
 def _summary_or_none(run: Run) -> dict | None:

@@ -95,3 +95,10 @@ def test_a_class_hidden_in_the_legend_hides_its_placed_points_too(tab, shots):
     pk.shot(tab, shots, "placement-3-only-zero")
     tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3 button').click()  # show all
     pk.wait(tab, lambda d: ink(d) > 0.9 * before, "every ring again")
+
+
+def test_the_placed_run_itself_points_to_the_layout_it_was_placed_into(tab):
+    pk.select(tab, "run", "more-digits")
+    hint = pk.wait(tab, lambda d: [t for t in [pk.text(d, ".overlay")] if "placed into" in t], "the empty state")[0]
+    assert "Its points are placed into the layouts of run digits" in hint
+    pk.select(tab, "run", "digits")

@@ -184,7 +184,9 @@ export class MainView {
       this.renderEmpty(job && job.state !== "failed"
         ? V.emptyState(`Computing ${job.method} for ${s.layer}…`, "The points appear when the first snapshot is embedded.")
         : V.emptyState(`No embedding of ${s.layer || "this run"} yet`,
-          h("span", {}, "Run ", V.code(`repviz embed ${"logs"}`), " or pick a method to compute it in the method menu.")));
+          h("span", {}, "Run ", V.code(`repviz embed ${"logs"}`), " or pick a method to compute it in the method menu.",
+            (run.placed_into || []).length ? ` Its points are placed into the layouts of run ${run.placed_into.join(", ")}: `
+              + "pick that run to see them there." : "")));
       return;
     }
     const predSteps = run.prediction_steps;

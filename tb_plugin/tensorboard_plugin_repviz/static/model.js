@@ -11,7 +11,8 @@
  * @typedef {{name: string, n_probe: number, step_unit: string, has_labels: boolean, n_classes: number,
  *            class_names: string[]|null, has_thumbnails: boolean, thumbnail_shape: number[]|null,
  *            probe_group: string, prediction_steps: number[], layers: Layer[], embeddings: Embedding[],
- *            metadata: {name: string, kind: string, distinct: number}[], metadata_error: ?string}} Run
+ *            metadata: {name: string, kind: string, distinct: number}[], metadata_error: ?string,
+ *            placed_into: string[]}} Run  placed_into: runs whose layouts its points are placed into
  * @typedef {{name: string, align: string, supervised: boolean, defaults: Object<string, *>}} MethodChoice
  * @typedef {{methods: MethodChoice[], meta: Object<string, string[]>}} Choices  what the server offers, default
  *   first: embedding methods, and the options of a meta-SNE map (transform, metric, embedding)
