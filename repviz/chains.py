@@ -26,7 +26,6 @@ import numpy as np
 from .align import align_to
 from .methods import Resolved
 from .narrow import narrow_layout
-from .neighbors import kneighbors
 from .store import Run, checksum
 from .subsets import common_rows
 
@@ -68,6 +67,8 @@ def carry_layout(previous, X, rows: np.ndarray, n_neighbors: int = 5, random_sta
     its ``n_neighbors`` nearest common points in ``X`` (its own representation), plus a jitter of 1e-4 of the
     layout's standard deviation (seeded) so that points placed at one mean do not coincide. Float32, (len(X), k).
     """
+    from .neighbors import kneighbors  # here: the plugin reads through this module and never loads numba
+
     previous = np.asarray(previous, dtype=np.float32)
     rows = np.asarray(rows, dtype=np.int64)
     if previous.ndim != 2 or len(previous) != len(rows) or not len(rows):
