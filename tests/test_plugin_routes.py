@@ -64,7 +64,7 @@ def logdir(tmp_path_factory):
     keys = [("mlp", "hidden", s) for s in range(3)] + [("mlp", "out", s) for s in range(3)]
     coords = np.arange(12, dtype=np.float32).reshape(6, 2)
     MetaResult(keys, coords, np.zeros((6, 6)), {"transform": "dist"}, explained_variance=0.75,
-               robustness=float("nan")).save(root, "meta-test")
+               robustness=float("nan"), info={"notes": ["compared on all 48 probe points", 7]}).save(root, "meta-test")
     return root
 
 
@@ -162,6 +162,7 @@ def test_meta_result_route(served):
     body = json.loads(r.data)  # strict JSON: the NaN robustness is null
     assert body["keys"][1] == ["mlp", "hidden", 1] and body["coords"][1] == [2.0, 3.0]
     assert body["explained_variance"] == 0.75 and body["robustness"] is None
+    assert body["notes"] == ["compared on all 48 probe points"]  # what was compared; a note not a string is left out
     assert _get(client, "meta_result?name=meta-nope").status_code == 404
 
 

@@ -182,14 +182,16 @@ def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str |
 
 
 def meta_result_impl(catalog: Catalog, name: str) -> dict:
-    """A stored meta-SNE map: the (run, layer, step) of each row and its coordinates."""
+    """A stored meta-SNE map: the (run, layer, step) of each row, its coordinates, and the notes that say what was
+    compared (the probe points, a pair sample, snapshots left out)."""
     log = catalog.logdir()
     if log is None or name not in _meta_names(log):
         raise NotFoundError(f"meta-SNE result {name!r} is not in the log directory")
     result = MetaResult.load(log, name, mmap=True)
     return {"keys": [list(k) for k in result.keys], "coords": np.asarray(result.coords, dtype=float).tolist(),
             "params": result.params, "explained_variance": result.explained_variance,
-            "robustness": result.robustness, "rows": meta_rows(result.keys, catalog.runs())}
+            "robustness": result.robustness, "rows": meta_rows(result.keys, catalog.runs()),
+            "notes": [n for n in result.info.get("notes") or [] if isinstance(n, str)]}
 
 
 def meta_rows(keys: list[tuple[str, str, int]], runs: dict[str, Run]) -> list[dict]:

@@ -161,5 +161,6 @@ def test_meta_map_offers_to_compute_one(tab, shots):
     pk.wait(tab, lambda d: pk.stats(d).get("metaPoints", 0) > 0, "the computed meta-SNE map", 240)
     assert not tab.find_elements(By.CSS_SELECTOR, ".job.failed")
     assert "explained variance" in pk.text(tab, '[data-testid="meta-figures"]')
+    assert "compared on all" in pk.text(tab, '[data-testid="meta-note"]')  # the map says which points it compared
     assert pk.ink(pk.canvas(tab, '[data-testid="meta"]')).sum() > 500
     pk.shot(tab, shots, "8-meta-computed")

@@ -362,6 +362,7 @@ export function metaPanel(names, chosen, result, options, onPick, onCompute) {
       figures.push(h("span", {}, "robustness (dist vs CKA) ", h("b", { text: fmt(result.robustness) })));
     }
     figures.push(h("span", { text: `${fmt(result.keys.length)} representations` }));
+    for (const note of result.notes || []) figures.push(h("span", { class: "hint", "data-testid": "meta-note", text: note }));
   }
   return h("div", { class: "meta-bar" },
     picker("Map", "meta", names.map((n) => ({ value: n, label: n })), chosen, onPick),
