@@ -1,7 +1,7 @@
 """Issue #30's scale benchmark: the bench CNN on MNIST with 50,000 probes, from capture to the tab.
 
     python benchmarks/bench_scale.py [--probes 50000] [--quick] [--rows 60000] [--jobs 1] [--peer-sample 4]
-                                     [--batch-epochs 1] [--skip-browser] [--logdir DIR] [--tsne-memory]
+                                     [--batch-epochs 1] [--skip-browser] [--logdir DIR [--reuse]] [--tsne-memory]
 
 The CNN of ``bench_capture.py`` (conv16-pool-conv32-pool-dense128-dense10) trains 4 epochs on the 60,000 MNIST
 training digits; ``ActivationLogger`` records 4 layers (conv1, conv2, dense, probs) of ``--probes`` digits (the
@@ -303,14 +303,10 @@ def sidecar_seconds(logdir: Path) -> dict:
             for layer in run.layers for step in run.embedding_steps(key, layer)}
 
 
-def main_bench(args) -> None:
+def capture_stages(st: Stages, args) -> None:
+    """Run "epochs", and run "batch50" where ActivationLogger takes batch_probe."""
     from repviz.capture import ActivationLogger
 
-    st = Stages(args)
-    cores = os.cpu_count() or 1
-    print(f"{args.probes:,} probes, CNN on {args.rows:,} MNIST digits, layers {', '.join(LAYERS)}, snapshots at "
-          f"epochs {EPOCHS}; {cores} cores, embed --jobs {args.jobs}; load average {os.getloadavg()[0]:.2f} "
-          f"(other processes may share the machine)", flush=True)
     fit = st.worker("capture: fit 4 epochs, snapshots at 0,1,2,4", "capture")
     st.notes.append(f"capture: model.fit (logger included) {fit['fit_s']:.1f} s")
     if "batch_probe" in inspect.signature(ActivationLogger.__init__).parameters:  # the class has a __new__
@@ -318,6 +314,21 @@ def main_bench(args) -> None:
         st.notes.append(f"capture batch50: model.fit (logger included) {fit['fit_s']:.1f} s")
     else:
         print("  capture batch_freq=50 with batch_probe=1000 skipped: ActivationLogger has no batch_probe option")
+
+
+def main_bench(args) -> None:
+    st = Stages(args)
+    cores = os.cpu_count() or 1
+    print(f"{args.probes:,} probes, CNN on {args.rows:,} MNIST digits, layers {', '.join(LAYERS)}, snapshots at "
+          f"epochs {EPOCHS}; {cores} cores, embed --jobs {args.jobs}; load average {os.getloadavg()[0]:.2f} "
+          f"(other processes may share the machine)", flush=True)
+    if args.reuse:  # the captures of an earlier run of this script; what the later stages wrote goes
+        for results in (args.logdir / "epochs" / "plugins" / "repviz" / "embeddings",
+                        args.logdir / "plugins" / "repviz-meta"):
+            shutil.rmtree(results, ignore_errors=True)
+        print("  capture: reused from --logdir (its embeddings, meta-SNE and similarity results removed)")
+    else:
+        capture_stages(st, args)
     from repviz.store import open_logdir
 
     steps = open_logdir(args.logdir).run("epochs").steps(LAYERS[0])
@@ -392,6 +403,9 @@ def main() -> None:
     p.add_argument("--batch-epochs", type=int, default=1, help="epochs of the batch_freq=50 run")
     p.add_argument("--skip-browser", action="store_true", help="no tab stage")
     p.add_argument("--logdir", type=Path, help="keep the log directory here (default: a temporary one, removed)")
+    p.add_argument("--reuse", action="store_true",
+                   help="--logdir holds this script's captures already: skip them, and remove its embeddings, "
+                        "meta-SNE and similarity results before computing them again")
     p.add_argument("--tsne-memory", action="store_true",
                    help="only: peak memory of one t-SNE fit and one continuation step of a --probes x 64 array")
     p.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
@@ -403,6 +417,8 @@ def main() -> None:
         p.error(f"--peer-sample must be between 1 and 16; got {args.peer_sample}")
     if args.worker:
         return WORKERS[args.worker](args)
+    if args.reuse and not (args.logdir and (args.logdir / "epochs").is_dir()):
+        p.error("--reuse needs --logdir, a log directory this script wrote (with run 'epochs')")
     if args.tsne_memory:
         out = subprocess.run([sys.executable, __file__, "--worker", "tsne-memory", "--probes", str(args.probes),
                               "--mnist", args.mnist], capture_output=True, text=True, env=_env(os.cpu_count() or 1))
