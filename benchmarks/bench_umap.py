@@ -21,29 +21,14 @@ The quality scores of every stored layout of a snapshot (``repviz embed LOGDIR -
 each method searching the input's neighbours itself (as before #29) against the snapshot's exact 10-NN graph found
 once and shared (``quality_scores(neighbors=)``; the pipeline caches it in the store): seconds per snapshot, best of
 3, the graph's search included; the scores must be the same.
-
-    python benchmarks/bench_umap.py --embed LOGDIR --before TREE [--rounds 3]
-
-``repviz embed --method tsne,umap`` (``embed_logdir``, one job) of a fresh copy of LOGDIR (one never embedded), by
-this checkout and by TREE (another checkout, e.g. ``git archive`` of the commit before the shared kNN graph of #29)
-in turn, ``--rounds`` times each after one untimed call each (numba's caches): the call's wall and CPU seconds
-(the process's, all threads: less sensitive to a shared machine's load), their medians,
-and the load average before each call. The layouts of the last round must be the same bit for bit.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -170,55 +155,6 @@ def shared_scores(logdir: str, limit: int, sample: int) -> None:
           f"({b / a:.2f}x); load average {os.getloadavg()[0]:.1f}")
 
 
-_EMBED = """
-import hashlib, json, sys, time
-import numpy as np
-from repviz.pipeline import embed_logdir
-from repviz.store import open_logdir
-start, cpu = time.perf_counter(), time.process_time()
-result = embed_logdir(sys.argv[1], ["tsne", "umap"], jobs=1, progress=False)
-seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-log = open_logdir(sys.argv[1])
-layouts = {name: [hashlib.sha256(np.asarray(run.read_embedding(key, layer, step)).tobytes()).hexdigest()
-                  for run in map(log.run, sorted(log.runs)) for layer in run.layers for step in run.steps(layer)]
-           for name, key in result.keys.items()}
-print(json.dumps({"seconds": seconds, "cpu": cpu, "failed": len(result.failed), "computed": result.computed,
-                  "layouts": layouts}))
-"""
-
-
-def _embed_once(tree: Path, logdir: Path) -> dict:
-    """``embed_logdir(copy of logdir, ["tsne", "umap"])`` by the repviz of ``tree``, in its own process."""
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "logdir"
-        shutil.copytree(logdir, copy)
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
-        load = os.getloadavg()[0]
-        out = subprocess.run([sys.executable, "-c", _EMBED, str(copy)], cwd=tree, env=env, check=True,
-                             capture_output=True, text=True).stdout
-    return {**json.loads(out.strip().splitlines()[-1]), "load": load}
-
-
-def embed_before_after(logdir: Path, before: Path, rounds: int) -> None:
-    """The ``--embed`` table (see the module docstring)."""
-    trees = {"before": before.resolve(), "after": Path(__file__).resolve().parent.parent}
-    for tree in trees.values():
-        _embed_once(tree, logdir)  # numba's caches of that tree, and the page cache
-    times: dict[str, list[dict]] = {name: [] for name in trees}
-    for r in range(rounds):
-        for name, tree in trees.items():
-            times[name].append(row := _embed_once(tree, logdir))
-            print(f"round {r + 1} {name:<6} {row['seconds']:.2f} s, CPU {row['cpu']:.2f} s ({row['computed']} "
-                  f"computed, {row['failed']} failed), load average {row['load']:.1f}", flush=True)
-    if times["before"][-1]["layouts"] != times["after"][-1]["layouts"]:
-        raise AssertionError("the layouts differ between the two trees")
-    for what in ("seconds", "cpu"):
-        b, a = (statistics.median(row[what] for row in times[name]) for name in ("before", "after"))
-        print(f"median {what} of {rounds}: before {b:.2f} s, after {a:.2f} s, saving {b - a:.2f} s "
-              f"({(b - a) / b:.1%})")
-    print("the layouts are the same bit for bit")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("logdirs", nargs="+")
@@ -228,14 +164,7 @@ def main() -> None:
     p.add_argument("--max-chains", type=int, default=12, help="chains per log directory")
     p.add_argument("--epochs", default="100,200", help="continuation epochs to compare (comma-separated)")
     p.add_argument("--rate", default="0.25,1.0", help="continuation learning rates to compare (comma-separated)")
-    p.add_argument("--embed", action="store_true", help="time `repviz embed --method tsne,umap` before/after")
-    p.add_argument("--before", type=Path, help="with --embed: the checkout to compare against")
-    p.add_argument("--rounds", type=int, default=3, help="with --embed: timed calls of each checkout")
     args = p.parse_args()
-    if args.embed:
-        if args.before is None:
-            p.error("--embed needs --before TREE, another checkout of repviz")
-        return embed_before_after(Path(args.logdirs[0]), args.before, args.rounds)
     if args.scores:
         for logdir in args.logdirs:
             shared_scores(logdir, args.max_snapshots, args.sample)

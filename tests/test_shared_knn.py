@@ -78,10 +78,9 @@ def test_umap_on_the_shared_graph_is_bit_identical(digits):
 
 def test_embed_tsne_and_umap_search_each_snapshot_once_with_the_same_layouts(tmp_path, cluster_run, monkeypatch):
     pytest.importorskip("umap")
-    import repviz.manifold.tsne.affinity
+    import repviz.chains
     import repviz.manifold.tsne.tsne
     import repviz.manifold.umap
-    import repviz.neighbors
 
     params = {"tsne": {"max_iter": 300, "early_exaggeration_iter": 100}, "umap": {"n_epochs": 60}}
     cluster_run(tmp_path / "own" / "r", layers=("a",), steps=range(3))
