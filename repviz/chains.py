@@ -196,36 +196,6 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None,
     return Y, diagnostics
 
 
-#: Columns of the exact Euclidean kNN graph that the fits of a snapshot share: t-SNE's 3 x perplexity 30, so that
-#: the first method to embed a snapshot searches for it and for UMAP (its 15 - 1 neighbours are the first columns).
-SHARED_NEIGHBORS = 90
-
-
-def _shared_neighbors(run: Run, layer: str, step: int, X: np.ndarray) -> Callable[[int], tuple[np.ndarray,
-                                                                                            np.ndarray]]:
-    """The source of :func:`repviz.manifold.tsne.affinity.sharing_neighbors` for the snapshot X of (layer, step):
-    its exact Euclidean graph of max(k, :data:`SHARED_NEIGHBORS`) columns (at most n - 1), read from the store
-    where a fit of another method cached it, else searched (BLAS on one thread, as t-SNE searches, so that the
-    distances do not depend on the cores) and cached with its distances."""
-    from threadpoolctl import threadpool_limits
-
-    from .neighbors import knn
-
-    def source(k: int) -> tuple[np.ndarray, np.ndarray]:
-        columns = min(max(k, SHARED_NEIGHBORS), len(X) - 1)
-        variant = f"k{columns}-exact-euclidean"
-        indices, distances = run.neighbor_graph(layer, step, variant), run.neighbor_distances(layer, step, variant)
-        if indices is not None and distances is not None and indices.shape == distances.shape == (len(X), columns):
-            return indices.astype(np.int64), distances
-        with threadpool_limits(1, user_api="blas"):
-            indices, distances = knn(X, columns, method="exact")
-        with contextlib.suppress(OSError):  # a log directory that cannot be written still gets its embeddings
-            run.write_neighbor_graph(layer, step, variant, indices.astype(np.int32), distances)
-        return indices, distances
-
-    return source
-
-
 def _scores(run: Run, layer: str, step: int, X: np.ndarray, Y: np.ndarray, labels: np.ndarray | None,
             sample: int | None) -> dict:
     """The quality scores of Y. The exact k-NN graph of the snapshot is cached in the store and shared by every
@@ -251,8 +221,6 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
 
     ``threads`` is what estimators with ``n_jobs=None`` get (the executor's share of the cores).
     """
-    from .manifold.tsne.affinity import sharing_neighbors  # here: the plugin reads through this module
-
     run, resolved = task.run, task.resolved
     labels = _labels(run)
     previous = None if task.init_from is None else _Previous(
@@ -267,9 +235,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
             link = None if previous is None else previous.link(rows)
             shared = None if link is None or link[1] is None else len(link[1])
             known = None if labels is None else labels[rows]
-            with sharing_neighbors(len(X), _shared_neighbors(run, layer, step, X)):
-                Y, diagnostics = _fit(resolved, X, known, None if shared is not None and shared < 3 else link,
-                                      threads)
+            Y, diagnostics = _fit(resolved, X, known, None if shared is not None and shared < 3 else link, threads)
             scores = _scores(run, layer, step, X, Y, known, task.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
             results.append(failure(run.name, layer, step, resolved.method.name, e))

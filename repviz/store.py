@@ -1465,27 +1465,10 @@ class Run:
             return None
         return graph
 
-    def write_neighbor_graph(self, layer: str, step: int, variant: str, indices: np.ndarray,
-                             distances: np.ndarray | None = None) -> None:
-        """Cache a k-nearest-neighbour graph (see :meth:`neighbor_graph`), atomically, and its ``distances``
-        (see :meth:`neighbor_distances`), written first, where given."""
-        if distances is not None:
-            save_array(_check_writable_inside(self._graph_path(layer, step, f"{variant}-distances", write=True),
-                                              self._out), np.asarray(distances, dtype=np.float32))
+    def write_neighbor_graph(self, layer: str, step: int, variant: str, indices: np.ndarray) -> None:
+        """Cache a k-nearest-neighbour graph (see :meth:`neighbor_graph`), atomically."""
         save_array(_check_writable_inside(self._graph_path(layer, step, variant, write=True), self._out),
                    np.asarray(indices))
-
-    def neighbor_distances(self, layer: str, step: int, variant: str) -> np.ndarray | None:
-        """The distances (float32, row i: to point i's neighbours in :meth:`neighbor_graph` order) of the cached
-        graph ``variant`` where they were cached with it; None otherwise, or when damaged (not finite and
-        non-negative)."""
-        path = self._graph_path(layer, step, f"{variant}-distances")
-        found = _complete_array_inside(path, self._bounds_of(path))
-        n = self.record(layer, step)["shape"][0]
-        if found is None or found.ndim != 2 or found.dtype != np.float32 or len(found) != n or \
-                not np.isfinite(found).all() or (found < 0).any():
-            return None
-        return found
 
     def _density_path(self, method_key: str, layer: str, step: int, variant: str, *, write: bool = False) -> Path:
         # named by the embedding's checksum: an embedding computed again never reads stale contours

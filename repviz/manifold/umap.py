@@ -23,7 +23,6 @@ import numpy as np
 from .._validation import ARRAY_LIKE, NONE, RANDOM_STATE, Interval, Options, check_array
 from ..neighbors import KNN_METHODS, kneighbors, knn
 from ._base import Estimator, rng_from
-from .tsne.affinity import shared_knn
 
 #: What a user without umap-learn is told (by this module's import, and so by every entry point that resolves
 #: the "umap" method).
@@ -53,11 +52,9 @@ class _NeighbourIndex:
 def self_first_knn(X: np.ndarray, n_neighbors: int, metric: str, method: str,
                    random_state) -> tuple[np.ndarray, np.ndarray]:
     """umap-learn's ``precomputed_knn`` format from :func:`repviz.neighbors.knn`: each point's ``n_neighbors``
-    nearest points with itself first (distance 0), int32 indices and float32 distances. Within
-    :func:`~repviz.manifold.tsne.affinity.sharing_neighbors` an exact Euclidean search is not made again."""
+    nearest points with itself first (distance 0), int32 indices and float32 distances."""
     n = X.shape[0]
-    shared = shared_knn(n, n_neighbors - 1, method) if metric == "euclidean" else None
-    idx, dist = shared or knn(X, n_neighbors - 1, metric=metric, method=method, random_state=random_state)
+    idx, dist = knn(X, n_neighbors - 1, metric=metric, method=method, random_state=random_state)
     idx = np.hstack([np.arange(n)[:, None], idx]).astype(np.int32)
     dist = np.hstack([np.zeros((n, 1), np.float32), dist]).astype(np.float32)
     return idx, dist

@@ -4,46 +4,13 @@ graph, symmetrised into a sparse joint distribution (van der Maaten 2014; openTS
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..._rows import run_rows
-from ...neighbors import NNDESCENT_MIN_N
 from . import _kernels
-
-#: A source of the exact Euclidean kNN graph of the data being fitted, set by :func:`sharing_neighbors`.
-_SHARED_KNN: ContextVar[tuple[int, Callable] | None] = ContextVar("repviz_shared_knn", default=None)
-
-
-@contextmanager
-def sharing_neighbors(n_samples: int, source: Callable[[int], tuple[np.ndarray, np.ndarray]]) -> Iterator[None]:
-    """Within the block, a fit of t-SNE or UMAP on ``n_samples`` points that would search their exact Euclidean
-    kNN graph (:func:`repviz.neighbors.knn`, ``method="exact"``, unscaled data) asks ``source(k)`` for it instead:
-    ``(indices, distances)`` with at least k columns, as that search returns them (nearest first, ties to the
-    smaller index, so the first k columns are the k-NN graph). A private hook of the pipeline
-    (:mod:`repviz.chains`), which searches a snapshot's neighbours once for every method that embeds it."""
-    token = _SHARED_KNN.set((n_samples, source))
-    try:
-        yield
-    finally:
-        _SHARED_KNN.reset(token)
-
-
-def shared_knn(n_samples: int, k: int, method: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """The first k columns of the graph of :func:`sharing_neighbors` for data of ``n_samples`` points, where
-    the kNN method ``method`` of :func:`repviz.neighbors.knn` would search exactly; None otherwise (search
-    yourself). Call only for the Euclidean metric on dense, unscaled float32 data."""
-    shared = _SHARED_KNN.get()
-    exact = method == "exact" or (method == "auto" and n_samples < NNDESCENT_MIN_N)
-    if shared is None or shared[0] != n_samples or not exact:
-        return None
-    indices, distances = shared[1](k)
-    return np.ascontiguousarray(indices[:, :k]), np.ascontiguousarray(distances[:, :k])
 
 
 def n_neighbors_for(perplexity: float, n_samples: int) -> int:

@@ -30,7 +30,7 @@ from .._base import Estimator, rng_from
 from .._eigen import fix_signs
 from . import init as _init
 from ._threads import NumbaThreads
-from .affinity import Affinities, conditional_affinities, n_neighbors_for, shared_knn, symmetrize_conditional
+from .affinity import Affinities, conditional_affinities, n_neighbors_for, symmetrize_conditional
 from .embedding import TSNEEmbedding, auto_learning_rate, resolve_method
 
 _MDS_INIT_MAX_N = 5000  # init="pca" with precomputed distances: classical MDS (O(n³)) up to this many points
@@ -161,10 +161,7 @@ class _BaseSNE(Estimator):
             knn_method = "exact" if method == "exact" else self.neighbors
             metric, params = resolve_metric(self.metric, self.metric_params)
             log.say(f"Computing {k} nearest neighbors...")
-            dense_euclidean = scale == 1.0 and metric == "euclidean" and not params and not sp.issparse(X)
-            shared = shared_knn(n, k, knn_method) if dense_euclidean else None
-            idx, dist = shared or knn(X, k, metric=metric, method=knn_method, random_state=knn_seed,
-                                      metric_params=params)
+            idx, dist = knn(X, k, metric=metric, method=knn_method, random_state=knn_seed, metric_params=params)
             log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}")
             t = time.perf_counter()
             cond, betas = conditional_affinities(dist, perplexity)
