@@ -85,7 +85,7 @@ def test_cka_runs_on_minibatches_above_its_threshold_says_so_and_stays_close(lar
     assert matrix.values[0, 1] == pytest.approx(exact, abs=0.03)
 
 
-def test_the_tab_is_told_of_the_minibatches(large, capsys):
+def test_the_tab_is_told_of_the_pair_sample_and_the_minibatches(large, capsys):
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
     from tensorboard_plugin_repviz import loader
@@ -93,10 +93,15 @@ def test_the_tab_is_told_of_the_minibatches(large, capsys):
     from werkzeug import wrappers
 
     root, _ = large
+    assert cli(["meta", str(root), "--no-progress", "--no-robustness", "--name", "tab-map"]) == 0
     assert cli(["similarity", str(root), "--runs", "run", "--step", "1", "--no-progress"]) == 0
     plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(root)))
     try:
         client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        meta = client.get("/data/plugin/repviz/meta_result?name=tab-map")
+        assert meta.status_code == 200, meta.data[:300]
+        assert any(note.startswith("pair sample: ") and f"automatic above max_probes={DEFAULT_MAX_PROBES:,}" in note
+                   for note in meta.json["notes"]), meta.json["notes"]
         response = client.get("/data/plugin/repviz/similarity?run=run&step=1")
         assert response.status_code == 200, response.data[:300]
         assert any(note.startswith("minibatch CKA") and f"automatic above {AUTO_EXACT_PROBES:,} probes" in note
