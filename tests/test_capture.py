@@ -1116,8 +1116,8 @@ def test_reader_needs_no_tensorflow(mlp_run):
 
 
 @pytest.mark.skipif(keras.backend.backend() == "torch" or importlib.util.find_spec("torch") is None,
-                    reason="PyTorch is not installed (pip install torch; CI has no CPU wheel of it), or this process "
-                           "already runs on it")
+                    reason="PyTorch is not installed (pip install torch), or this process already runs on it "
+                           "(CI runs this file on it too)")
 def test_capture_on_the_torch_backend(tmp_path):
     """The callback on Keras's PyTorch backend, in a process of its own: a second fit continues the run and the
     stored activations are the layer's outputs (this file runs whole under TensorFlow and JAX in CI)."""

@@ -58,8 +58,9 @@ def test_batch_snapshots_store_the_subset_and_the_first_snapshot_the_whole_probe
     # the last snapshot (after the last batch) is the trained model on exactly those probe points
     x = _data()[0][:N][rows]
     hidden = keras.Model(model.inputs, model.get_layer("hidden").output)
-    np.testing.assert_allclose(run.activations("hidden", 4), hidden(x).numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(run.predictions(4), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run.activations("hidden", 4), keras.ops.convert_to_numpy(hidden(x)), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(run.predictions(4), keras.ops.convert_to_numpy(model(x)), rtol=1e-5, atol=1e-6)
     assert run.activations("hidden", 0).shape == (N, 8) and run.predictions(0).shape == (N, 4)
 
 
