@@ -91,6 +91,8 @@ def _run_info(args) -> int:
         files = logdir.artifacts(name).names()  # a meta-SNE vector cache holds one file per representation
         more = f", ... ({len(files)} files)" if len(files) > 6 else ""
         print(f"cross-run result {name!r}: {', '.join(files[:6])}{more}")
+        for note in _result_notes(logdir.artifacts(name)):
+            print(f"  {note}")
     if len(names) > len(names[:shown["results"]]):
         rest = names[shown["results"]:]
         print(f"{len(rest)} more cross-run result(s): {_folded(rest)} (--all lists them)")
@@ -112,7 +114,7 @@ def _print_run(name: str, run, shown: dict) -> None:
     preds = _predictions_line(run)
     if preds:
         print(f"  {preds}")
-    for line in _subset_lines(run, steps, probe.get("n")):
+    for line in _subset_lines(run, steps, probe.get("n")) + _scale_lines(probe.get("n")):
         print(f"  {line}")
     if meta := info_line(run):  # the probe's metadata columns (repviz.metadata)
         print(f"  {meta}")
@@ -169,6 +171,32 @@ def _subset_lines(run, steps: list[int], n) -> list[str]:
              + (how if size == chosen.get("n") else "") for size, at in sorted(sizes.items())]
     whole = len(steps) - len(set().union(*sizes.values())) if sizes else 0
     return lines + ([f"the other {whole} snapshot(s) hold every probe point"] if lines and whole else [])
+
+
+def _scale_lines(n) -> list[str]:
+    """What a probe of ``n`` points switches on: meta-SNE's pair sample and similarity's minibatch CKA."""
+    from .meta.options import DEFAULT_MAX_PROBES
+    from .similarity.options import AUTO_EXACT_PROBES
+
+    if not isinstance(n, int):
+        return []
+    switches = [f"meta-SNE compares a seeded sample of its probe pairs (above {DEFAULT_MAX_PROBES:,} probe points)"
+                ] if n > DEFAULT_MAX_PROBES else []
+    switches += [f"similarity uses minibatch CKA (above {AUTO_EXACT_PROBES:,})"] if n > AUTO_EXACT_PROBES else []
+    return [f"large probe ({n:,} points): {'; '.join(switches)}"] if switches else []
+
+
+def _result_notes(artifacts) -> list[str]:
+    """The notes of a stored meta-SNE map (what it compared, its pair sample); none for another result or a damaged
+    one (its readers say why)."""
+    if "result.json" not in artifacts.names():
+        return []
+    try:
+        info = artifacts.load_json("result.json").get("info")
+    except (OSError, ValueError, LookupError, AttributeError):
+        return []
+    notes = info.get("notes") if isinstance(info, dict) else None
+    return [n for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
 
 
 def _predictions_line(run) -> str:

@@ -60,6 +60,11 @@ def test_meta_sne_samples_probe_pairs_above_its_threshold_and_says_so(large, cap
     result = json.loads(next((root / "plugins" / "repviz-meta").glob("meta-*/result.json")).read_text())
     assert result["info"]["n_pairs"] == pairs and result["info"]["n_probe"] == N
     assert any(note.startswith(line) for note in result["info"]["notes"])  # stored with the map
+    assert cli(["info", str(root)]) == 0  # and said by `repviz info`: before computing, and under the stored map
+    info = capsys.readouterr().out
+    assert (f"large probe ({N:,} points): meta-SNE compares a seeded sample of its probe pairs (above "
+            f"{DEFAULT_MAX_PROBES:,} probe points); similarity uses minibatch CKA (above {AUTO_EXACT_PROBES:,})") in info
+    assert f"  {line}" in info, info
 
 
 def _linear_cka(X: np.ndarray, Y: np.ndarray) -> float:

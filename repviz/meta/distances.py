@@ -18,11 +18,9 @@ from .._validation import check_option
 from ..progress import ProgressCallback, report
 from ..store import temporary_artifacts
 from .bank import VectorBank
-from .options import METRICS, TRANSFORMS
+from .options import DEFAULT_MAX_PROBES, METRICS, TRANSFORMS
 from .sources import Representation, from_arrays
 from .vectors import PairSample, probe_pairs, representation_vectors, vector_length
-
-DEFAULT_MAX_PROBES = 3000
 
 
 def pair_sample(n: int, max_probes: int, n_pairs: int | None, random_state: int) -> PairSample | None:

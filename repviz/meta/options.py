@@ -13,3 +13,6 @@ EMBEDDINGS = ("mds", "smacof", "tsne")
 #: How snapshots of a subset of the probe are compared (see :func:`repviz.meta.sources.compared_rows`): on the
 #: probe points every representation holds, or left out so that the rest compare on the whole probe.
 SUBSETS = ("common", "whole")
+#: Above this many probe points a meta-SNE vector holds a seeded sample of the probe pairs, not all n(n-1)/2 of
+#: them (see :func:`repviz.meta.distances.pair_sample`; ``MetaSNE(max_probes=)``).
+DEFAULT_MAX_PROBES = 3000
