@@ -45,7 +45,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = {"plain": {}, "every epoch": {"freq": 1}, "every 50 batches": {"batch_freq": 50},
-         "every 50 batches paired": {"batch_freq": 100}, "every epoch + tsne": {"freq": 1, "embed": "tsne"}}
+         "every 50 batches paired": {"batch_freq": 100}, "every epoch + tsne": {"freq": 1, "embed": "tsne"},
+         # issue #30: batch snapshots of a 1,000-point subset of the probe (the first snapshot holds the whole probe)
+         "every 50 batches on 1000 probes": {"batch_freq": 50, "batch_probe": 1000},
+         "every 50 batches on 1000 probes paired": {"batch_freq": 100, "batch_probe": 1000}}
 WINDOW = 50  # "paired": 50-batch windows, one with a snapshot at its start (every 100 batches), the next without
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # Keras backend -> the module it imports
 
