@@ -70,10 +70,12 @@ def test_a_sigmoid_output_is_two_strips_along_its_values(tab, shots):
 
 def test_a_snapshot_change_moves_the_points_along_x_only(tab, shots):
     """From the last snapshot (trained by the second fit) to the one before (the first fit's last)."""
-    assert pk.text(tab, '[data-testid="step"]') == "epoch 3 · fit 2 of 2"
+    # the fit joins the step label once the run's index entry (its fits) has reached the page
+    pk.wait(tab, lambda d: pk.text(d, '[data-testid="step"]') == "epoch 3 · fit 2 of 2", "the last step's label")
     before = pk.canvas(tab)
     pk.step_once(tab)
-    assert pk.text(tab, '[data-testid="step"]') == "epoch 2 · fit 1 of 2"  # where fit 2 began: fit 1's result
+    pk.wait(tab, lambda d: pk.text(d, '[data-testid="step"]') == "epoch 2 · fit 1 of 2",  # fit 1's result
+            "the step where fit 2 began")
     after = pk.wait(tab, lambda d: [p for p in [pk.canvas(d)] if (p != before).any()], "the picture changed")[0]
     assert [len(_bands(p)) for p in (before, after)] == [2, 2]
     for (a0, b0), (a1, b1) in zip(_bands(before), _bands(after)):  # the strips stay where they were
