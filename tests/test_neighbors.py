@@ -77,6 +77,32 @@ def test_nndescent_deterministic_and_tiny_inputs():
     assert (dist == 0).all() and not (idx == np.arange(50)[:, None]).any()
 
 
+def test_nndescent_from_seeds_of_a_related_data_set_keeps_its_recall():
+    """Seeded by the graph of the same points slightly moved (a later snapshot's activations), NN-descent finds
+    the new neighbours as well as from its trees; seeded by the exact answer it returns it; seeds that are wrong
+    or out of range only cost recall nothing."""
+    X = _data(3000, 20)
+    moved = X + np.random.default_rng(1).normal(scale=0.3, size=X.shape).astype(np.float32)
+    exact, _ = knn(moved, 30)
+    before, _ = knn(X, 30, method="nndescent", random_state=0)
+    assert np.mean([np.intersect1d(a, b).size for a, b in zip(exact, before)]) / 30 < 0.95  # the graph changed
+    plain, _ = knn(moved, 30, method="nndescent", random_state=0)
+    seeded, dist = knn(moved, 30, method="nndescent", random_state=0, seeds=before)
+
+    def recall(idx):
+        return np.mean([np.intersect1d(a, b).size for a, b in zip(exact, idx)]) / 30
+
+    print(f"recall: plain {recall(plain):.4f}, seeded {recall(seeded):.4f}")
+    assert recall(seeded) >= max(0.98, recall(plain) - 0.005)
+    assert (np.diff(dist, axis=1) >= 0).all() and not (seeded == np.arange(3000)[:, None]).any()
+    assert recall(knn(moved, 30, method="nndescent", random_state=0, seeds=exact)[0]) == 1.0
+    junk = np.random.default_rng(2).integers(-5, 3005, size=(3000, 40))
+    assert recall(knn(moved, 30, method="nndescent", random_state=0, seeds=junk)[0]) >= 0.98
+    np.testing.assert_array_equal(knn(moved, 30, seeds=junk)[0], exact)  # the exact search ignores them
+    with pytest.raises(ValueError, match=r"seeds must be an integer array with one row .* shape \(3000, m\)"):
+        knn(moved, 30, method="nndescent", seeds=before[:10])
+
+
 def test_auto_picks_exact_for_small_and_precomputed():
     X = _data(300)
     np.testing.assert_array_equal(knn(X, 7, method="auto")[0], knn(X, 7)[0])

@@ -184,6 +184,31 @@ def test_fft_interpolation_converges():
     assert errors[1] < 1e-4 < errors[0] < 1e-2
 
 
+def test_fft_grid_covers_the_layout_in_boxes_of_at_most_one_unit_and_reuses_its_kernel():
+    """Every extent, compact or spread out, gets at least ``min_boxes`` boxes per side, boxes at most one unit
+    wide, and a grid that holds the whole layout; a slightly grown layout keeps the grid, and with it the
+    kernel's transform, which gives what a fresh one gives."""
+    from repviz.manifold.tsne._fft import FFTRepulsion
+
+    fft = FFTRepulsion(10, 1.0)
+    for span in (1e-9, 0.37, 12.0, 49.9, 50.0, 50.2, 203.7, 1e4):
+        n_boxes, width = fft._grid(span)
+        assert n_boxes >= 50 and 0 < width <= 1.0 and n_boxes * width > span
+        assert width == 1.0 or n_boxes * width < 1.2 * span  # compact layouts: a grid about their size
+    assert fft._grid(200.3) == fft._grid(201.9)
+    rng = np.random.default_rng(4)
+    Y = rng.normal(size=(400, 2)) * 60
+    Z = Y * 1.003
+    first, rep = FFTRepulsion(400, 1.0), np.empty_like(Y)
+    first(Y, rep)
+    hats = first._cached[1]
+    z = first(Z, rep)
+    assert first._cached[1] is hats  # the same grid: its transform was kept
+    fresh = np.empty_like(Z)
+    assert FFTRepulsion(400, 1.0)(Z, fresh) == z
+    np.testing.assert_array_equal(fresh, rep)
+
+
 @pytest.mark.parametrize("method", ["exact", "direct", "barnes_hut", "fft", "auto"])
 def test_separated_blobs_stay_separated(method):
     X, labels = _blobs(150, 4)

@@ -16,6 +16,9 @@ import numpy as np
 import scipy.fft
 from numba import njit
 
+#: Box widths below ``ints_per_box`` come from a ladder of this many steps per octave (see FFTRepulsion._grid).
+_LADDER_STEPS = 8
+
 
 def smooth_box_count(n_boxes: int, n_interp: int) -> int:
     """Smallest count >= n_boxes whose FFT length 2 * n_interp * count has only the prime factors 2, 3, 5, 7
@@ -150,21 +153,36 @@ class FFTRepulsion:
         self.workers, self.dtype = workers, dtype
         self.box = np.empty((n_samples, 2), dtype=np.int64)
         self.wts = np.empty((n_samples, 2, n_interp))
+        self._cached: tuple = (None, None)
 
     def _grid(self, span: float) -> tuple[int, float]:
-        n_boxes = smooth_box_count(max(self.min_boxes, int(np.ceil(span / self.ints_per_box))), self.n_interp)
-        return n_boxes, max(span, 1e-12) / n_boxes * (1 + 1e-9)  # the largest coordinate falls in the last box
+        """(boxes per side, box width) for a layout of extent ``span``. The width is ``ints_per_box`` once the
+        layout spans ``min_boxes`` of them, and below that the largest step of a ladder of widths (2^(1/8) apart)
+        that still gives ``min_boxes`` boxes. A width from a fixed set lets consecutive iterations share the
+        kernel's transform (:meth:`_hats`): the extent grows slowly, and the grid changes only when the layout
+        outgrows it."""
+        span = max(span, 1e-12)
+        ladder = 2.0 ** (np.floor(_LADDER_STEPS * np.log2(span / self.min_boxes)) / _LADDER_STEPS)
+        width = min(self.ints_per_box, float(ladder))
+        # the largest coordinate falls inside the last box
+        return smooth_box_count(max(self.min_boxes, int(span / width) + 1), self.n_interp), width
 
     def grid_size(self, span: float) -> int:
         """Grid nodes per side, G, for a layout of extent ``span``."""
         return self._grid(span)[0] * self.n_interp
+
+    def _hats(self, n_grid: int, box_width: float) -> np.ndarray:
+        """:func:`_kernel_hats` of this grid, kept while the grid stays the same."""
+        if self._cached[0] != (n_grid, box_width):
+            self._cached = ((n_grid, box_width), _kernel_hats(n_grid, box_width / self.n_interp, self.dof, self.dtype))
+        return self._cached[1]
 
     def potentials(self, Y: np.ndarray) -> tuple[np.ndarray, float]:
         """Locate the points (``self.box``, ``self.wts``); return the grid force potentials (3, G, G) and Z."""
         lo, hi = float(Y.min()), float(Y.max())
         n_boxes, box_width = self._grid(hi - lo)
         n_grid = n_boxes * self.n_interp
-        hats = _kernel_hats(n_grid, box_width / self.n_interp, self.dof, self.dtype)
+        hats = self._hats(n_grid, box_width)
         order, starts = _locate(Y, lo, box_width, n_boxes, self.n_interp, self.box, self.wts)
         grid = np.empty((3, n_grid, n_grid), dtype=self.dtype)
         _spread(Y, self.box, self.wts, order, starts, self.n_interp, grid)

@@ -71,6 +71,10 @@ class Affinities:
         kNN method of :func:`repviz.neighbors.knn` ("auto", "exact" or "nndescent").
     n_features : int
         Features of the data (n_samples for a precomputed distance matrix).
+    knn_indices : int32 array (n_samples, n_neighbors) or None
+        Each point's nearest neighbours that P was calibrated on (None for the exact gradient, whose P uses every
+        pair): what the kNN search of a related data set can start from (:func:`repviz.neighbors.knn`'s
+        ``seeds``).
     """
 
     P: sp.csr_matrix
@@ -79,6 +83,7 @@ class Affinities:
     metric: str
     neighbors: str
     n_features: int
+    knn_indices: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:

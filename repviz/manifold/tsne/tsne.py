@@ -151,7 +151,8 @@ class _BaseSNE(Estimator):
             perplexity = limit
         return perplexity
 
-    def _affinities(self, X: np.ndarray, knn_seed: int, log: _Log, scale: float) -> Affinities:
+    def _affinities(self, X: np.ndarray, knn_seed: int, log: _Log, scale: float,
+                    seeds: np.ndarray | None = None) -> Affinities:
         n = X.shape[0]
         method = self._resolve_method(n)
         perplexity = self._effective_perplexity(n)
@@ -161,8 +162,10 @@ class _BaseSNE(Estimator):
             knn_method = "exact" if method == "exact" else self.neighbors
             metric, params = resolve_metric(self.metric, self.metric_params)
             log.say(f"Computing {k} nearest neighbors...")
-            idx, dist = knn(X, k, metric=metric, method=knn_method, random_state=knn_seed, metric_params=params)
-            log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}")
+            idx, dist = knn(X, k, metric=metric, method=knn_method, random_state=knn_seed, metric_params=params,
+                            seeds=seeds)
+            log.phase("kNN", time.perf_counter() - t, f"k={k}, {knn_method}" + (", seeded" if seeds is not None
+                                                                                 else ""))
             t = time.perf_counter()
             cond, betas = conditional_affinities(dist, perplexity)
             P = symmetrize_conditional(idx, cond)
@@ -170,7 +173,8 @@ class _BaseSNE(Estimator):
             log.say(f"Computed conditional probabilities in {time.perf_counter() - t:.3f}s", 2)
             # scikit-learn's summary of the Gaussians' widths: sigma of the mean precision
             log.say(f"Mean sigma: {scale * float(np.sqrt(1.0 / np.mean(betas))):f}", 2)
-        return Affinities(P, perplexity, k, self.metric, knn_method, X.shape[1])
+        return Affinities(P, perplexity, k, self.metric, knn_method, X.shape[1],
+                          None if method == "exact" else idx.astype(np.int32))
 
     def _initial_layout(self, X: np.ndarray | None, n: int, identical: bool, rng: np.random.Generator):
         k = self.n_components
@@ -200,7 +204,7 @@ class _BaseSNE(Estimator):
             return _init.rescale(_init.mds(X, k))
         return _init.rescale(_init.pca(X, k))
 
-    def prepare_affinities(self, X) -> Affinities:
+    def prepare_affinities(self, X, *, seeds: np.ndarray | None = None) -> Affinities:
         """The affinities P of X as :meth:`fit` computes them (from ``perplexity``, ``metric``, ``neighbors``,
         ``method`` and ``random_state``). Pass them to :meth:`fit` in place of X, of this estimator or of
         another (another ``init`` or ``random_state``, say), to skip the kNN search and the calibration; the
@@ -209,11 +213,15 @@ class _BaseSNE(Estimator):
         Parameters
         ----------
         X : array of shape (n_samples, n_features), or (n_samples, n_samples) with ``metric="precomputed"``
+        seeds : int array (n_samples, m) or None
+            Candidate neighbours for the approximate kNN search to start from, e.g. the ``knn_indices`` of the
+            affinities of the same points at an earlier snapshot (see :func:`repviz.neighbors.knn`).
         """
         self._validate_params()
         X, _, scale = self._check_input(X)
         knn_seed = int(rng_from(self.random_state).integers(2**31 - 1))
-        return self._affinities(X, knn_seed, _Log(self._log_name, self.verbose, self.max_iter, None), scale)
+        return self._affinities(X, knn_seed, _Log(self._log_name, self.verbose, self.max_iter, None), scale,
+                                seeds)
 
     def prepare_embedding(self, X) -> TSNEEmbedding:
         """The :class:`~repviz.manifold.tsne.TSNEEmbedding` that :meth:`fit` optimises, before its first
@@ -291,6 +299,7 @@ class _BaseSNE(Estimator):
         self.perplexity_ = embedding.affinities.perplexity
         self.method_ = embedding.method
         self.affinities_ = embedding.affinities.P
+        self.knn_indices_ = embedding.affinities.knn_indices
         self.n_features_in_ = embedding.affinities.n_features
         self.timings_ = log.timings
         # what transform places new points against (None from precomputed affinities or distances)
@@ -426,6 +435,8 @@ class TSNE(_BaseSNE):
     method_ : str
         The method used; with "auto" in 2-D, the repulsion methods it chose: "direct", "fft" or "fft+direct".
     affinities_ : scipy.sparse.csr_matrix, the joint P (:meth:`prepare_affinities` gives it with what built it).
+    knn_indices_ : int32 array (n_samples, n_neighbors) or None
+        The kNN graph P was calibrated on (None with the exact gradient).
     timings_ : dict of seconds per phase ("kNN" and "affinities" unless X was precomputed affinities,
         "initialisation", "early exaggeration", "optimisation").
 
@@ -533,7 +544,7 @@ class SNE(_BaseSNE):
     Attributes
     ----------
     embedding_, kl_divergence_, n_iter_, early_learning_rate_, learning_rate_, perplexity_, method_,
-    affinities_, timings_ :
+    affinities_, knn_indices_, timings_ :
         as in :class:`TSNE`.
 
     Examples
