@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -48,7 +49,10 @@ MODES = {"plain": {}, "every epoch": {"freq": 1}, "every 50 batches": {"batch_fr
          "every 50 batches paired": {"batch_freq": 100}, "every epoch + tsne": {"freq": 1, "embed": "tsne"},
          # issue #30: batch snapshots of a 1,000-point subset of the probe (the first snapshot holds the whole probe)
          "every 50 batches on 1000 probes": {"batch_freq": 50, "batch_probe": 1000},
-         "every 50 batches on 1000 probes paired": {"batch_freq": 100, "batch_probe": 1000}}
+         "every 50 batches on 1000 probes paired": {"batch_freq": 100, "batch_probe": 1000},
+         # issue #30: the logger's cost split into the probe's own forward pass and the rest (see split_ratios)
+         "every 50 batches split": {"batch_freq": 100, "split": True},
+         "every 50 batches on 1000 probes split": {"batch_freq": 100, "batch_probe": 1000, "split": True}}
 WINDOW = 50  # "paired": 50-batch windows, one with a snapshot at its start (every 100 batches), the next without
 BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}  # Keras backend -> the module it imports
 
@@ -80,11 +84,13 @@ def worker(args) -> None:
     model = build(args.model)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     callbacks, logdir = [], tempfile.mkdtemp(prefix="bench_capture_")
-    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0, "windows": []}
-    if args.mode.endswith("paired"):  # first in the list: a window's clock starts before its snapshot
+    spent = {"setup": 0.0, "snapshots": [], "writer": 0.0, "windows": [], "forward": [],
+             "flops": forward_flops(model), "rows": len(x)}
+    options = {k: v for k, v in MODES[args.mode].items() if k != "split"}
+    if _paired(args.mode):  # first in the list: a window's clock starts before its snapshot
         callbacks.append(_Windows(spent["windows"]))
-    if MODES[args.mode]:
-        logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **MODES[args.mode])
+    if options:
+        logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **options)
         begin, snapshot, end = logger.on_train_begin, logger._snapshot, logger.on_train_end
 
         def timed_begin(*a, **k):  # planning: dry run, manifest, probe, projection matrices
@@ -103,6 +109,8 @@ def worker(args) -> None:
             spent["setup"] += time.perf_counter() - t
 
         logger.on_train_begin, logger._snapshot, logger.on_train_end = timed_begin, timed_snapshot, timed_end
+        if MODES[args.mode].get("split"):
+            logger._snapshot = _alternate_forward_only(logger, timed_snapshot, spent["forward"])
         # the writer thread's CPU time (it also reduces each snapshot's last probe batch)
         part = next((p for p in ("_finish_snapshot", "_write_snapshot") if hasattr(logger, p)), None)
         if part:
@@ -133,6 +141,52 @@ def worker(args) -> None:
         BACKENDS[keras.backend.backend()]).__version__
     print(json.dumps({"versions": versions, "wall": wall, "cpu": cpu, **spent, "disk": disk, "snapshot_bytes": snapshot_bytes,
                       "rss": _peak_rss(), "rss_start": rss_start, "accuracy": history.history["accuracy"][-1]}))
+
+
+def _alternate_forward_only(logger, snapshot, times: list):
+    """``logger._snapshot`` for the split modes: snapshot 0 and every second batch snapshot after it as they are,
+    the others only the probe's forward pass that a snapshot runs (the same compiled capture function on the
+    same probe batches, its outputs discarded once computed; their time appended to ``times``). With a snapshot
+    every 100 batches, the 50-batch windows 1, 5, 9, ... start with a whole snapshot and 3, 7, 11, ... with its
+    forward pass alone."""
+    import keras
+
+    calls = itertools.count()
+
+    def split(step, rows=None, **info):
+        call = next(calls)
+        if call % 2 or call == 0:
+            return snapshot(step, rows, **info)
+        t = time.perf_counter()
+        for batch, _ in logger._probe_batches(rows):
+            if keras.backend.backend() == "jax":  # asynchronous dispatch: wait for the values
+                import jax
+
+                jax.block_until_ready(batch)
+        times.append(time.perf_counter() - t)
+        return None
+
+    return split
+
+
+def forward_flops(model) -> int:
+    """Floating-point operations of one sample's forward pass, from the layers' shapes: 2 per multiply-add of the
+    Dense and convolution layers (pooling, activations and biases, under 1 % here, left out)."""
+    import keras
+
+    total = 0
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Dense):
+            total += 2 * int(layer.kernel.shape[0]) * int(layer.units)
+        elif isinstance(layer, keras.layers.Conv2D):
+            kernel = np.prod(layer.kernel.shape)  # kh x kw x channels in x filters
+            total += 2 * int(np.prod(layer.output.shape[1:-1])) * int(kernel)
+    return total
+
+
+def _paired(mode: str) -> bool:
+    """Whether ``mode`` times 50-batch windows (every 100 batches: a snapshot window, then one without)."""
+    return mode.endswith(("paired", "split"))
 
 
 def _Windows(times: list):
@@ -166,6 +220,55 @@ def paired_ratios(windows: list[float]) -> np.ndarray:
 def paired_overhead(windows: list[float]) -> float:
     """The median of :func:`paired_ratios` of one fit."""
     return float(np.median(paired_ratios(windows)))
+
+
+def split_ratios(windows: list[float]) -> dict[str, np.ndarray]:
+    """For the split modes: per cycle of four 50-batch windows (a whole snapshot at the start of window
+    ``c = 1, 5, 9, ...``, the forward pass alone at the start of ``c + 2``, none in ``c - 1``, ``c + 1``, ``c + 3``),
+    the base (the mean of the three windows without) and, against it, the whole snapshot's window, the forward
+    pass's window, and their difference: what the logger adds beyond the forward pass, in the same fit and the
+    same few seconds. Also that difference and the forward pass's excess in seconds."""
+    w = np.asarray(windows)
+    c = np.arange(1, len(w) - 3, 4)
+    base = (w[c - 1] + w[c + 1] + w[c + 3]) / 3
+    return {"logger": w[c] / base - 1, "forward": w[c + 2] / base - 1, "beyond": (w[c] - w[c + 2]) / base,
+            "beyond_s": w[c] - w[c + 2], "forward_s": w[c + 2] - base}
+
+
+def report_split(model: str, mode: str, rounds: list[dict], args) -> list[str]:
+    """The rows of the split table for ``mode`` (paired medians over the rounds, the set-up and final wait added as
+    their share of the round's plain fit); with the whole probe also per-epoch snapshots, projected from the
+    per-snapshot seconds of the same windows."""
+    rs = [r[mode] for r in rounds]
+    each = [split_ratios(r["windows"]) for r in rs]
+    fixed = [r["setup"] / p["plain"]["wall"] for r, p in zip(rs, rounds)]
+    plain = float(np.median([p["plain"]["wall"] for p in rounds]))
+    load = float(np.median([r["load"] for r in rs]))
+    probe = MODES[mode].get("batch_probe", args.probe)
+    batches = 2 * WINDOW  # a paired window stands for a snapshot every WINDOW batches
+    flops = rs[0]["flops"]
+    share = probe * flops / (3 * flops * WINDOW * 128)
+    # the cycles of all rounds pooled, each with its round's set-up and final wait added to the logger's windows
+    pooled = {k: np.concatenate([e[k] + (f if k in ("logger", "beyond") else 0) for e, f in zip(each, fixed)])
+              for k in each[0]}
+    med = {k: float(np.median(v)) for k, v in pooled.items()}
+    q1, q3 = np.percentile(pooled["beyond"], [25, 75])
+    snap = float(np.median([np.median(r["snapshots"][1:]) for r in rs]))
+    fwd_s = float(np.median([np.median(r["forward"]) for r in rs]))
+    rows = [f"{model:<5} {f'every {batches // 2} batches, {probe} probes':<30} {plain:7.1f} {100 * med['logger']:+7.1f}% "
+            f"{100 * med['forward']:+8.1f}% {100 * share:8.1f}% {100 * med['beyond']:+8.1f}% "
+            f"({100 * q1:+.1f} to {100 * q3:+.1f}, {len(pooled['beyond'])} cycles; on the training thread a snapshot "
+            f"{snap:.3f} s, its forward pass {fwd_s:.3f} s) {load:5.2f}"]
+    if "batch_probe" not in MODES[mode]:  # the whole probe: what each per-epoch snapshot runs
+        snaps = args.epochs + 1
+        epoch_share = snaps * args.probe / (3 * rs[0]["rows"] * args.epochs)
+        fwd = np.concatenate([snaps * e["forward_s"] / p["plain"]["wall"] for e, p in zip(each, rounds)])
+        beyond_e = np.concatenate([(snaps * e["beyond_s"] + r["setup"]) / p["plain"]["wall"]
+                                   for e, r, p in zip(each, rs, rounds)])
+        rows.append(f"{model:<5} {f'every epoch, {args.probe} probes':<30} {plain:7.1f} {'-':>8} "
+                    f"{100 * float(np.median(fwd)):+8.1f}% {100 * epoch_share:8.1f}% {100 * float(np.median(beyond_e)):+8.1f}% "
+                    f"({snaps} snapshots x the seconds per snapshot above + set-up) {load:5.2f}")
+    return rows
 
 
 def _reset_peak_rss() -> int:
@@ -237,7 +340,7 @@ def report(model: str, modes: list[str], rounds: list[dict]) -> dict[str, float]
               f"{spent:6.2f} s {100 * spent / wall:4.1f}% {setup:5.2f}s {steady:7.3f} s {writer:5.2f}s {100 * cpu:+6.1f}% "
               f"{(rss - base_rss) / 2**20:+4.0f} MB {per_disk / 2**20:7.1f} MB {load:5.2f}", flush=True)
         print(f"      vs plain in each round: {', '.join(f'{100 * v:+.1f}%' for v in each)}")
-        if mode.endswith("paired"):
+        if mode.endswith("paired"):  # (the split modes have their own table)
             pairs = [paired_overhead(r[mode]["windows"]) for r in rounds]
             fixed = [r[mode]["setup"] / r["plain"]["wall"] for r in rounds]
             total = overheads[mode] = float(np.median([p + f for p, f in zip(pairs, fixed)]))
@@ -297,6 +400,12 @@ def main() -> None:
                 rounds.append({mode: run_one(model, mode, args, backend) for mode in modes})
             print(f"({rounds[0]['plain']['versions']})")
             summary.append((backend, model, report(model, modes, rounds)))
+            split = [row for mode in modes if MODES[mode].get("split") for row in report_split(model, mode, rounds, args)]
+            if split:
+                head = (f"{'model':<5} {'snapshots':<30} {'plain s':>7} {'logger':>8} {'forward':>9} {'FLOPs':>9} "
+                        f"{'beyond':>9}")
+                print("\nthe logger's cost split (paired: medians over the cycles of all rounds):\n" + head + "\n" + "-" * len(head))
+                print("\n".join(split))
     if len(summary) > 1:
         print("\nper backend, against the plain fit on the same backend (medians):")
         for backend, model, overheads in summary:

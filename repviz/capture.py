@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -621,19 +621,14 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         the last batch's outputs to the background writer as they are: it reduces them (on that one thread) and
         stores the snapshot while training goes on."""
         self._report(self._background.done())  # also raises here what failed in the writer since
-        if self._run_fn is None:
-            self._run_fn = self._capture_fn(self._target())
-            _SKETCH_KERNEL.join()
-        x, n, size = ((self._x, self.n_probe, self._batch_rows) if rows is None else
-                      (self._subset_x, len(rows), self._subset_batch_rows))
+        n = self.n_probe if rows is None else len(rows)
         named = len(self._outputs) > 1  # a single-output run writes what it always did: no output name
         acts = [self._writer.activation_blocks(c.name, step, (n, c.width), self.dtype) for c in self._captures]
         preds = [self._writer.prediction_blocks(step, (n, *o.sample_shape), output=o.name if named else None,
                                                 primary=i == 0) for i, o in enumerate(self._outputs)]
         try:
-            for start in range(0, n, size):
-                batch = self._run_fn(keras.tree.map_structure(lambda a, s=start: a[s:s + size], x))
-                if start + size < n:
+            for batch, final in self._probe_batches(rows):
+                if not final:
                     self._store_batch(batch, acts, preds)
         except BaseException:
             _abandon(acts + preds)
@@ -641,6 +636,18 @@ class ActivationLogger(ChiefOnly, keras.callbacks.Callback):
         last = [batch]  # the writer drops it once stored: the job itself must not keep it alive
         info = info if rows is None else {**info, "rows": rows}  # the store's rows= of every array
         self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds))
+
+    def _probe_batches(self, rows: np.ndarray | None = None) -> Iterator[tuple[tuple, bool]]:
+        """A snapshot's forward pass: the outputs of each probe batch (of the positions ``rows`` only, when given)
+        as the capture function computes them, each with whether it is the last; nothing is stored (what
+        ``benchmarks/bench_capture.py`` times as the probe's own cost)."""
+        if self._run_fn is None:
+            self._run_fn = self._capture_fn(self._target())
+            _SKETCH_KERNEL.join()
+        x, n, size = ((self._x, self.n_probe, self._batch_rows) if rows is None else
+                      (self._subset_x, len(rows), self._subset_batch_rows))
+        for start in range(0, n, size):
+            yield self._run_fn(keras.tree.map_structure(lambda a, s=start: a[s:s + size], x)), start + size >= n
 
     def _store_batch(self, batch: tuple, acts: list[store.ArrayBlocks], preds: list[store.ArrayBlocks],
                      threads: int | None = None) -> None:

@@ -172,3 +172,22 @@ def test_freq_with_batch_freq_and_batch_probe_adds_whole_probe_snapshots_after_t
     assert [s for s in run.steps() if len(run.rows("hidden", s)) == N] == whole
     assert [r["epoch"] for r in run.records() if r.get("layer") == "hidden" and r["step"] in whole] == [0, 1, 2]
     assert run.manifest["schedule"] == {"unit": "batch", "every": batch_freq, "after_epochs": 1}
+
+
+def test_the_forward_pass_alone_runs_the_probe_batches_a_snapshot_stores(tmp_path):
+    """``_probe_batches`` (what ``bench_capture.py`` times as the probe's own cost, beside the whole logger) runs
+    the same batches of the same rows through the same function as the snapshot: after training, its outputs are
+    the last snapshot's stored values, batch by batch, the last one flagged."""
+    x, y = _data()
+    model = _model()
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    logger = ActivationLogger(tmp_path / "run", probe=(x[:N], y[:N]), batch_freq=2, batch_probe=8, batch_size=3)
+    model.fit(x, y, epochs=1, batch_size=16, shuffle=False, verbose=0, callbacks=[logger])
+    run = repviz.open_logdir(tmp_path).run("run")
+    batches = list(logger._probe_batches(run.rows("hidden", 4)))
+    assert [final for _, final in batches] == [False, False, True]
+    hidden = [c.name for c in logger._captures].index("hidden")
+    assert [len(b[0][hidden]) for b, _ in batches] == [3, 3, 2]
+    np.testing.assert_array_equal(np.concatenate([np.asarray(b[0][hidden]) for b, _ in batches]),
+                                  run.activations("hidden", 4))
+    np.testing.assert_array_equal(np.concatenate([np.asarray(b[1][0]) for b, _ in batches]), run.predictions(4))
