@@ -21,6 +21,15 @@ batches paired" (run by default) measures the same overhead within one fit: it c
 50-batch window that starts with a snapshot (whose background write falls in it too) with the windows either
 side, which share the load of the moment; the set-up and final wait are added as their share of the plain fit.
 
+The modes "every 50 batches split" and "every 50 batches on 1000 probes split" (issue #30) split the logger's cost
+into the probe's own forward pass and the rest (copies, sketches, checksums, writes, records): one fit snapshots
+every 100 batches, alternately the whole snapshot and its forward pass alone (the logger's own capture function on
+the same probe batches, outputs discarded), and each cycle of four 50-batch windows compares the two with the
+windows without. A table prints, per setting, the logger's share, the forward pass's measured share and its
+analytic FLOP share (probe rows x forward FLOPs per snapshot over 3 x forward FLOPs x the samples trained on), and
+the logger's cost beyond the forward pass; per-epoch snapshots of the whole probe are projected from the seconds
+per snapshot of the same windows.
+
 ``--backend`` (comma-separated, default tensorflow) runs the same table on each Keras backend, each fit in a process
 with ``KERAS_BACKEND`` set, and ends with one line per backend and model: the overhead against the plain fit on the
 same backend (every epoch; every 50 batches, paired). A backend whose package is not installed is said so in one line
