@@ -5,7 +5,8 @@
 // would draw the points a selection dims, and those fading in or out, opaque or not at all, where selected points
 // keep their outline either way); a frame may fade points in and out by w (points.js builds such frames). Small views (the grid's cells) share
 // one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
-// overlays (overlay.js) stay in register with pan and zoom.
+// overlays (overlay.js) stay in register with pan and zoom. Every context is made without multisampling
+// (`plainRenderer`).
 import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
 
 /**
@@ -64,11 +65,25 @@ export function toPlot(frame, cx, cy) {
 }
 
 /**
+ * A regl-scatterplot renderer on a WebGL context without multisampling. regl-scatterplot asks for an antialiased
+ * context, but it draws points, outlines and lasso into a float framebuffer and puts only one full-screen triangle
+ * into the context itself, so multisampling changes no pixel; it costs a 4-sample clear and resolve of the whole
+ * buffer every frame: in software WebGL about a third of a frame of 1,000 points (issue 30). A canvas
+ * keeps the attributes of its first getContext call, so regl-scatterplot's own call gets this context.
+ * The caller sizes the buffer (`resize`): regl-scatterplot follows the window only for renderers it makes itself.
+ */
+function plainRenderer() {
+  const canvas = document.createElement("canvas");
+  canvas.getContext("webgl", { antialias: false, preserveDrawingBuffer: true });
+  return createRenderer({ canvas });
+}
+
+/**
  * One WebGL context for many small scatters, drawing into a buffer the size of one cell (`resize`), each plot
  * copying its picture into its own 2-D canvas.
  */
 export function sharedRenderer() {
-  return createRenderer({ canvas: document.createElement("canvas") });
+  return plainRenderer();
 }
 
 /** Point size in CSS pixels that keeps n points legible without one blot. */
@@ -90,7 +105,13 @@ export class Scatter {
     this.small = small;
     this.fast = false; // drawing square points (PERFORMANCE_AT)
     this._handlers = handlers;
-    this._renderer = renderer;
+    this._ownRenderer = !renderer; // a plot of its own: a renderer the window's size, kept across _create
+    this._renderer = renderer ?? plainRenderer();
+    if (this._ownRenderer) {
+      this._onResize = () => this._renderer.resize();
+      this._onResize();
+      window.addEventListener("resize", this._onResize);
+    }
     this._settings = {}; // what `set` gave the plot, given again to a plot made anew
     this._pending = null; // the latest draw request waiting for the running one
     this._running = false;
@@ -258,6 +279,10 @@ export class Scatter {
   destroy() {
     this._pending = null;
     this._plot.destroy();
+    if (this._ownRenderer) {
+      window.removeEventListener("resize", this._onResize);
+      this._renderer.destroy();
+    }
   }
 
   _startFrameClock() {
