@@ -7,13 +7,15 @@
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
 // Instrumentation (read by tests/browser and benchmarks/bench_plugin.py, nothing else):
-//   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, gridDraws, gridDrawnMs, gridCells,
-//                           metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories, metaPositions, overlayDraws,
-//                           exported, similarityDraws, similarityLayout, similarityShown, similarityPairs}
+//   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, transitionFrameMs, gridDraws,
+//                           gridDrawnMs, gridCells, metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories,
+//                           metaPositions, overlayDraws, exported, similarityDraws, similarityLayout, similarityShown,
+//                           similarityPairs}
 //   draws: completed draws of the main view; n: points in the last one; drawnMs: from the user's choice of a
 //   representation to its draw having completed; transitionFrames: frame intervals (ms) during the last animated
-//   transition; gridDrawnMs: from showing the grid to every cell drawn (gridLayoutMs: of which creating the
-//   cells' plots); metaDrawnMs: one draw of the meta map;
+//   transition; transitionFrameMs: how long each of its frames took from the frame's start to its picture in the
+//   canvas (an interval rounds that up to whole display refreshes); gridDrawnMs: from showing the grid to every
+//   cell drawn (gridLayoutMs: of which creating the cells' plots); metaDrawnMs: one draw of the meta map;
 //   metaShownMs: from showing the meta map (or picking one) to its first draw, fetch included;
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export;

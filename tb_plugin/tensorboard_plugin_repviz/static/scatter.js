@@ -111,6 +111,7 @@ export class Scatter {
       this._onResize = () => this._renderer.resize();
       this._onResize();
       window.addEventListener("resize", this._onResize);
+      this._renderer.onFrame(() => (this._frameStart = performance.now())); // before the plot's: made first
     }
     this._settings = {}; // what `set` gave the plot, given again to a plot made anew
     this._pending = null; // the latest draw request waiting for the running one
@@ -149,6 +150,7 @@ export class Scatter {
     if (!small) {
       this._plot.subscribe("transitionStart", () => this._startFrameClock());
       this._plot.subscribe("transitionEnd", () => this._stopFrameClock());
+      if (this._ownRenderer) this._plot.subscribe("drawing", () => this._frameDrawn());
     }
     this._plot.set(this._settings);
   }
@@ -290,12 +292,19 @@ export class Scatter {
     let last = null;
     const times = [];
     stats.transitionFrames = times;
+    stats.transitionFrameMs = [];
     const tick = (now) => {
       if (last !== null) times.push(now - last);
       last = now;
       if (this._clock) this._clock = requestAnimationFrame(tick);
     };
     this._clock = requestAnimationFrame(tick);
+  }
+
+  /** While animating: how long the renderer took from the start of this frame to its picture in the canvas (the
+   * frame intervals round that up to whole display refreshes). */
+  _frameDrawn() {
+    if (this._clock) window.__repvizStats.transitionFrameMs.push(performance.now() - this._frameStart);
   }
 
   _stopFrameClock() {
