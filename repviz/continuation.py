@@ -58,7 +58,7 @@ def continue_tsne(X: np.ndarray, previous: np.ndarray, params: dict, continuatio
         The pipeline's continuation settings: ``rescale_init`` (bool: rescale ``previous`` to standard deviation
         1e-4 first), ``neighbour_start`` (int: iterations in all from a kept moved start; None: no race) and
         TSNE parameters that override ``params`` (the pipeline's: ``early_exaggeration_iter=0``, the only value
-        allowed, ``max_iter=300`` and ``tol=5e-3``).
+        allowed, ``max_iter=300`` and ``tol=2e-2``).
     memo : dict or None
         What the chain carries from one snapshot to the next (of the same points): ``"knn_indices"``, the
         previous snapshot's kNN graph, is read to start the search from and replaced by this snapshot's.

@@ -18,10 +18,10 @@ Alignment (``align=``)
     positions there (at 4n: that layout is contracted and re-expands), which lets points whose neighbourhood
     changed jump to it instead of crawling there. If the moved start has the lower KL divergence by then, it
     goes on to 120 iterations in all; otherwise the previous layout runs for at most 300, stopping once the KL
-    divergence's change over the last 25 iterations, extrapolated over the iterations left, is below 0.5 % (a
-    snapshot that barely changed costs 30 + 50 iterations). On the demo's and ``bench_pipeline.py``'s chains
-    the final KL is a median 4 % below that of 300 plain iterations from the previous layout, at half the time
-    or less (``benchmarks/bench_continuation.py``). Snapshot 0 gets the method's own initialisation (PCA for
+    divergence's change over the last 25 iterations, extrapolated over the iterations left, is below 2 % (a
+    snapshot that barely changed costs 30 + 50 iterations). On ``bench_pipeline.py``'s chains the final KL is a
+    median 5 % below that of 300 plain iterations from the previous layout, at most 1.4 % above, at half the
+    time or less (``benchmarks/bench_continuation.py``). Snapshot 0 gets the method's own initialisation (PCA for
     t-SNE). The other methods (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA,
     force-directed, LDA, whitening, ICA, SFA, autoencoder) are computed independently, then rotated/reflected
     onto snapshot k−1 by orthogonal Procrustes (:func:`repviz.align.align_to`; distances are untouched).

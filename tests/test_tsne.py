@@ -717,11 +717,12 @@ def test_sparse_input_and_sparse_neighbour_graphs():
 
 def test_pipeline_cache_key_kept():
     """scikit-learn's options at their defaults leave the pipeline's t-SNE key as it was; only the new
-    learning_rate="auto" rule (new layouts below 300 points) changed it (tsne-aa1eb71325 at 39b5a74)."""
+    learning_rate="auto" rule (new layouts below 300 points) changed it (tsne-aa1eb71325 at 39b5a74), then the
+    continuation's tol of issue #30 (tsne-9a752e0abc at 2eccb29): new layouts after the first snapshot."""
     from repviz.methods import resolve
 
-    assert resolve("tsne").key == "tsne-9a752e0abc"
-    assert resolve("tsne", {"min_grad_norm": 1e-7}).key != "tsne-9a752e0abc"
+    assert resolve("tsne").key == "tsne-9b7b3d880d"
+    assert resolve("tsne", {"min_grad_norm": 1e-7}).key != "tsne-9b7b3d880d"
 
 
 def test_auto_learning_rate_small_n():
