@@ -97,7 +97,7 @@ def worker(args) -> None:
              "flops": forward_flops(model), "rows": len(x)}
     options = {k: v for k, v in MODES[args.mode].items() if k != "split"}
     if _paired(args.mode):  # first in the list: a window's clock starts before its snapshot
-        callbacks.append(_Windows(spent["windows"]))
+        callbacks.append(_Windows(spent["windows"], spent.setdefault("cpu_windows", [])))
     if options:
         logger = ActivationLogger(os.path.join(logdir, "run"), probe=probe, **options)
         begin, snapshot, end = logger.on_train_begin, logger._snapshot, logger.on_train_end
@@ -198,21 +198,23 @@ def _paired(mode: str) -> bool:
     return mode.endswith(("paired", "split"))
 
 
-def _Windows(times: list):
-    """A callback appending the wall time of every ``WINDOW`` consecutive training batches to ``times``."""
+def _Windows(times: list, cpu_times: list):
+    """A callback appending the wall time of every ``WINDOW`` consecutive training batches to ``times``, and the
+    process's CPU time in it (every thread: training, the writer, the sketch) to ``cpu_times``."""
     import keras
 
     class Windows(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            self.batches, self.start = 0, None
+            self.batches, self.start, self.cpu = 0, None, None
 
         def on_train_batch_end(self, batch, logs=None):
             self.batches += 1
             if self.batches % WINDOW == 0:
-                now = time.perf_counter()
+                now, cpu = time.perf_counter(), time.process_time()
                 if self.start is not None:
                     times.append(now - self.start)
-                self.start = now
+                    cpu_times.append(cpu - self.cpu)
+                self.start, self.cpu = now, cpu
 
     return Windows()
 
@@ -262,21 +264,34 @@ def report_split(model: str, mode: str, rounds: list[dict], args) -> list[str]:
               for k in each[0]}
     med = {k: float(np.median(v)) for k, v in pooled.items()}
     q1, q3 = np.percentile(pooled["beyond"], [25, 75])
+    # the same on the process's CPU time per window: the work each adds, which a busy machine's other load slows
+    # down but does not add to (training keeps both cores busy, so on a quiet machine CPU share ~ wall share)
+    cpu = {k: np.concatenate([split_ratios(r["cpu_windows"])[k] for r in rs]) for k in ("logger", "forward", "beyond")}
+    c1, c3 = np.percentile(cpu["beyond"], [25, 75])
     snap = float(np.median([np.median(r["snapshots"][1:]) for r in rs]))
     fwd_s = float(np.median([np.median(r["forward"]) for r in rs]))
     rows = [f"{model:<5} {f'every {batches // 2} batches, {probe} probes':<30} {plain:7.1f} {100 * med['logger']:+7.1f}% "
             f"{100 * med['forward']:+8.1f}% {100 * share:8.1f}% {100 * med['beyond']:+8.1f}% "
-            f"({100 * q1:+.1f} to {100 * q3:+.1f}, {len(pooled['beyond'])} cycles; on the training thread a snapshot "
-            f"{snap:.3f} s, its forward pass {fwd_s:.3f} s) {load:5.2f}"]
+            f"{100 * np.median(cpu['logger']):+7.1f}% {100 * np.median(cpu['forward']):+7.1f}% "
+            f"{100 * np.median(cpu['beyond']):+7.1f}% {load:5.2f}  (beyond: quartiles {100 * q1:+.1f} to "
+            f"{100 * q3:+.1f}%, CPU {100 * c1:+.1f} to {100 * c3:+.1f}%, {len(pooled['beyond'])} cycles; on the "
+            f"training thread a snapshot {snap:.3f} s, its forward pass {fwd_s:.3f} s)"]
     if "batch_probe" not in MODES[mode]:  # the whole probe: what each per-epoch snapshot runs
         snaps = args.epochs + 1
         epoch_share = snaps * args.probe / (3 * rs[0]["rows"] * args.epochs)
         fwd = np.concatenate([snaps * e["forward_s"] / p["plain"]["wall"] for e, p in zip(each, rounds)])
         beyond_e = np.concatenate([(snaps * e["beyond_s"] + r["setup"]) / p["plain"]["wall"]
                                    for e, r, p in zip(each, rs, rounds)])
+        # CPU: the extra CPU seconds of the snapshots (and of the set-up and final wait, counted as wall) against
+        # the plain fit's CPU time
+        cpu_e = [split_ratios(r["cpu_windows"]) for r in rs]
+        fwd_c = np.concatenate([snaps * e["forward_s"] / p["plain"]["cpu"] for e, p in zip(cpu_e, rounds)])
+        beyond_c = np.concatenate([(snaps * e["beyond_s"] + r["setup"]) / p["plain"]["cpu"]
+                                   for e, r, p in zip(cpu_e, rs, rounds)])
         rows.append(f"{model:<5} {f'every epoch, {args.probe} probes':<30} {plain:7.1f} {'-':>8} "
                     f"{100 * float(np.median(fwd)):+8.1f}% {100 * epoch_share:8.1f}% {100 * float(np.median(beyond_e)):+8.1f}% "
-                    f"({snaps} snapshots x the seconds per snapshot above + set-up) {load:5.2f}")
+                    f"{'-':>8} {100 * np.median(fwd_c):+7.1f}% {100 * np.median(beyond_c):+7.1f}% {load:5.2f}  "
+                    f"({snaps} snapshots x the seconds per snapshot above, + set-up and final wait)")
     return rows
 
 
@@ -412,7 +427,7 @@ def main() -> None:
             split = [row for mode in modes if MODES[mode].get("split") for row in report_split(model, mode, rounds, args)]
             if split:
                 head = (f"{'model':<5} {'snapshots':<30} {'plain s':>7} {'logger':>8} {'forward':>9} {'FLOPs':>9} "
-                        f"{'beyond':>9}")
+                        f"{'beyond':>9} {'CPU:log':>8} {'fwd':>8} {'beyond':>8} {'load':>5}")
                 print("\nthe logger's cost split (paired: medians over the cycles of all rounds):\n" + head + "\n" + "-" * len(head))
                 print("\n".join(split))
     if len(summary) > 1:
