@@ -275,7 +275,9 @@ def report_split(model: str, mode: str, rounds: list[dict], args) -> list[str]:
             f"{100 * np.median(cpu['logger']):+7.1f}% {100 * np.median(cpu['forward']):+7.1f}% "
             f"{100 * np.median(cpu['beyond']):+7.1f}% {load:5.2f}  (beyond: quartiles {100 * q1:+.1f} to "
             f"{100 * q3:+.1f}%, CPU {100 * c1:+.1f} to {100 * c3:+.1f}%, {len(pooled['beyond'])} cycles; on the "
-            f"training thread a snapshot {snap:.3f} s, its forward pass {fwd_s:.3f} s)"]
+            f"training thread a snapshot {snap:.3f} s, its forward pass {fwd_s:.3f} s; forward FLOPs "
+            f"{probe * flops / 1e9:.2f} G per snapshot, training {3 * flops * WINDOW * 128 / 1e9:.2f} G per {WINDOW} "
+            f"batches)"]
     if "batch_probe" not in MODES[mode]:  # the whole probe: what each per-epoch snapshot runs
         snaps = args.epochs + 1
         epoch_share = snaps * args.probe / (3 * rs[0]["rows"] * args.epochs)
