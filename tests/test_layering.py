@@ -1,13 +1,17 @@
 """The import structure of docs/ARCHITECTURE.md: floors, no cycles, no private names across modules.
 
-Read from the source with ``ast`` (imports inside functions included: a lazy import still ties two modules), so a
-module that imports back up a floor, a cycle, or a private name borrowed from another module fails here with the
-offending import named.
+Read from the source with ``ast``, so a module that imports back up a floor, a cycle, a private name borrowed from
+another module, or a package it must keep out fails here with the offending line named. An import is any way one
+module reaches another: ``import`` statements (inside functions too: a lazy import still ties two modules), a
+``"package.module:attr"`` string that a registry loads later, a package's lazy ``_EXPORTS`` table, and a private
+name read through a module's attribute (``store._choices``). A call of ``importlib.import_module`` or
+``__import__`` whose target this file cannot read is refused unless :data:`DYNAMIC` names the module and why.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = {"repviz": REPO / "repviz", "tensorboard_plugin_repviz": REPO / "tb_plugin" / "tensorboard_plugin_repviz"}
 
 # The floors of docs/ARCHITECTURE.md, lowest first: a module may import modules of its own floor or below. The
-# first pattern that matches a module's name gives its floor ("pkg.*" matches the package and everything in it).
+# most specific pattern that matches a module's name gives its floor: an exact name before "pkg.*", and a longer
+# "pkg.*" before a shorter one ("pkg.*" matches the package and everything in it).
 FLOORS = [
     ("foundations", ["repviz.version", "repviz._validation", "repviz._kernels", "repviz._rows", "repviz.progress",
                      "repviz.workers", "repviz.store", "repviz.metadata", "repviz.datasets", "repviz.align", "repviz.chief",
@@ -44,6 +49,12 @@ FORBIDDEN = {
 }
 # Only these may import Dask.
 DASK = {"repviz.distributed"}
+# Only these may import Keras or TensorFlow (docs/ARCHITECTURE.md): capture, the datasets Keras users load, the
+# showcase's networks and the autoencoder estimator, which trains a Keras model.
+KERAS = {"repviz.capture", "repviz.capture.*", "repviz.datasets", "repviz.networks", "repviz.manifold.autoencoder"}
+# Modules that call importlib.import_module with a target computed at run time, and where this file reads it.
+DYNAMIC = {"repviz.methods": "loads the 'package.module:attr' targets of its registrations, read here as imports "
+                           "of the module whose string names them"}
 
 
 def _modules() -> dict[str, Path]:
@@ -64,23 +75,28 @@ def _matches(module: str, pattern: str) -> bool:
     return module == pattern
 
 
+def _specificity(pattern: str) -> tuple[int, int]:
+    """An exact name is more specific than any "pkg.*"; a longer "pkg.*" more than a shorter one."""
+    return (0 if pattern.endswith(".*") else 1, len(pattern))
+
+
 def floor_of(module: str) -> int:
-    for i, (_, patterns) in enumerate(FLOORS):
-        if any(_matches(module, p) for p in patterns):
-            return i
-    raise LookupError(f"{module} is on no floor of tests/test_layering.py's FLOORS; add it where it belongs "
-                      f"(and to docs/ARCHITECTURE.md)")
+    matched = [(_specificity(p), i) for i, (_, patterns) in enumerate(FLOORS) for p in patterns if _matches(module, p)]
+    if not matched:
+        raise LookupError(f"{module} is on no floor of tests/test_layering.py's FLOORS; add it where it belongs "
+                          f"(and to docs/ARCHITECTURE.md)")
+    return max(matched)[1]
 
 
 class Import:
-    """One imported name: the module it comes from, the name (None for ``import x``), and where."""
+    """One way ``source`` reaches another module: the module, the name taken (None for ``import x``), and where."""
 
-    def __init__(self, source: str, target: str, name: str | None, line: int):
-        self.source, self.target, self.name, self.line = source, target, name, line
+    def __init__(self, source: str, target: str, name: str | None, line: int, how: str = "imports"):
+        self.source, self.target, self.name, self.line, self.how = source, target, name, line, how
 
     def __repr__(self) -> str:
         what = self.target if self.name is None else f"{self.name} from {self.target}"
-        return f"{self.source}:{self.line} imports {what}"
+        return f"{self.source}:{self.line} {self.how} {what}"
 
     @property
     def module(self) -> str:
@@ -90,11 +106,50 @@ class Import:
         return self.target
 
 
-def imports_of(module: str) -> list[Import]:
-    path = MODULES[module]
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+# "package.module:attr", as a registry spells what it loads later (the module part must name a package of ours)
+_TARGET = re.compile(r"((?:%s)(?:\.\w+)*):(\w*)" % "|".join(PACKAGES))
+_DYNAMIC_CALLS = {"import_module", "__import__"}
+
+
+def _string_target(node: ast.AST, inside_fstring: set[int]) -> tuple[str, str] | None:
+    """(module, attr) of a "package.module:attr" string, or of an f-string that starts "package.module:"."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in inside_fstring:
+        found = _TARGET.fullmatch(node.value)
+        return (found.group(1), found.group(2)) if found and found.group(2) else None
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        found = _TARGET.fullmatch(str(node.values[0].value))
+        return (found.group(1), found.group(2)) if found else None
+    return None
+
+
+def _lazy_exports(tree: ast.Module) -> list[tuple[str, int]]:
+    """The submodules of a package's lazy ``_EXPORTS = {name: submodule}`` table, with the table's line."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "_EXPORTS" and isinstance(node.value, ast.Dict)):
+            return [(v.value, node.lineno) for v in node.value.values
+                    if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    return []
+
+
+def _called_name(node: ast.Call) -> str | None:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _parse(module: str, source: str | None = None) -> tuple[ast.Module, str]:
+    path = MODULES.get(module)
+    text = source if source is not None else path.read_text()
+    package = module if (path is not None and path.name == "__init__.py") else module.rpartition(".")[0]
+    return ast.parse(text, str(path or module)), package
+
+
+def imports_of(module: str, source: str | None = None) -> list[Import]:
+    """Every way ``module`` reaches another (``source`` stands in for its file, for the rule tests)."""
+    tree, package = _parse(module, source)
+    inside_fstring = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             target = node.module or ""
             if node.level:
@@ -103,7 +158,59 @@ def imports_of(module: str) -> list[Import]:
             found += [Import(module, target, alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.Import):
             found += [Import(module, alias.name, None, node.lineno) for alias in node.names]
+        elif (target := _string_target(node, inside_fstring)) is not None:
+            name, attr = target
+            found.append(Import(module, name, attr or None, node.lineno, "loads by string"))
+        elif (isinstance(node, ast.Call) and _called_name(node) in _DYNAMIC_CALLS and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            name = node.args[0].value
+            if name.startswith("."):
+                name = f"{package}{name}" if name != "." else package
+            found.append(Import(module, name, None, node.lineno, "loads by string"))
+    found += [Import(module, package, sub, line, "exports lazily") for sub, line in _lazy_exports(tree)]
     return found
+
+
+def unseen_loads(module: str, source: str | None = None) -> list[str]:
+    """Calls of import_module/__import__ whose target this file cannot read (nor the module's lazy table)."""
+    tree, _ = _parse(module, source)
+    lazy = bool(_lazy_exports(tree))
+    return [f"{module}:{node.lineno} loads a module named at run time ({_called_name(node)}); spell the target as "
+            f"a constant or a 'package.module:attr' string, or name the module in DYNAMIC"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and _called_name(node) in _DYNAMIC_CALLS
+            and not (node.args and isinstance(node.args[0], ast.Constant)) and not lazy and module not in DYNAMIC]
+
+
+def private_attributes(module: str, source: str | None = None) -> list[str]:
+    """Private names read through another module's attribute: ``from repviz import store; store._choices()``."""
+    tree, _ = _parse(module, source)
+    bound = {}  # local name -> the module of ours it is bound to
+    for i in imports_of(module, source):
+        if i.how != "imports":
+            continue
+        if i.name is None:
+            if i.module in MODULES:
+                bound[i.target.partition(".")[0]] = i.target.partition(".")[0]
+        elif i.module in MODULES and i.module != i.target:
+            bound[i.name] = i.module
+    aliases = {}
+    for node in ast.walk(tree):
+        for alias in getattr(node, "names", []) if isinstance(node, (ast.Import, ast.ImportFrom)) else []:
+            if alias.asname:
+                aliases[alias.asname] = bound.get(alias.name, alias.name)
+    bound.update({k: v for k, v in aliases.items() if v in MODULES})
+
+    def dotted(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return bound.get(node.id)
+        if isinstance(node, ast.Attribute) and (base := dotted(node.value)) is not None:
+            return f"{base}.{node.attr}" if f"{base}.{node.attr}" in MODULES else None
+        return None
+
+    return [f"{module}:{node.lineno} reads {node.attr} of {owner}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+            and (owner := dotted(node.value)) is not None and owner != module]
 
 
 def internal(imports: list[Import]) -> list[Import]:
@@ -152,12 +259,15 @@ def borrowed(imports: dict[str, list[Import]]) -> list[str]:
 
 
 def banned(imports: dict[str, list[Import]]) -> list[str]:
-    """Imports of packages a module must keep out (:data:`FORBIDDEN`, Dask outside :data:`DASK`)."""
+    """Imports of packages a module must keep out (:data:`FORBIDDEN`, Dask outside :data:`DASK`, Keras and
+    TensorFlow outside :data:`KERAS`)."""
     found = []
     for module, its in imports.items():
         names = set().union(*(names for pattern, names in FORBIDDEN.items() if _matches(module, pattern)))
         if module not in DASK:
             names |= {"dask", "distributed"}
+        if not any(_matches(module, pattern) for pattern in KERAS):
+            names |= {"keras", "tensorflow"}
         found += [repr(i) for i in its if any(i.module == b or i.module.startswith(b + ".") for b in names)]
     return found
 
@@ -170,6 +280,14 @@ def test_every_module_is_on_a_floor():
 @pytest.mark.parametrize("check", [upward, cycle, borrowed, banned])
 def test_the_tree_keeps_the_rule(check):
     assert not (found := check(ALL_IMPORTS)), "\n".join(found)
+
+
+def test_no_private_name_is_read_through_a_module():
+    assert not (found := [f for m in MODULES for f in private_attributes(m)]), "\n".join(found)
+
+
+def test_every_module_loaded_by_name_is_seen():
+    assert not (found := [f for m in MODULES for f in unseen_loads(m)]), "\n".join(found)
 
 
 def test_each_rule_catches_what_it_names():
@@ -187,3 +305,46 @@ def test_each_rule_catches_what_it_names():
     assert banned({"tensorboard_plugin_repviz.plugin": [imp("tensorboard_plugin_repviz.plugin", "repviz.capture",
                                                             "ActivationLogger")]})
     assert not banned({"repviz.distributed": [imp("repviz.distributed", "distributed", None)]})
+
+
+def test_a_private_name_read_through_an_attribute_is_caught():
+    """The first former blind spot: ``store._choices(...)`` borrowed a private name without importing it."""
+    for source in ("from repviz import store\nstore._choices([])\n",
+                   "import repviz.store as s\ns._choices([])\n",
+                   "import repviz.store\nrepviz.store._choices([])\n"):
+        assert private_attributes("repviz.pipeline", source) == [
+            "repviz.pipeline:2 reads _choices of repviz.store"], source
+    assert not private_attributes("repviz.pipeline", "from repviz import store\nstore.__name__, store.open_run\n")
+
+
+def test_a_module_loaded_by_a_string_is_an_import():
+    """The second former blind spot: modules loaded through importlib or a registry's "module:attr" string."""
+    registry = 'register_method("x", "repviz.cli:main")\nregister_method("y", f"repviz.pipeline:{name}")\n'
+    found = imports_of("repviz.store", registry)
+    assert [(i.module, i.how) for i in found] == [("repviz.cli", "loads by string"),
+                                                  ("repviz.pipeline", "loads by string")]
+    assert not imports_of("repviz.store", 'print(f"repviz: using {name}")\nprint("repviz: done")\n')
+    assert upward({"repviz.store": found})
+    lazy = '_EXPORTS = {"f": "cli"}\n'
+    assert [i.module for i in imports_of("repviz", lazy)] == ["repviz.cli"]
+    constant = 'import importlib\nimportlib.import_module("repviz.cli")\n'
+    assert upward({"repviz.store": imports_of("repviz.store", constant)})
+    computed = 'import importlib\nname = "repviz.cli"\nimportlib.import_module(name)\n'
+    assert unseen_loads("repviz.store", computed)
+    assert not unseen_loads("repviz.methods", computed)
+
+
+def test_a_module_takes_its_most_specific_floor():
+    """The third former blind spot: "repviz.similarity.*" matched before "repviz.similarity.figures", so the
+    figures module sat on the floor below the one the doc gives it."""
+    assert FLOORS[floor_of("repviz.similarity.figures")][0] == "applications"
+    assert FLOORS[floor_of("repviz.similarity.options")][0] == "foundations"
+    assert FLOORS[floor_of("repviz.meta.vectors")][0] == "numerics"
+    assert FLOORS[floor_of("repviz.meta.sources")][0] == "work on a log directory"
+
+
+def test_keras_stays_in_its_modules():
+    """Only the modules in KERAS may import Keras or TensorFlow, even lazily."""
+    assert banned({"repviz.export": [imp_ for imp_ in imports_of("repviz.export", "def f():\n    import keras\n")]})
+    assert banned({"repviz.metadata": imports_of("repviz.metadata", "from tensorflow import constant\n")})
+    assert not banned({"repviz.datasets": imports_of("repviz.datasets", "import keras\n")})
