@@ -425,6 +425,7 @@ def _add_meta(sub) -> None:
 
 def _run_meta(args) -> int:
     from .meta import MetaSNE
+    from .meta.sources import landmark_inputs
     from .progress import TerminalProgress
 
     bar = TerminalProgress("repviz meta", enabled=False if args.no_progress else None)
@@ -433,11 +434,10 @@ def _run_meta(args) -> int:
     names = runs or list(logdir.runs)
     inputs = None
     if args.include_input and names:  # all compared runs share one probe set (checked by fit)
-        probe = logdir.run(names[0]).probe
-        if probe.thumbnails is None:
+        inputs = landmark_inputs(logdir.run(names[0]).probe)
+        if inputs is None:
             raise ValueError("--include-input uses the probe thumbnails, and these runs stored none; record "
                              "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
-        inputs = probe.thumbnails.reshape(len(probe), -1).astype("float32")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    subsets=args.subsets, random_state=args.seed, progress=bar)
     with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below

@@ -138,11 +138,11 @@ def compare_representations(cfg: DemoConfig, out: Callable[[str], None] = print)
     """Meta-SNE of every (network, layer, snapshot) with the raw input as landmark, for the ``dist`` and ``cka``
     transforms; each map is saved and checked with :func:`repviz.meta.seed_checks`."""
     from .meta import MetaSNE, seed_checks
+    from .meta.sources import landmark_inputs
     from .store import open_logdir
 
     logdir = open_logdir(cfg.logdir)
-    probe = logdir.run(next(iter(cfg.runs))).probe
-    inputs = probe.thumbnails.reshape(len(probe), -1).astype(np.float32)
+    inputs = landmark_inputs(logdir.run(next(iter(cfg.runs))).probe)
     for transform in TRANSFORMS:
         # cache=False: the vectors (2 MB per representation at 1,000 probes) would triple the demo's disk use
         meta = MetaSNE(transform, embedding="tsne", cache=False, random_state=cfg.seed)

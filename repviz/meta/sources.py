@@ -202,6 +202,13 @@ def _constant(a: np.ndarray) -> Callable[[], np.ndarray]:
     return lambda: a
 
 
+def landmark_inputs(probe) -> np.ndarray | None:
+    """The raw input the input landmark stands for: the probe's stored thumbnails, one flattened float32 row per
+    probe (None when the run stored none)."""
+    thumbnails = probe.thumbnails
+    return None if thumbnails is None else np.asarray(thumbnails).reshape(len(thumbnails), -1).astype(np.float32)
+
+
 def input_representation(inputs, n_probe: int) -> Representation:
     """The raw probe inputs as the landmark representation :data:`INPUT_KEY` (the whole probe)."""
     inputs = np.asarray(inputs)
