@@ -56,8 +56,9 @@ def derive(logdir: Path) -> None:
     from repviz.meta.options import EMBEDDINGS, TRANSFORMS
     from repviz.methods import METHODS
 
-    def repviz(*args: str) -> None:
-        subprocess.run([sys.executable, "-m", "repviz.cli", *args, "--no-progress"], check=False)
+    def repviz(*args: str, quiet: bool = True) -> None:
+        subprocess.run([sys.executable, "-m", "repviz.cli", *args, *(["--no-progress"] if quiet else [])],
+                       check=False)
 
     repviz("embed", str(logdir), "--method", ",".join(METHODS), "--runs", "mlp/seed0,mlp/seed1")
     for transform in TRANSFORMS:
@@ -69,7 +70,8 @@ def derive(logdir: Path) -> None:
         repviz("similarity", str(logdir), "--runs", "mlp/seed0,mlp/seed1", *args)
         repviz("similarity", str(logdir), "--runs", "mlp/seed0", "--layer", "hidden", *args)
     for method in ("tsne", "pca", "isomap", "umap"):
-        repviz("place", str(logdir), "--run", "mlp/placed", "--into", "mlp/seed0", "--method", method)
+        repviz("place", str(logdir), "--run", "mlp/placed", "--into", "mlp/seed0", "--method", method,
+               quiet=False)
 
 
 def _untimed(path: Path) -> bytes:
