@@ -74,7 +74,25 @@ def derive(logdir: Path) -> None:
                quiet=False)
 
 
+def _similarity_cache(path: Path) -> bytes | None:
+    """A similarity cache's values in the order of their representation ids (the file keeps them in the order
+    they were computed, which worker processes may change); None for any other file."""
+    import numpy as np
+
+    index = path.with_name("index.json")
+    if path.name not in ("values.npy", "index.json") or not path.parent.name.startswith("similarity-"):
+        return None
+    meta = json.loads(index.read_text())
+    order = np.argsort(meta["ids"])
+    if path.name == "index.json":
+        return json.dumps({**meta, "ids": sorted(meta["ids"]), "crc32": None}, sort_keys=True).encode()
+    values = np.load(path, allow_pickle=False)
+    return np.ascontiguousarray(values[np.ix_(order, order)]).tobytes()
+
+
 def _untimed(path: Path) -> bytes:
+    if (canonical := _similarity_cache(path)) is not None:
+        return canonical
     data = path.read_bytes()
     if path.suffix != ".json":
         return data
