@@ -26,7 +26,8 @@ import pytest
 from keras.src.utils.python_utils import is_default
 
 import repviz
-from repviz import capture
+from repviz.capture import callback
+from repviz.capture import probe as capture_probe
 from repviz._reduction import count_sketch, count_sketch_plan
 from repviz.capture import ActivationLogger
 from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, checksum
@@ -344,7 +345,7 @@ def test_a_costly_batch_schedule_warns_once(tmp_path, monkeypatch, snapshot, war
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     logger = ActivationLogger(tmp_path / "unit", probe=x[:8], batch_freq=2)
     with monkeypatch.context() as patch, warnings.catch_warnings(record=True) as caught:
-        patch.setattr(capture, "time", types.SimpleNamespace(time=time.time, perf_counter=lambda: next(ticks)))
+        patch.setattr(callback, "time", types.SimpleNamespace(time=time.time, perf_counter=lambda: next(ticks)))
         warnings.simplefilter("always")
         # 6 snapshots: the first starts the clock, three more decide, later ones are not judged
         model.fit(x, y, epochs=1, batch_size=1, verbose=0, shuffle=False, callbacks=[logger])
@@ -447,7 +448,7 @@ def test_a_time_series_probe_gets_line_plot_thumbnails(tmp_path):
     """Non-regression (issue #27): a (n, 500, 1) series got a 63 x 1 striped "barcode" as its thumbnail."""
     t = np.linspace(0, 2 * np.pi, 500, dtype=np.float32)
     x = np.stack([np.sin(t + p) for p in (0.0, 1.0, 2.0)])[..., None]
-    thumbs = capture._line_thumbnails(x)
+    thumbs = capture_probe.line_thumbnails(x)
     assert thumbs.shape == (3, 32, 64) and thumbs.dtype == np.uint8
     assert ((thumbs == 0).any(axis=1)).all()  # a stroke in every column, black on white
     peak = np.add.reduceat(x[0, :, 0], np.linspace(0, 500, 65).astype(int)[:-1]).argmax()
@@ -604,7 +605,7 @@ def test_dataset_generator_and_rank_short_probes(tmp_path, kind):
 
 def test_a_dataset_probe_takes_1000_examples_by_default():
     x = np.arange(1200, dtype=np.float32).reshape(1200, 1)
-    taken, labels = capture._split_probe((x[i:i + 64], None) for i in range(0, 1200, 64))
+    taken, labels = capture_probe.split_probe((x[i:i + 64], None) for i in range(0, 1200, 64))
     assert taken.shape == (1000, 1) and labels is None
     np.testing.assert_array_equal(taken[:, 0], np.arange(1000))
 
@@ -730,7 +731,7 @@ def test_apply_count_sketch_is_the_definition_on_any_thread_count(rows):
 
 
 def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_path):
-    from repviz.capture import _BATCH_BYTES, _auto_batch_rows
+    from repviz.capture.reduction import BATCH_BYTES, auto_batch_rows
 
     keras.utils.set_random_seed(0)
     x, y = _images()
@@ -745,17 +746,17 @@ def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_pat
                                    atol=1e-6)
     # the rule, on what it reads of the captures and outputs: this model's 26 x 26 x 4 conv and 2 outputs
     conv, out = [types.SimpleNamespace(flat_width=2704)], [types.SimpleNamespace(sample_shape=(2,))]
-    most = _BATCH_BYTES // (4 * 2706)
-    assert _auto_batch_rows(N, conv, out) == N  # the probe of the fit above: one batch
+    most = BATCH_BYTES // (4 * 2706)
+    assert auto_batch_rows(N, conv, out) == N  # the probe of the fit above: one batch
     for n in (10 ** 6, most + 1, 3 * most, 3 * most - 1):  # the fewest batches within the budget, equal in size
-        rows = _auto_batch_rows(n, conv, out)
+        rows = auto_batch_rows(n, conv, out)
         batches = -(-n // rows)
         assert rows <= most and batches == -(-n // most)
         assert rows - (n - (batches - 1) * rows) < batches  # the last batch is short by less than one row a batch
-    assert _auto_batch_rows(most + 1, conv, out) == (most + 2) // 2
-    assert _auto_batch_rows(10, conv, out) == 10
+    assert auto_batch_rows(most + 1, conv, out) == (most + 2) // 2
+    assert auto_batch_rows(10, conv, out) == 10
     wide = [types.SimpleNamespace(flat_width=10 ** 9)]  # a layer too wide for the budget still runs in batches of 16
-    assert _auto_batch_rows(10 ** 6, wide, out) == 16
+    assert auto_batch_rows(10 ** 6, wide, out) == 16
 
 
 def test_count_sketch_distance_error_on_a_real_conv_layer(tmp_path):
