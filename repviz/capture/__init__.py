@@ -14,7 +14,8 @@ Modules, one job each: :mod:`.callback` (``ActivationLogger`` and its batch-sche
 onto them), :mod:`.probe` (taking, conforming and labelling the probe; its fingerprint), :mod:`.layers` (walking
 the model, choosing and naming the recorded tensors), :mod:`.reduction` (pooling, the count sketch),
 :mod:`.schedule` (when snapshots are taken) and :mod:`.writer` (snapshots written through the store).
-These are the only Keras-aware modules of repviz besides the datasets, networks and autoencoder that train one.
+Keras is imported here (and in :mod:`repviz.datasets`, :mod:`repviz.networks` and
+:mod:`repviz.manifold.autoencoder`), never in the store or the TensorBoard plugin.
 """
 
 from .callback import ActivationLogger

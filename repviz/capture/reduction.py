@@ -31,15 +31,9 @@ BATCH_BYTES = 96 << 20  # Probe(batch_size=None): the full-width outputs of one 
 
 
 @dataclass
-class Capture:
-    """One recorded tensor (see :class:`repviz.capture.layers.Tensor`) and how it is reduced and stored."""
+class Capture(Tensor):
+    """One recorded tensor and how it is reduced and stored."""
 
-    name: str
-    path: str
-    layer: Any
-    call: int
-    output: int
-    sample_shape: tuple[int, ...]
     pooling: str | None  # a reduction kind of POOLING_KINDS, or None
     flat_width: int  # columns after pooling, before the random reduction
     sketch: Any  # count sketch, applied to the flat output in numpy: (bucket, sign) per column, or None

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import store
-from .reduction import Capture, host_view, sketch_rows
 from .layers import Output
+from .reduction import Capture, host_view, sketch_rows
 
 
 class SnapshotWriter:
