@@ -150,7 +150,8 @@ class Spelling:
 def grouped(probe: Any, reduction: Any, legacy: dict[str, Any]) -> tuple[Probe, Reduction, Spelling]:
     """The options of ``probe=``, ``reduction=`` and the older flat keywords ``legacy`` as one :class:`Probe` and
     one :class:`Reduction`. A bare probe (an array, ``(x, y)``, a dataset, ...) is ``Probe(x, y)`` as before, a
-    pair always read as ``(x, y)``; a flat keyword may not repeat an option its group object already holds."""
+    pair always read as ``(x, y)``; a flat keyword (other than None) may not repeat an option its group object
+    already holds."""
     unknown = sorted(set(legacy) - set(LEGACY))
     if unknown:
         raise TypeError(f"ActivationLogger() got an unexpected keyword argument {unknown[0]!r}")
@@ -172,6 +173,8 @@ def grouped(probe: Any, reduction: Any, legacy: dict[str, Any]) -> tuple[Probe, 
     groups = {"probe": probe, "reduction": reduction}
     for old, value in legacy.items():
         group, name = LEGACY[old]
+        if group not in flat and value is None:  # a wrapper passing the flat default along
+            continue
         if group not in flat:
             raise ValueError(f"{old}= sets {_CLASS[group]}'s {name!r}, and {group}= is a {_CLASS[group]}: pass "
                              f"{_CLASS[group]}({name}=...) instead")
@@ -192,6 +195,7 @@ def checked_reduction(r: Reduction, spelling: Spelling) -> Reduction:
 
 
 def check_pooling(pooling: Any, spelling: Spelling) -> str | dict | None:
+    """``pooling`` checked: None, a policy of :data:`POLICIES`, or a dict of layer name -> policy (copied)."""
     if pooling is None or (isinstance(pooling, str) and pooling in POLICIES):
         return pooling
     if isinstance(pooling, dict) and all(isinstance(k, str) and v in POLICIES for k, v in pooling.items()):
