@@ -56,7 +56,7 @@ def main() -> None:
 
     import repviz._reduction as R
     from benchmarks.bench_capture import build
-    from repviz.capture import _reduce
+    from repviz.capture.reduction import reduce as _reduce
 
     with np.load(args.mnist, allow_pickle=False) as f:
         x, y, xt = (f[k] for k in ("x_train", "y_train", "x_test"))

@@ -1,8 +1,9 @@
 """repviz: look inside neural networks.
 
-Capture layer activations during Keras training (``ActivationLogger``), read them back without TensorFlow
-(``open_logdir``), embed them (``repviz.manifold``), place other probes into their layouts (``place_run``),
-compare representations (``repviz.meta``) and layers (``repviz.similarity``).
+Capture layer activations during Keras training (``ActivationLogger``, with its ``Probe`` and ``Reduction``
+options), read them back without TensorFlow (``open_logdir``), embed them (``repviz.manifold``), place other
+probes into their layouts (``place_run``), compare representations (``repviz.meta``) and layers
+(``repviz.similarity``).
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ from . import datasets  # light: numpy only (Keras is imported inside load_mnist
 from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
-__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Run", "SimilarityMatrix", "__version__", "datasets",
-           "embed_logdir", "open_logdir", "place_run", "similarity_over_training"]
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Probe", "Reduction", "Run", "SimilarityMatrix",
+           "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "similarity_over_training"]
 
 
 def __getattr__(name: str):
     # Keras/TensorFlow are imported only when the callback is asked for: reading, embedding and the
     # TensorBoard plugin never pay for them.
-    if name == "ActivationLogger":
-        from .capture import ActivationLogger
+    if name in ("ActivationLogger", "Probe", "Reduction"):
+        from . import capture
 
-        return ActivationLogger
+        return getattr(capture, name)
     if name == "embed_logdir":  # lazily too: the pipeline pulls in the numerics (numba)
         from .pipeline import embed_logdir
 

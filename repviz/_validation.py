@@ -130,6 +130,15 @@ def check_option(value, options: Iterable[str], name: str, owner: str) -> str:
     return check_param(value, [Options(*options)], name, owner)
 
 
+def choices(items: Iterable[Any]) -> str:
+    """``items`` as an error message lists the choices: their reprs, comma-separated, at most 20 then how many in
+    all; "none" when there are none."""
+    shown = [repr(i) for i in items]
+    if not shown:
+        return "none"
+    return ", ".join(shown[:20]) + (f", ... ({len(shown)} in all)" if len(shown) > 20 else "")
+
+
 # --- arrays ------------------------------------------------------------------------------------------------
 
 def check_array(X, owner: str, *, min_samples: int = 1, dtype=np.float32, name: str = "X") -> np.ndarray:

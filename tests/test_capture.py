@@ -26,9 +26,9 @@ import pytest
 from keras.src.utils.python_utils import is_default
 
 import repviz
-from repviz import capture
 from repviz._reduction import count_sketch, count_sketch_plan
-from repviz.capture import ActivationLogger
+from repviz.capture import ActivationLogger, Probe, Reduction, callback
+from repviz.capture import probe as capture_probe
 from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, checksum
 
 N = 64  # probe rows
@@ -344,7 +344,7 @@ def test_a_costly_batch_schedule_warns_once(tmp_path, monkeypatch, snapshot, war
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     logger = ActivationLogger(tmp_path / "unit", probe=x[:8], batch_freq=2)
     with monkeypatch.context() as patch, warnings.catch_warnings(record=True) as caught:
-        patch.setattr(capture, "time", types.SimpleNamespace(time=time.time, perf_counter=lambda: next(ticks)))
+        patch.setattr(callback, "time", types.SimpleNamespace(time=time.time, perf_counter=lambda: next(ticks)))
         warnings.simplefilter("always")
         # 6 snapshots: the first starts the clock, three more decide, later ones are not judged
         model.fit(x, y, epochs=1, batch_size=1, verbose=0, shuffle=False, callbacks=[logger])
@@ -447,7 +447,7 @@ def test_a_time_series_probe_gets_line_plot_thumbnails(tmp_path):
     """Non-regression (issue #27): a (n, 500, 1) series got a 63 x 1 striped "barcode" as its thumbnail."""
     t = np.linspace(0, 2 * np.pi, 500, dtype=np.float32)
     x = np.stack([np.sin(t + p) for p in (0.0, 1.0, 2.0)])[..., None]
-    thumbs = capture._line_thumbnails(x)
+    thumbs = capture_probe.line_thumbnails(x)
     assert thumbs.shape == (3, 32, 64) and thumbs.dtype == np.uint8
     assert ((thumbs == 0).any(axis=1)).all()  # a stroke in every column, black on white
     peak = np.add.reduceat(x[0, :, 0], np.linspace(0, 500, 65).astype(int)[:-1]).argmax()
@@ -604,7 +604,7 @@ def test_dataset_generator_and_rank_short_probes(tmp_path, kind):
 
 def test_a_dataset_probe_takes_1000_examples_by_default():
     x = np.arange(1200, dtype=np.float32).reshape(1200, 1)
-    taken, labels = capture._split_probe((x[i:i + 64], None) for i in range(0, 1200, 64))
+    taken, labels = capture_probe.split_probe((x[i:i + 64], None) for i in range(0, 1200, 64))
     assert taken.shape == (1000, 1) and labels is None
     np.testing.assert_array_equal(taken[:, 0], np.arange(1000))
 
@@ -730,7 +730,7 @@ def test_apply_count_sketch_is_the_definition_on_any_thread_count(rows):
 
 
 def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_path):
-    from repviz.capture import _BATCH_BYTES, _auto_batch_rows
+    from repviz.capture.reduction import BATCH_BYTES, auto_batch_rows
 
     keras.utils.set_random_seed(0)
     x, y = _images()
@@ -745,17 +745,17 @@ def test_default_probe_batch_fits_the_memory_budget_and_changes_no_value(tmp_pat
                                    atol=1e-6)
     # the rule, on what it reads of the captures and outputs: this model's 26 x 26 x 4 conv and 2 outputs
     conv, out = [types.SimpleNamespace(flat_width=2704)], [types.SimpleNamespace(sample_shape=(2,))]
-    most = _BATCH_BYTES // (4 * 2706)
-    assert _auto_batch_rows(N, conv, out) == N  # the probe of the fit above: one batch
+    most = BATCH_BYTES // (4 * 2706)
+    assert auto_batch_rows(N, conv, out) == N  # the probe of the fit above: one batch
     for n in (10 ** 6, most + 1, 3 * most, 3 * most - 1):  # the fewest batches within the budget, equal in size
-        rows = _auto_batch_rows(n, conv, out)
+        rows = auto_batch_rows(n, conv, out)
         batches = -(-n // rows)
         assert rows <= most and batches == -(-n // most)
         assert rows - (n - (batches - 1) * rows) < batches  # the last batch is short by less than one row a batch
-    assert _auto_batch_rows(most + 1, conv, out) == (most + 2) // 2
-    assert _auto_batch_rows(10, conv, out) == 10
+    assert auto_batch_rows(most + 1, conv, out) == (most + 2) // 2
+    assert auto_batch_rows(10, conv, out) == 10
     wide = [types.SimpleNamespace(flat_width=10 ** 9)]  # a layer too wide for the budget still runs in batches of 16
-    assert _auto_batch_rows(10 ** 6, wide, out) == 16
+    assert auto_batch_rows(10 ** 6, wide, out) == 16
 
 
 def test_count_sketch_distance_error_on_a_real_conv_layer(tmp_path):
@@ -977,6 +977,85 @@ def test_bad_arguments_at_construction(tmp_path, kwargs, match):
     kwargs = {"probe": np.zeros((4, 28, 28), np.float32), **kwargs}
     with pytest.raises(ValueError, match=match):
         ActivationLogger(tmp_path / "run", **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), size=0)), ValueError,
+     r"^The 'size' parameter of Probe must be an int in the range \[1, inf\) or None\. Got 0 instead\.$"),
+    (dict(reduction=Reduction(pooling="min")), ValueError, r"^The 'pooling' parameter of Reduction must be "),
+    (dict(reduction={"pool": "avg"}), ValueError, r"'reduction' parameter of ActivationLogger must be a Reduction "
+                                                  r"or a dict with keys among \['dtype', 'max_width', "),
+    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), ids=[1, 1, 2, 3])), ValueError, "^ids must be unique"),
+    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32)), probe_size=2), ValueError,
+     r"^probe_size= sets Probe's 'size', and probe= is a Probe: pass Probe\(size=\.\.\.\) instead$"),
+    (dict(reduction={"dtype": "float16"}, max_width=8), ValueError, r"pass Reduction\(max_width=\.\.\.\) instead"),
+    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), batch_subset=2)), ValueError,
+     r"^batch_subset chooses the probe points .* pass batch_freq= too, or Probe\(size=\) to record"),
+    (dict(probe_szie=2), TypeError, r"ActivationLogger\(\) got an unexpected keyword argument 'probe_szie'"),
+])
+def test_bad_grouped_options_are_named_as_passed(tmp_path, kwargs, error, match):
+    """A grouped option is refused under its group's name; a flat keyword may not repeat its group's object."""
+    kwargs = {"probe": np.zeros((4, 28, 28), np.float32), **kwargs}
+    with pytest.raises(error, match=match):
+        ActivationLogger(tmp_path / "run", **kwargs)
+
+
+def test_the_signature_shows_the_parameters():
+    """``__new__`` (which picks the batch variant) does not hide ``__init__``'s parameters from ``inspect``."""
+    import inspect
+
+    params = inspect.signature(repviz.ActivationLogger).parameters
+    assert list(params)[:2] == ["log_dir", "probe"] and params["probe"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert {"layers", "freq", "batch_freq", "reduction", "seed", "embed", "model", "forward"} <= set(params)
+    assert params["legacy"].kind is inspect.Parameter.VAR_KEYWORD and params["seed"].default == 0
+
+    class Tagged(ActivationLogger):
+        def __init__(self, log_dir, probe, tag="t", **kwargs):
+            super().__init__(log_dir, probe, **kwargs)
+
+    assert list(inspect.signature(Tagged).parameters) == ["log_dir", "probe", "tag", "kwargs"]
+
+
+def test_grouped_options_store_what_the_flat_keywords_store(tmp_path):
+    """``Probe(...)`` and ``reduction=`` record the same files, byte for byte, as the flat keywords they group
+    (every file of both runs, the manifests and records but for their times)."""
+    keras.utils.set_random_seed(0)
+    x, y = _images(96)
+    model = keras.Sequential([keras.Input((28, 28)), keras.layers.Reshape((28, 28, 1)),
+                              keras.layers.Conv2D(4, 3, activation="relu", name="conv"), keras.layers.Flatten(),
+                              keras.layers.Dense(8, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, activation="softmax", name="out")])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    ids, meta = np.arange(100, 140), {"k": [f"row {i}" for i in range(40)]}
+    flat = ActivationLogger(tmp_path / "flat", probe=(x[:40], y[:40]), probe_ids=ids, metadata=meta, batch_freq=2,
+                            batch_probe=10, batch_size=16, dtype="float16", max_width=64, projection_dim=16,
+                            pooling={"conv": "max"}, seed=3)
+    grouped = ActivationLogger(tmp_path / "grouped", batch_freq=2, seed=3,
+                               probe=Probe(x[:40], y[:40], ids=ids, metadata=meta, batch_subset=10, batch_size=16),
+                               reduction={"dtype": "float16", "max_width": 64, "projection_dim": 16,
+                                          "pooling": {"conv": "max"}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a snapshot every 2 batches is costly
+        model.fit(x, y, epochs=1, batch_size=32, verbose=0, shuffle=False, callbacks=[flat, grouped])
+
+    def untimed(o):
+        if isinstance(o, dict):
+            return {k: untimed(v) for k, v in o.items() if k not in ("time", "started", "finished", "created")}
+        return [untimed(v) for v in o] if isinstance(o, list) else o
+
+    def files(root):
+        return {p.relative_to(root): p for p in (root / "plugins" / "repviz").rglob("*") if p.is_file()}
+
+    a, b = files(tmp_path / "flat"), files(tmp_path / "grouped")
+    assert a.keys() == b.keys() and len(a) > 10
+    for name, path in a.items():
+        if path.suffix == ".json":
+            assert untimed(json.loads(path.read_text())) == untimed(json.loads(b[name].read_text())), name
+        elif path.suffix == ".jsonl":
+            lines = [[untimed(json.loads(line)) for line in p.read_text().splitlines()] for p in (path, b[name])]
+            assert lines[0] == lines[1], name
+        else:
+            assert path.read_bytes() == b[name].read_bytes(), name
 
 
 def test_unwritable_log_dir(tmp_path):

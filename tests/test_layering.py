@@ -35,7 +35,7 @@ FLOORS = [
                                  "repviz.meta.*",
                                  "repviz.similarity.*"]),
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),
-    ("applications", ["repviz.capture", "repviz.follow", "repviz.warmup", "repviz.export", "repviz.demo",
+    ("applications", ["repviz.capture.*", "repviz.follow", "repviz.warmup", "repviz.export", "repviz.demo",
                       "repviz.similarity.figures"]),
     ("entry points", ["repviz.cli", "repviz"]),
     ("TensorBoard plugin", ["tensorboard_plugin_repviz.*"]),
@@ -44,7 +44,7 @@ FLOORS = [
 # Third-party packages a module must not import, even lazily (the reason is in docs/ARCHITECTURE.md).
 FORBIDDEN = {
     "repviz.store": {"keras", "tensorflow"},
-    "repviz.capture": {"dask", "distributed"},
+    "repviz.capture.*": {"dask", "distributed"},
     "tensorboard_plugin_repviz.*": {"keras", "tensorflow", "repviz.capture"},
 }
 # Only these may import Dask.
