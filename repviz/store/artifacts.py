@@ -19,6 +19,7 @@ import string
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,8 +42,8 @@ class ArtifactKind:
     an array, cast to ``dtype`` when one is given; ``.json``: a JSON object of ``fields``). ``sidecar``: the
     fields of the ``.json`` written beside an array (None: no sidecar). ``check``: why an array read is not one
     of this kind (None when it is). ``what`` and ``again`` word the messages; ``missing`` is the message for an
-    absent one (``str.format`` of the key's fields and ``run``). ``reader``: the :class:`Artifact` subclass that
-    reads it when its key is not its path's fields or its check needs the run.
+    absent one (``str.format`` of the key's fields, ``run``, ``name`` and ``key``). ``reader``: the
+    :class:`Artifact` subclass that reads it when its key is not its path's fields or its check needs the run.
     """
 
     name: str
@@ -53,20 +54,20 @@ class ArtifactKind:
     fields: Mapping[str, Callable[[Any], bool]] = field(default_factory=dict)
     check: Callable[[np.ndarray], str | None] | None = None
     dtype: str | None = None
-    missing: str = "run {run!r} has no {what} at {key}"
+    missing: str = "run {run!r} has no {name} stored for {key}"
     reader: type[Artifact] | None = None
 
-    @property
+    @cached_property  # (a frozen dataclass still has a __dict__: computed once per kind)
     def field_names(self) -> tuple[str, ...]:
         """The fields of :attr:`pattern`, in order."""
         return tuple(f for _, f, _, _ in string.Formatter().parse(self.pattern) if f)
 
-    @property
+    @cached_property
     def is_array(self) -> bool:
         """Whether the artifact is an array (``.npy``), else a JSON object."""
         return self.pattern.endswith(".npy")
 
-    @property
+    @cached_property
     def directory(self) -> str:
         """The fixed directory every artifact of the kind lies below, relative to the run."""
         return self.pattern.split("{", 1)[0].rstrip("/")
@@ -206,7 +207,7 @@ class Artifact:
     def missing(self, *key: Any) -> str:
         """Why the artifact of ``key`` cannot be read: it is not stored."""
         values = dict(zip(self.kind.field_names, self.fields(*key)))
-        return self.kind.missing.format(run=self.run.name, what=self.kind.what, key=key, **values)
+        return self.kind.missing.format(run=self.run.name, name=self.kind.name, key=key, **values)
 
 
 class Embeddings(Artifact):

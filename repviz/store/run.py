@@ -294,7 +294,7 @@ class Run(RunCompat):
                 raise NotFoundError(f"no artifact kind {kind!r}; there are: {choices(KINDS)}")
             kind = KINDS[kind]
         found = self._artifacts.get(kind.name)
-        if found is None or found.kind != kind:
+        if found is None or found.kind is not kind:
             found = self._artifacts[kind.name] = (kind.reader or Artifact)(self, kind)
         return found
 
