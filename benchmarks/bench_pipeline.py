@@ -132,10 +132,10 @@ def tsne_steps(logdir: Path) -> str:
 
     first, steps = [], []
     for run in open_logdir(logdir).runs.values():
-        key = run.embedding_key("tsne")
+        key = run.embeddings.key("tsne")
         for layer in run.layers:
-            for i, step in enumerate(run.embedding_steps(key, layer)):
-                info = run.embedding_info(key, layer, step)
+            for i, step in enumerate(run.embeddings.steps(key, layer)):
+                info = run.embeddings.info(key, layer, step)
                 (steps if i else first).append((info["seconds"], info.get("n_iter") or 0))
     med = lambda rows, c: float(np.median([r[c] for r in rows])) if rows else float("nan")  # noqa: E731
     return (f"t-SNE per representation (scores included): first snapshot median {med(first, 0):.3f} s "

@@ -4,7 +4,7 @@
     python benchmarks/bench_plugin.py --neighborhood [--nc-n 20000] [--mnist FILE]
     python benchmarks/bench_plugin.py --scale
 
-A synthetic log directory is written through the store API (``RunWriter``, ``Run.write_embedding``): one run of
+A synthetic log directory is written through the store API (``RunWriter``, ``Run.embeddings.write``): one run of
 ``n`` probe points with 28x28 thumbnails, 10-class labels and predictions, one layer at 2 snapshots and a stored
 2-D embedding of each. Then:
 
@@ -78,7 +78,7 @@ def _synthetic_run(path: Path, name: str, n: int, layers=("dense",), width: int 
     writer.write_probe(np.arange(n), labels,
                        rng.integers(0, 256, (n, 28, 28), dtype=np.uint8) if thumbnails else None)
     run = open_logdir(path).run(name)
-    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    run.embeddings.write_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
     return writer, run, labels, rng
 
 
@@ -93,7 +93,7 @@ def write_logdir(path: Path, n: int) -> None:
         writer.write_prediction(step, np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True))
         centres = rng.normal(size=(10, 2)) * 10
         Y = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
-        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+        run.embeddings.write(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
 
 
 def _median_ms(call, repeats: int) -> float:
@@ -157,10 +157,10 @@ def many_runs_rows(path: Path, n_runs: int) -> list[Row]:
                 writer.write_activation(f"l{i}", s, zeros)
     for run in open_logdir(path).runs.values():
         for key in ("pca-0000000000", "tsne-0000000000"):
-            run.write_embedding_method(key, {"method": key.split("-")[0]})
+            run.embeddings.write_method(key, {"method": key.split("-")[0]})
             for i in range(4):
                 for s in range(10):
-                    run.write_embedding(key, f"l{i}", s, zeros[:, :2], {})
+                    run.embeddings.write(key, f"l{i}", s, zeros[:, :2], {})
     catalog = Catalog(str(path), ttl=3600)
     start = time.perf_counter()
     catalog.scan()
@@ -396,13 +396,13 @@ def write_compare_logdir(path: Path) -> None:
     writer.begin({"fingerprint": {"model": "grid", "probe": "synthetic"}, "step_unit": "epoch", "layers": layers})
     writer.write_probe(np.arange(n), labels, rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
     run = open_logdir(path).run("grid")
-    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    run.embeddings.write_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
     for layer in layers:
         for step in range(GRID_STEPS):
             writer.write_activation(layer, step, rng.normal(size=(n, 8)).astype(np.float32), epoch=step)
             centres = rng.normal(size=(10, 2)) * (3 + step)
             Y = (centres[labels] + rng.normal(size=(n, 2))).astype(np.float32)
-            run.write_embedding(KEY, layer, step, Y, {"method": "pca", "scores": {}})
+            run.embeddings.write(KEY, layer, step, Y, {"method": "pca", "scores": {}})
     keys, coords = [], []
     small = 50
     for r in range(META_RUNS):
@@ -537,7 +537,7 @@ def write_subset_logdir(path: Path, n: int) -> None:
         held = np.arange(n) if rows is None else rows
         Y = (rng.normal(size=(10, 2))[labels[held]] * 10 + rng.normal(size=(len(held), 2))).astype(np.float32)
         writer.write_activation("dense", step, Y, rows=rows, epoch=step)
-        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+        run.embeddings.write(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
 
 
 def scale_rows(repeats: int = 2) -> list[Row]:
@@ -564,7 +564,7 @@ def scale_rows(repeats: int = 2) -> list[Row]:
             for step in range(steps):
                 Y = (rng.normal(size=(10, 2))[labels] * (3 + step) + rng.normal(size=(n, 2))).astype(np.float32)
                 writer.write_activation(f"l{i}", step, Y, epoch=step)
-                run.write_embedding(KEY, f"l{i}", step, Y, {"method": "pca", "scores": {}})
+                run.embeddings.write(KEY, f"l{i}", step, Y, {"method": "pca", "scores": {}})
         write_subset_logdir(Path(tmp), 100_000)
         proc = _serve_logdir(tmp, port)
         try:
@@ -681,7 +681,7 @@ def neighborhood_rows(path: Path, mnist: str | None, n: int = 20_000, width: int
                  for a in (first, second)]
         peers.append(time.perf_counter() - start)
         for step, ref in enumerate(exact):
-            graph = run.neighbor_graph("dense", step, graph_variant(n, 10))
+            graph = run.artifact("neighbor_graph").cached("dense", step, graph_variant(n, 10))
             recalls.append(float(np.mean((graph[:, :, None] == ref[:, None, :]).any(axis=2))))
     cold, peer = statistics.median(colds), statistics.median(peers)
     label = f"{n:,} x {width}, k = 10"

@@ -298,9 +298,9 @@ def sidecar_seconds(logdir: Path) -> dict:
     from repviz.store import open_logdir
 
     run = open_logdir(logdir).run("epochs")
-    key = run.embedding_key("tsne")
-    return {(layer, step): run.embedding_info(key, layer, step)["seconds"]
-            for layer in run.layers for step in run.embedding_steps(key, layer)}
+    key = run.embeddings.key("tsne")
+    return {(layer, step): run.embeddings.info(key, layer, step)["seconds"]
+            for layer in run.layers for step in run.embeddings.steps(key, layer)}
 
 
 def capture_stages(st: Stages, args) -> None:

@@ -133,11 +133,11 @@ def shared_scores(logdir: str, limit: int, sample: int) -> None:
         labels = labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
         for layer in run.layers:
             for step in run.steps(layer):
-                keys = [k for k in run.embedding_keys() if run.has_embedding(k, layer, step)]
+                keys = [k for k in run.embeddings.method_keys() if run.embeddings.has(k, layer, step)]
                 if len(keys) < 2 or len(rows) >= limit:
                     continue
                 X = np.asarray(verified_activations(run, layer, step), np.float32).reshape(len(labels), -1)
-                Ys = [np.asarray(run.read_embedding(k, layer, step)) for k in keys]
+                Ys = [np.asarray(run.embeddings.read(k, layer, step)) for k in keys]
                 _sharing(X, Ys, labels, sample)  # compiled before timing
                 alone, own = _best(_searching, X, Ys, labels, sample)
                 together, shared = _best(_sharing, X, Ys, labels, sample)

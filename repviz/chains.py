@@ -26,7 +26,7 @@ import numpy as np
 from .align import align_to
 from .methods import Resolved
 from .narrow import narrow_layout
-from .store import Run, checksum
+from .store import NEIGHBOR_GRAPH, Run, checksum
 from .subsets import common_rows
 
 
@@ -210,12 +210,13 @@ def _scores(run: Run, layer: str, step: int, X: np.ndarray, Y: np.ndarray, label
     if k < 1:
         return {}
     variant = f"k{k}-exact"
-    graph = run.neighbor_graph(layer, step, variant)
+    graphs = run.artifact(NEIGHBOR_GRAPH)
+    graph = graphs.cached(layer, step, variant)
     scores, near = quality_scores(X, Y, labels, n_neighbors=k, max_exact=sample, neighbors=graph,
                                   return_neighbors=True)
     if graph is None and len(near) == len(X):
         with contextlib.suppress(OSError):  # a log directory that cannot be written still gets its scores
-            run.write_neighbor_graph(layer, step, variant, near.astype(np.int32))
+            graphs.write(layer, step, variant, near.astype(np.int32))
     return scores
 
 
@@ -227,7 +228,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
     run, resolved = task.run, task.resolved
     labels = _labels(run)
     previous = None if task.init_from is None else _Previous(
-        np.array(run.read_embedding(resolved.key, *task.init_from)), run.rows(*task.init_from))
+        np.array(run.embeddings.read(resolved.key, *task.init_from)), run.rows(*task.init_from))
     previous_ref = None if task.init_from is None else list(task.init_from)
     memo: dict = {}  # what the method carries between snapshots of the same points (a kNN graph)
     results = []
@@ -257,7 +258,7 @@ def run_chain(task: ChainTask, advance: Callable[[int], None], threads: int = 1)
             info["rows"] = record["rows"]
         if shared is not None:
             info["common_points"] = shared
-        run.write_embedding(resolved.key, layer, step, Y, info)
+        run.embeddings.write(resolved.key, layer, step, Y, info)
         previous, previous_ref = _Previous(Y, rows), [layer, step]
         results.append({"run": run.name, "layer": layer, "step": step, "method": resolved.method.name,
                         "status": "computed", "seconds": seconds})
@@ -270,5 +271,5 @@ def lost_chain(task: ChainTask, error: Exception) -> list[dict]:
     failed."""
     key, method = task.resolved.key, task.resolved.method.name
     return [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
-             "seconds": float("nan")} if task.run.has_embedding(key, layer, step)
+             "seconds": float("nan")} if task.run.embeddings.has(key, layer, step)
             else failure(task.run.name, layer, step, method, error) for layer, step in task.items]

@@ -20,7 +20,7 @@ from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
 from .metadata import info_line
 from .methods import ALIGN_MODES
 from .similarity.options import KERNELS, MEASURES
-from .store import NotFoundError, open_logdir
+from .store import META_RESULT, PLACED, NotFoundError, open_logdir
 
 
 def _human_bytes(n: float) -> str:
@@ -137,12 +137,12 @@ def _print_run(name: str, run, shown: dict) -> None:
     for why, skipped in reasons.items():  # a reason shared by several layers is one line
         who = f"{skipped[0]:<32}" if len(skipped) == 1 else f"{len(skipped)} layers ({_folded(skipped)})"
         print(f"  {who} not recorded: {why}")
-    keys = run.embedding_keys()
+    keys = run.embeddings.method_keys()
     for key in keys[:shown["keys"]]:
         print(f"  embeddings: {key}")
     if len(keys) > len(keys[:shown["keys"]]):
         print(f"  {len(keys) - shown['keys']} more embedding key(s) (--all lists them)")
-    for into, key in run.placed_layouts():  # repviz place
+    for into, key in run.artifact(PLACED).keys(depth=2):  # repviz place
         print(f"  placed into: run {into}, {key}")
 
 
@@ -189,10 +189,10 @@ def _scale_lines(n) -> list[str]:
 def _result_notes(artifacts) -> list[str]:
     """The notes of a stored meta-SNE map (what it compared, its pair sample); none for another result or a damaged
     one (its readers say why)."""
-    if "result.json" not in artifacts.names():
+    if META_RESULT.result not in artifacts.names():
         return []
     try:
-        info = artifacts.load_json("result.json").get("info")
+        info = artifacts.load_json(META_RESULT.result).get("info")
     except (OSError, ValueError, LookupError, AttributeError):
         return []
     notes = info.get("notes") if isinstance(info, dict) else None

@@ -42,7 +42,7 @@ from .meta.sources import INPUT_KEY
 from .similarity.figures import heatmap
 from .similarity.matrix import cached_similarity, similarity
 from .similarity.result import SimilarityMatrix
-from .store import DamagedFileError, LogDir, NotFoundError, atomic_path, open_logdir
+from .store import META_RESULT, DamagedFileError, LogDir, NotFoundError, atomic_path, open_logdir
 
 SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
 _INPUT_RUN = INPUT_KEY[0]
@@ -57,8 +57,8 @@ def _method_names(logdir: LogDir) -> dict[str, str]:
     """Embedding key -> its method's name, or the key itself where two keys share a method (other parameters)."""
     methods: dict[str, str] = {}
     for run in logdir.runs.values():
-        for key in run.embedding_keys():
-            methods.setdefault(key, run.embedding_method(key).get("method") or key.rsplit("-", 1)[0])
+        for key in run.embeddings.method_keys():
+            methods.setdefault(key, run.embeddings.method(key).get("method") or key.rsplit("-", 1)[0])
     counts = {m: list(methods.values()).count(m) for m in methods.values()}
     return {key: m if counts[m] == 1 else key for key, m in methods.items()}
 
@@ -70,10 +70,10 @@ def score_rows(logdir: LogDir | str | os.PathLike) -> list[dict]:
     rows = []
     for run in logdir.runs.values():
         for layer in run.layers:
-            for key in run.embedding_keys():
-                steps = run.embedding_steps(key, layer)
+            for key in run.embeddings.method_keys():
+                steps = run.embeddings.steps(key, layer)
                 if steps:
-                    scores = _readable(run.embedding_info, key, layer, steps[-1], default={}).get("scores", {})
+                    scores = _readable(run.embeddings.info, key, layer, steps[-1], default={}).get("scores", {})
                     rows.append({"run": run.name, "layer": layer, "method": names[key], "step": steps[-1],
                                  **{s: scores.get(s) for s in SCORES}})
     return rows
@@ -107,22 +107,22 @@ def _digit_colours(labels: np.ndarray | None, n: int) -> np.ndarray:
 
 def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Figure | None:
     """Rows: the runs that have ``layer`` embedded under ``key``; columns: their snapshots. None if no run has it."""
-    runs = [run for run in logdir.runs.values() if layer in run.layers and run.embedding_steps(key, layer)
+    runs = [run for run in logdir.runs.values() if layer in run.layers and run.embeddings.steps(key, layer)
             and _readable(lambda r: r.probe, run) is not None]
     if not runs:
         return None
-    steps = sorted({s for run in runs for s in run.embedding_steps(key, layer)})
+    steps = sorted({s for run in runs for s in run.embeddings.steps(key, layer)})
     unit = runs[0].manifest.get("step_unit", "step")
     fig = Figure(figsize=(1.7 * len(steps) + 0.6, 1.7 * len(runs) + 0.5))
     axes = fig.subplots(len(runs), len(steps), squeeze=False)
     for r, run in enumerate(runs):
         colours = _digit_colours(run.probe.labels, len(run.probe))
         size = float(np.clip(2000 / len(run.probe), 0.5, 4))  # dots shrink as the probe set grows
-        have = set(run.embedding_steps(key, layer))
+        have = set(run.embeddings.steps(key, layer))
         for c, step in enumerate(steps):
             ax = axes[r, c]
             ax.set_xticks([]), ax.set_yticks([])
-            if step in have and (Y := _readable(run.read_embedding, key, layer, step)) is not None and \
+            if step in have and (Y := _readable(run.embeddings.read, key, layer, step)) is not None and \
                     len(rows := _readable(run.rows, layer, step, default=())) == len(Y):  # a probe subset's points
                 ax.scatter(Y[:, 0], Y[:, 1], s=size, c=colours[rows], linewidths=0, rasterized=True)
             ax.set_aspect("equal", adjustable="datalim")
@@ -137,8 +137,8 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
         fig.legend(handles, [str(k) for k in classes], loc="center right", fontsize=7, frameon=False,
                    title="label", title_fontsize=7)
         fig.subplots_adjust(right=0.9)
-    first = runs[0].embedding_steps(key, layer)[0]
-    if (_readable(runs[0].embedding_info, key, layer, first) or {}).get("one_dimensional"):  # see repviz.narrow
+    first = runs[0].embeddings.steps(key, layer)[0]
+    if (_readable(runs[0].embeddings.info, key, layer, first) or {}).get("one_dimensional"):  # see repviz.narrow
         title = f"{title or f'layer {layer}'} (1-D: x = its values, y = a strip per class)"
     fig.suptitle(title or f"layer {layer}", fontsize=10)
     fig.subplots_adjust(top=1 - 0.55 / fig.get_figheight())  # the column titles below the figure's title
@@ -305,7 +305,7 @@ def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *
             if fig is not None:
                 written += _save(fig, out, f"layer-{_file_part(layer)}-{_file_part(method)}", formats)
     for name in logdir.artifact_names():
-        if logdir.artifacts(name).exists("result.json") and (result := _readable(MetaResult.load, logdir,
+        if logdir.artifacts(name).exists(META_RESULT.result) and (result := _readable(MetaResult.load, logdir,
                                                                                   name)) is not None:
             written += _save(meta_map(result), out, _file_part(name), formats)
     written += export_heatmaps(logdir, out, formats)

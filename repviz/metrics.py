@@ -216,7 +216,7 @@ def quality_scores(X, Y, labels=None, n_neighbors: int = 10, *, max_exact: int |
 
     ``neighbors`` (n, >= n_neighbors) int: each point's exact nearest input neighbours, nearest first (ties to the
     smaller index), e.g. the graph of a snapshot that a log directory caches for every method that scores it
-    (:meth:`repviz.store.Run.neighbor_graph`). The input's neighbour search is then skipped: the pass over X's
+    (``run.artifact(repviz.store.NEIGHBOR_GRAPH)``). The input's neighbour search is then skipped: the pass over X's
     distances ranks only the embedding neighbours that are not input neighbours (those within them cost nothing
     to trustworthiness), in the rows that have one. ``return_neighbors``: also return the input neighbours of the
     sampled points (n_sampled, n_neighbors), every point's when none is left out (``n_sampled == n``)."""

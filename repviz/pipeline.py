@@ -94,7 +94,7 @@ class EmbedResult:
         for run in plan.runs:
             for layer in plan.layers[run.name]:
                 for name, key in plan.keys.items():
-                    stored = [s for s in run.embedding_steps(key, layer) if plan.steps is None or s in plan.steps]
+                    stored = [s for s in run.embeddings.steps(key, layer) if plan.steps is None or s in plan.steps]
                     last = stored[-1] if stored else None
                     scores = {} if last is None else _scores(run, key, layer, last)
                     rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
@@ -133,7 +133,7 @@ def _scores(run: Run, key: str, layer: str, step: int) -> dict:
     """The quality scores stored with an embedding ({} when its sidecar is damaged: it is computed again next
     time)."""
     try:
-        return run.embedding_info(key, layer, step).get("scores", {})
+        return run.embeddings.info(key, layer, step).get("scores", {})
     except DamagedFileError:
         return {}
 

@@ -16,7 +16,7 @@ representation of NEW at (layer, step) is transformed into RUN's layout of (laye
 - MDS, Sammon, the elastic embedding, spectral, diffusion and force-directed layouts have no out-of-sample rule:
   refused in one line.
 
-The result is stored as NEW's placed points (:meth:`repviz.store.Run.write_placed`), never as a fitted embedding:
+The result is stored as NEW's placed points (``run.artifact(repviz.store.PLACED)``), never as a fitted embedding:
 the pipeline never lists or continues from them, and their sidecar names the layout they were placed into (run,
 key, layer, step, the checksums of RUN's activations and layout). A layout computed again makes them stale; the
 next ``place`` computes them again, and one up to date is not computed twice.
@@ -32,7 +32,7 @@ import numpy as np
 from .align import mean_displacement, procrustes_rotation
 from .chains import verified_activations
 from .methods import METHODS, Method
-from .store import LogDir, NotFoundError, Run, checksum, open_logdir
+from .store import PLACED, LogDir, NotFoundError, Run, checksum, open_logdir
 
 #: Methods that place against the stored layout itself (the module docstring).
 FIXED_LAYOUT = ("tsne", "umap")
@@ -153,7 +153,7 @@ def _check_same_model(new: Run, into: Run, layer: str) -> None:
 
 def _pairs(new: Run, into: Run, key: str, layers: list[str] | None, steps: list[int] | None) -> list[tuple[str, int]]:
     """The (layer, step) of ``into``'s layout ``key`` that ``new`` also holds, restricted to ``layers``/``steps``."""
-    have = [layer for layer in into.layers if into.embedding_steps(key, layer)]
+    have = [layer for layer in into.layers if into.embeddings.steps(key, layer)]
     for layer in layers or []:
         if layer not in have:
             raise NotFoundError(f"run {into.name!r} has no {key!r} layout of layer {layer!r}; it has layouts of: "
@@ -161,10 +161,10 @@ def _pairs(new: Run, into: Run, key: str, layers: list[str] | None, steps: list[
     pairs = []
     for layer in layers or [layer for layer in have if layer in new.layers]:
         _check_same_model(new, into, layer)
-        shared = sorted(set(into.embedding_steps(key, layer)) & set(new.steps(layer)))
+        shared = sorted(set(into.embeddings.steps(key, layer)) & set(new.steps(layer)))
         pairs += [(layer, s) for s in shared if steps is None or s in steps]
     if not pairs:
-        laid = sorted({s for layer in have for s in into.embedding_steps(key, layer)})
+        laid = sorted({s for layer in have for s in into.embeddings.steps(key, layer)})
         raise NotFoundError(f"run {new.name!r} holds no snapshot at the steps of run {into.name!r}'s {key!r} layouts"
                             f"{' ' + repr(steps) if steps else ''}: placing needs the same layer at the same step "
                             f"(its steps: {new.steps()}; the layouts': {laid})")
@@ -185,8 +185,8 @@ def place_run(logdir: str | LogDir, run: str, into: str, method: str = "tsne", p
     if run == into:
         raise ValueError(f"run {run!r} is placed into another run's layout; its own points are in its own layout")
     new, target = log.run(run), log.run(into)
-    key = target.embedding_key(method, params)
-    described = target.embedding_method(key)
+    key = target.embeddings.key(method, params)
+    described = target.embeddings.method(key)
     name = described.get("method", key.rsplit("-", 1)[0])
     stored_params = described.get("params", {})
     rows = []
@@ -201,10 +201,10 @@ def place_run(logdir: str | LogDir, run: str, into: str, method: str = "tsne", p
 
 def _place_one(new: Run, into: Run, key: str, method: str, params: dict, layer: str, step: int,
                start: float) -> dict:
-    Y_fit = np.asarray(into.read_embedding(key, layer, step))
+    Y_fit = np.asarray(into.embeddings.read(key, layer, step))
     source = {"crc32": new.record(layer, step)["crc32"], "into_crc32": into.record(layer, step)["crc32"],
               "layout_crc32": checksum(Y_fit)}
-    if new.has_placed(into.name, key, layer, step):
+    if new.artifact(PLACED).has(into.name, key, layer, step):
         coords, info = new.placed(into.name, key, layer, step)
         if info.get("source") == source and len(coords) == len(new.rows(layer, step)):
             return {"layer": layer, "step": step, "status": "cached", "n": len(coords), **info.get("scores", {})}
@@ -220,5 +220,5 @@ def _place_one(new: Run, into: Run, key: str, method: str, params: dict, layer: 
     info = {"placed_into": {"run": into.name, "key": key, "method": method, "layer": layer, "step": step},
             "source": source, "how": placed.how, "scores": scores,
             "seconds": round(time.perf_counter() - start, 3)}
-    new.write_placed(into.name, key, layer, step, placed.coords, info)
+    new.artifact(PLACED).write(into.name, key, layer, step, placed.coords, info)
     return {"layer": layer, "step": step, "status": "placed", "n": len(placed.coords), **scores}

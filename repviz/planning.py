@@ -87,10 +87,10 @@ class _CacheWalk:
 def _cached_info(run: Run, key: str, layer: str, step: int, n_rows: int) -> dict | None:
     """The sidecar of the stored embedding of (layer, step) under ``key`` when that embedding is intact (complete,
     finite, ``n_rows`` rows) and its sidecar reads; None otherwise: it is computed again, and both files replaced."""
-    if not run.embedding_intact(key, layer, step, n_rows):
+    if not run.embeddings.intact(key, layer, step, n_rows):
         return None
     try:
-        return run.embedding_info(key, layer, step)
+        return run.embeddings.info(key, layer, step)
     except DamagedFileError:
         return None
 
@@ -118,7 +118,7 @@ def resume(task: ChainTask) -> tuple[ChainTask | None, list[dict]]:
     left = () if todo is None else tuple(todo.items)
     done = [{"run": task.run.name, "layer": layer, "step": step, "method": method, "status": "computed",
              "seconds": float("nan")} for layer, step in task.items[:len(task.items) - len(left)]
-            if task.run.has_embedding(key, layer, step)]
+            if task.run.embeddings.has(key, layer, step)]
     rest = None if todo is None else replace(task, items=left, init_from=todo.init_from)
     return rest, done + walk.failed
 
@@ -135,7 +135,7 @@ def _known_key(runs: list[Run], request: str) -> str | None:
     """The key every run recorded for ``request`` (None if any run has not seen it)."""
     keys = set()
     for run in runs:
-        found = [k for k in run.embedding_keys() if request in run.embedding_method(k).get("requests", [])]
+        found = [k for k in run.embeddings.method_keys() if request in run.embeddings.method(k).get("requests", [])]
         if len(found) != 1:
             return None
         keys.add(found[0])
@@ -196,7 +196,7 @@ class Plan:
     def write_method_notes(self) -> None:
         """Describe every method key in the runs it will store results in, so readers find it by name."""
         for note in self.notes:
-            note.run.write_embedding_method(note.key, note.description)
+            note.run.embeddings.write_method(note.key, note.description)
 
 
 def plan_embeddings(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
@@ -247,7 +247,7 @@ def plan_embeddings(logdir, methods: Sequence[str] = ("tsne",), params: dict[str
                 key, walk = resolved.key, _walk(selected_runs, run_chains, resolved.key, name)
             for run in selected_runs:
                 todo = [t for t in walk.todo if t.run is run]
-                info = run.embedding_method(key)
+                info = run.embeddings.method(key)
                 if todo or request not in info.get("requests", []):
                     requests = sorted({*info.get("requests", []), request})
                     notes.append(MethodNote(run, key, {**resolved.describe(), "requests": requests}))

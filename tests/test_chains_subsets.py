@@ -51,12 +51,12 @@ def test_an_embedding_of_a_subset_has_one_row_per_stored_row_and_says_which(subs
         for step, rows in ROWS.items():
             Y = run.embedding("dense", step, method)
             assert len(Y) == (N if rows is None else len(rows))
-            info = run.embedding_info(run.embedding_key(method), "dense", step)
+            info = run.embeddings.info(run.embeddings.key(method), "dense", step)
             assert info.get("rows") == run.record("dense", step).get("rows")
-        key = run.embedding_key(method)
-        assert run.embedding_info(key, "dense", 1)["common_points"] == 45  # all of step 1 is in step 0
-        assert run.embedding_info(key, "dense", 2)["common_points"] == 23
-        assert run.embedding_info(key, "dense", 3)["common_points"] == 46  # back to the whole probe
+        key = run.embeddings.key(method)
+        assert run.embeddings.info(key, "dense", 1)["common_points"] == 45  # all of step 1 is in step 0
+        assert run.embeddings.info(key, "dense", 2)["common_points"] == 23
+        assert run.embeddings.info(key, "dense", 3)["common_points"] == 46  # back to the whole probe
     # the cache compares with the snapshot's row count: nothing is computed again
     again = embed_logdir(subset_run, ["tsne", "pca"], TSNE, progress=False)
     assert (again.computed, again.cached, again.failed) == (0, 8, [])
@@ -75,15 +75,15 @@ def test_points_shared_with_the_previous_snapshot_barely_move(subset_run, method
         rows, before = run.rows("dense", step), run.rows("dense", step - 1)
         common = np.intersect1d(rows, before)
         here, there = np.searchsorted(rows, common), np.searchsorted(before, common)
-        previous = run.read_embedding(chained, "dense", step - 1)[there]
-        moved = mean_displacement(run.read_embedding(chained, "dense", step)[here], previous)
-        unaligned = mean_displacement(run.read_embedding(alone, "dense", step)[here], previous)
+        previous = run.embeddings.read(chained, "dense", step - 1)[there]
+        moved = mean_displacement(run.embeddings.read(chained, "dense", step)[here], previous)
+        unaligned = mean_displacement(run.embeddings.read(alone, "dense", step)[here], previous)
         assert moved < 0.2, (step, moved)
         if method == "tsne":
             assert moved < unaligned / 3, (step, moved, unaligned)
         else:  # the snapshot's own PCA, rotated onto the previous layout of the shared points only
-            np.testing.assert_allclose(run.read_embedding(chained, "dense", step),
-                                       align_to(run.read_embedding(alone, "dense", step), previous, here), atol=1e-4)
+            np.testing.assert_allclose(run.embeddings.read(chained, "dense", step),
+                                       align_to(run.embeddings.read(alone, "dense", step), previous, here), atol=1e-4)
 
 
 def test_procrustes_on_the_common_points_moves_every_point():
@@ -121,8 +121,8 @@ def test_a_snapshot_sharing_fewer_than_3_points_with_the_previous_one_starts_afr
     chained = embed_logdir(tmp_path, ["pca"], progress=False).keys["pca"]
     alone = embed_logdir(tmp_path, ["pca"], align="none", progress=False).keys["pca"]
     run = open_logdir(tmp_path).run("r")
-    assert run.embedding_info(chained, "dense", 1)["common_points"] == 2
-    np.testing.assert_array_equal(run.read_embedding(chained, "dense", 1), run.read_embedding(alone, "dense", 1))
+    assert run.embeddings.info(chained, "dense", 1)["common_points"] == 2
+    np.testing.assert_array_equal(run.embeddings.read(chained, "dense", 1), run.embeddings.read(alone, "dense", 1))
 
 
 def test_the_exported_grid_colours_each_subset_snapshot_by_its_own_points(subset_run):

@@ -102,7 +102,7 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
         wide.write_activation(f"l{j:02d}", 0, np.zeros((30, 2), np.float32))
     run = open_logdir(tmp_path).run("a_wide")
     for k in range(8):
-        run.write_embedding(f"pca-{k}", "l00", 0, np.zeros((30, 2), np.float32), {})
+        run.embeddings.write(f"pca-{k}", "l00", 0, np.zeros((30, 2), np.float32), {})
 
     assert main(["info", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -189,7 +189,7 @@ def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys, sma
     assert {p: p.stat().st_mtime_ns for p in logs.rglob("*")} == before  # nothing written into the log dir
     overlay = open_logdir(logs, out=out)
     run = overlay.run("a")
-    assert run.embedding_steps(run.embedding_key("pca"), "dense") == [0, 1, 2]
+    assert run.embeddings.steps(run.embeddings.key("pca"), "dense") == [0, 1, 2]
     assert run.embedding("dense", 2, "pca").shape == (30, 2) and run.embedding("dense", 0, "pca").shape == (30, 2)
     assert MetaResult.load(overlay, "meta-dist-chord-mds").coords.shape == (6, 2)
     assert "meta-dist-chord-mds" not in open_logdir(logs).artifact_names()

@@ -48,7 +48,7 @@ def _root(log: Path) -> Path:
 
 
 def _key(log: Path) -> str:
-    return open_logdir(log).run("b").embedding_key("pca")
+    return open_logdir(log).run("b").embeddings.key("pca")
 
 
 def _embedding(log: Path, suffix: str) -> Path:
@@ -107,13 +107,13 @@ def _int32_activation(log: Path) -> None:
 
 def _graph_cache(log: Path) -> None:
     """A cached k-NN graph (the neighbourhood-change route's k=10) of indices out of range."""
-    path = open_logdir(log).run("a")._graph_path("dense", STEP, "k10-exact", write=True)
+    path = open_logdir(log).run("a").artifact("neighbor_graph").path("dense", STEP, "k10-exact", write=True)
     path.parent.mkdir(parents=True, exist_ok=True)  # the pipeline caches the graphs it scored with
     np.save(path, np.full((N, 10), 10**6, np.int64))
 
 
 def _density_cache(log: Path) -> None:
-    path = open_logdir(log).run("a")._density_path(_key(log), "dense", STEP, "all-l4", write=True)
+    path = open_logdir(log).run("a").artifact("density").path(_key(log), "dense", STEP, "all-l4", write=True)
     path.parent.mkdir(parents=True)
     path.write_text('[{"levels": "x"}]')
 
@@ -258,11 +258,11 @@ def test_embed(damaged, capsys):
     lg = open_logdir(log)
     key = _key(log)
     b = lg.run("b")
-    assert all(np.isfinite(b.read_embedding(key, "dense", s)).all() for s in range(3)), "UNUSABLE run b"
+    assert all(np.isfinite(b.embeddings.read(key, "dense", s)).all() for s in range(3)), "UNUSABLE run b"
     if case.recompute:
         a = lg.run("a")
-        Y = np.asarray(a.read_embedding(key, "dense", STEP))
-        info = a.embedding_info(key, "dense", STEP)
+        Y = np.asarray(a.embeddings.read(key, "dense", STEP))
+        info = a.embeddings.info(key, "dense", STEP)
         assert np.isfinite(Y).all() and Y.shape == (N, 2), "WRONG DATA: the damaged embedding was kept"
         assert info["source"]["crc32"] == a.record("dense", STEP)["crc32"], "WRONG DATA: sidecar not rewritten"
         assert "0 computed" not in out, f"WRONG DATA: counted as cached: {out[-200:]}"

@@ -47,11 +47,11 @@ def _stored(logdir) -> dict[tuple, tuple[np.ndarray, dict]]:
     out = {}
     log = open_logdir(logdir)
     for name, run in log.runs.items():
-        for key in run.embedding_keys():
+        for key in run.embeddings.method_keys():
             for layer in run.layers:
-                for step in run.embedding_steps(key, layer):
-                    info = {k: v for k, v in run.embedding_info(key, layer, step).items() if k != "seconds"}
-                    out[name, key, layer, step] = (np.array(run.read_embedding(key, layer, step)), info)
+                for step in run.embeddings.steps(key, layer):
+                    info = {k: v for k, v in run.embeddings.info(key, layer, step).items() if k != "seconds"}
+                    out[name, key, layer, step] = (np.array(run.embeddings.read(key, layer, step)), info)
     return out
 
 

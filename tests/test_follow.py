@@ -28,8 +28,8 @@ def test_each_snapshot_is_embedded_as_repviz_embed_would(tmp_path, capfd, tiny_c
     assert logger.wait_embeddings(timeout=300)
     assert "repviz follow" not in capfd.readouterr().err  # the follower reported no failed pass
     live = repviz.open_logdir(tmp_path).run("live")
-    key = live.embedding_key("pca")
-    assert {layer: live.embedding_steps(key, layer) for layer in live.layers} == {"hidden": [0, 1, 2],
+    key = live.embeddings.key("pca")
+    assert {layer: live.embeddings.steps(key, layer) for layer in live.layers} == {"hidden": [0, 1, 2],
                                                                                     "out": [0, 1, 2]}
     # the same snapshots embedded afterwards by `repviz embed`: same key, same arrays, nothing new computed
     copy = RunWriter(tmp_path / "after" / "live")
@@ -43,7 +43,7 @@ def test_each_snapshot_is_embedded_as_repviz_embed_would(tmp_path, capfd, tiny_c
     assert result.keys["pca"] == key and result.computed == 6
     for layer in live.layers:
         for step in (0, 1, 2):
-            np.testing.assert_allclose(live.read_embedding(key, layer, step), after.read_embedding(key, layer, step),
+            np.testing.assert_allclose(live.embeddings.read(key, layer, step), after.embeddings.read(key, layer, step),
                                        rtol=1e-5, atol=1e-6)
     assert repviz.embed_logdir(tmp_path, methods=["pca"], progress=False).computed == 0  # all cached
 
@@ -62,7 +62,7 @@ def test_a_crashed_fit_leaves_readable_logs_that_get_embedded(tmp_path, tiny_cla
     assert run.steps() == [0, 1, 2] and run.activations("hidden", 2).shape == (N, 8)  # the crash after step 2
     assert logger.wait_embeddings(timeout=300)
     for method in ("pca", "cmds"):
-        assert run.embedding_steps(run.embedding_key(method), "out") == [0, 1, 2]
+        assert run.embeddings.steps(run.embeddings.key(method), "out") == [0, 1, 2]
 
 
 def test_embed_is_checked_before_training(tmp_path, tiny_classifier):

@@ -28,7 +28,6 @@ from tensorboard_plugin_repviz import loader
 from werkzeug import test as wtest
 from werkzeug import wrappers
 
-from repviz import store
 from repviz.chains import verified_activations
 from repviz.cli import main
 from repviz.store import open_logdir
@@ -203,5 +202,5 @@ def test_info_while_a_temporary_file_is_renamed_away(tmp_path, small_logdir, mon
             tmp.unlink()
         return _Listing(entries)
 
-    monkeypatch.setattr(store.os, "scandir", renamed_after_listing)
+    monkeypatch.setattr(os, "scandir", renamed_after_listing)
     assert main(["info", str(logdir)]) == 0, capsys.readouterr().err

@@ -102,10 +102,10 @@ def test_token_transformer_with_masking(tmp_path):
     assert run.layer_info("block")["stored_shape"] == [N, 8]
     assert "no batch axis" in run.manifest["skipped"]["embed/position"]
     entry = _end_to_end(tmp_path, "transformer", ["embed", "block", "out"])
-    key = run.embedding_key("pca")
-    info = run.embedding_info(key, "out", 1)
+    key = run.embeddings.key("pca")
+    info = run.embeddings.info(key, "out", 1)
     assert info["one_dimensional"] is True  # the sigmoid output: its values on x, a strip per class on y
-    Y = np.asarray(run.read_embedding(key, "out", 1))
+    Y = np.asarray(run.embeddings.read(key, "out", 1))
     np.testing.assert_allclose(Y[:, 0], run.activations("out", 1)[:, 0] - run.activations("out", 1)[:, 0].mean(),
                                rtol=1e-5, atol=1e-6)
     strips = [Y[y[:N] == c, 1] for c in (0, 1)]

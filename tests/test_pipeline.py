@@ -104,7 +104,7 @@ def test_second_run_computes_nothing_and_a_changed_source_is_recomputed(tmp_path
     changed = {p for p, t in _mtimes(tmp_path).items() if before[p] != t}
     assert changed == {str(tmp_path / f"r1/plugins/repviz/embeddings/{first.keys['pca']}/a/{s}.npy") for s in (2, 3)}
     run = open_logdir(tmp_path).run("r1")
-    info = run.embedding_info(first.keys["pca"], "a", 2)
+    info = run.embeddings.info(first.keys["pca"], "a", 2)
     assert info["source"]["crc32"] == run.record("a", 2)["crc32"] and info["init_from"] == ["a", 1]
 
 
@@ -118,7 +118,7 @@ def test_the_cache_checks_what_it_finds(tmp_path, cluster_run):
     emb.write_bytes(emb.read_bytes()[:-8])  # a full disk cut the file short
     again = embed_logdir(tmp_path, ["pca"])
     assert (again.computed, again.cached, again.failed) == (3, 5, [])  # b/1 and the rest of its chain
-    assert run.read_embedding(key, "b", 1).shape == (120, 2)
+    assert run.embeddings.read(key, "b", 1).shape == (120, 2)
 
     source = run.root / run.record("a", 2)["file"]
     data = bytearray(source.read_bytes())
@@ -156,8 +156,8 @@ def test_a_damaged_cached_embedding_is_computed_again(tmp_path, cluster_run, dam
     damage(run.root / "embeddings" / key / "b" / "1.npy")
     again = embed_logdir(tmp_path, ["pca"])
     assert (again.computed, again.cached, again.failed) == (3, 5, [])  # b/1 and the rest of its chain
-    assert np.isfinite(run.read_embedding(key, "b", 1)).all()
-    assert run.embedding_info(key, "b", 1)["source"]["crc32"] == run.record("b", 1)["crc32"]
+    assert np.isfinite(run.embeddings.read(key, "b", 1)).all()
+    assert run.embeddings.info(key, "b", 1)["source"]["crc32"] == run.record("b", 1)["crc32"]
 
 
 def test_a_run_without_its_probe_fails_per_representation_and_the_others_go_on(tmp_path, cluster_run):
@@ -179,10 +179,10 @@ def test_embedding_by_method_name_scores_and_layer_alignment(tmp_path, cluster_r
     run = open_logdir(tmp_path).run("r1")
     Y = run.embedding("b", 3, method="pca")
     assert Y.shape == (120, 2) and Y.dtype == np.float32
-    np.testing.assert_array_equal(Y, run.read_embedding(default.keys["pca"], "b", 3))
+    np.testing.assert_array_equal(Y, run.embeddings.read(default.keys["pca"], "b", 3))
     assert run.embedding("b", 3, "pca", {"n_components": 3}).shape == (120, 3)
-    assert run.embedding_key("pca", {"align": "layers"}) == other.keys["pca"]
-    assert run.embedding_info(other.keys["pca"], "b", 3)["init_from"] == ["a", 3]  # chained along the layers
+    assert run.embeddings.key("pca", {"align": "layers"}) == other.keys["pca"]
+    assert run.embeddings.info(other.keys["pca"], "b", 3)["init_from"] == ["a", 3]  # chained along the layers
     scores = run.embedding_scores("b", 3, "pca")
     assert {"trustworthiness", "continuity", "knn_preservation", "knn_accuracy"} <= set(scores)
     assert scores["trustworthiness"] > 0.8
@@ -201,8 +201,8 @@ def test_default_values_spelled_out_find_the_default_embedding(tmp_path, cluster
     again = embed_logdir(tmp_path, ["pca"], {"pca": {"whiten": False}})
     assert again.keys["pca"] == first != whitened and again.computed == 0
     run = open_logdir(tmp_path).run("r1")
-    assert run.embedding_key("pca") == first
-    np.testing.assert_array_equal(run.embedding("a", 1, method="pca"), run.read_embedding(first, "a", 1))
+    assert run.embeddings.key("pca") == first
+    np.testing.assert_array_equal(run.embedding("a", 1, method="pca"), run.embeddings.read(first, "a", 1))
 
 
 def test_parallel_jobs_give_the_same_embeddings(tmp_path, cluster_run):
@@ -344,8 +344,8 @@ def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys, clus
     assert result.computed == 4 + 3
     assert {(f["layer"], f["step"]) for f in result.failed} == {("dead", s) for s in range(4)} | {("c", 2)}
     run = open_logdir(tmp_path).run("r1")
-    assert run.embedding_info(result.keys["pca"], "c", 3)["init_from"] == ["c", 1]  # the chain skips the hole
-    assert run.embedding_steps(result.keys["pca"], "dead") == []
+    assert run.embeddings.info(result.keys["pca"], "c", 3)["init_from"] == ["c", 1]  # the chain skips the hole
+    assert run.embeddings.steps(result.keys["pca"], "dead") == []
 
     assert main(["embed", str(tmp_path), "--method", "pca"]) == 1
     out, err = capsys.readouterr()
@@ -425,8 +425,8 @@ def _train_and_capture(logdir, digits, epochs_before=30, snapshots=4):
 
 
 def _consecutive_displacement(run, key, layer):
-    steps = run.embedding_steps(key, layer)
-    return np.mean([mean_displacement(run.read_embedding(key, layer, a), run.read_embedding(key, layer, b))
+    steps = run.embeddings.steps(key, layer)
+    return np.mean([mean_displacement(run.embeddings.read(key, layer, a), run.embeddings.read(key, layer, b))
                     for a, b in zip(steps, steps[1:])])
 
 

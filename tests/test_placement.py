@@ -97,13 +97,13 @@ def test_place_run_stores_placed_points_apart_from_fitted_layouts(two_probe_sets
     assert all(r["knn_accuracy"] >= r["layout_knn_accuracy"] - 0.05 for r in rows)
     log = open_logdir(two_probe_sets)
     test, train = log.run("test"), log.run("train")
-    key = train.embedding_key("tsne")
+    key = train.embeddings.key("tsne")
     coords, info = test.placed("train", key, "a", 2)
     assert coords.shape == (60, 2) and info["placed_into"] == {"run": "train", "key": key, "method": "tsne",
                                                                 "layer": "a", "step": 2}
-    assert test.embedding_keys() == []  # never a fitted layout of its own
+    assert test.embeddings.method_keys() == []  # never a fitted layout of its own
     # each placed point lies among the layout's points of its cluster
-    Y = np.asarray(train.read_embedding(key, "a", 2))
+    Y = np.asarray(train.embeddings.read(key, "a", 2))
     means = np.stack([Y[np.arange(120) % 4 == c].mean(axis=0) for c in range(4)])
     nearest = np.argmin(((coords[:, None, :] - means[None]) ** 2).sum(axis=2), axis=1)
     assert np.mean(nearest == np.arange(60) % 4) > 0.95
@@ -113,9 +113,9 @@ def test_placing_again_computes_only_what_a_new_layout_made_stale(two_probe_sets
     place_run(two_probe_sets, "test", into="train")
     assert {r["status"] for r in place_run(two_probe_sets, "test", into="train")} == {"cached"}
     train = open_logdir(two_probe_sets).run("train")
-    key = train.embedding_key("tsne")
-    moved = np.asarray(train.read_embedding(key, "a", 1)) + 1.0  # the layout of step 1 computed anew
-    train.write_embedding(key, "a", 1, moved, train.embedding_info(key, "a", 1))
+    key = train.embeddings.key("tsne")
+    moved = np.asarray(train.embeddings.read(key, "a", 1)) + 1.0  # the layout of step 1 computed anew
+    train.embeddings.write(key, "a", 1, moved, train.embeddings.info(key, "a", 1))
     assert [r["status"] for r in place_run(two_probe_sets, "test", into="train")] == ["cached", "placed", "cached"]
 
 
@@ -135,7 +135,7 @@ def test_repviz_place_prints_a_row_per_snapshot(two_probe_sets, capsys):
     assert main(["place", str(two_probe_sets), "--run", "test", "--into", "nope"]) == 2
     assert "repviz place: error: " in capsys.readouterr().err
     assert main(["info", str(two_probe_sets)]) == 0
-    key = open_logdir(two_probe_sets).run("train").embedding_key("tsne")
+    key = open_logdir(two_probe_sets).run("train").embeddings.key("tsne")
     assert f"  placed into: run train, {key}\n" in capsys.readouterr().out
 
 
@@ -149,7 +149,7 @@ def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets)
 
     place_run(two_probe_sets, "test", into="train", steps=[2])
     train = open_logdir(two_probe_sets).run("train")
-    key = train.embedding_key("tsne")
+    key = train.embeddings.key("tsne")
     plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(two_probe_sets)))
     client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
     get = lambda step, k=key: client.get(f"/data/plugin/repviz/placed?run=train&layer=a&step={step}&key={k}")  # noqa: E731
@@ -164,8 +164,8 @@ def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets)
         assert index["test"]["placed_into"] == ["train"] and index["train"]["placed_into"] == []
         assert get(2, "tsne-nope").status_code == 404
         # the layout computed again: the placed points no longer belong to it
-        train.write_embedding(key, "a", 2, np.asarray(train.read_embedding(key, "a", 2)) * 2,
-                              train.embedding_info(key, "a", 2))
+        train.embeddings.write(key, "a", 2, np.asarray(train.embeddings.read(key, "a", 2)) * 2,
+                              train.embeddings.info(key, "a", 2))
         assert get(2).get_json()["placed"][0]["stale"]
     finally:
         plugin.jobs.close()
@@ -178,7 +178,7 @@ def test_a_refit_reproduces_the_stored_aligned_layout_it_places_into(tmp_path, c
     rows = place_run(tmp_path / "logs", "test", into="train", method="isomap")
     assert [r["status"] for r in rows] == ["placed"] * 3
     log = open_logdir(tmp_path / "logs")
-    key = log.run("train").embedding_key("isomap")
+    key = log.run("train").embeddings.key("isomap")
     for step in range(3):
         _, info = log.run("test").placed("train", key, "a", step)
         assert info["how"]["refit_displacement"] < 1e-4 and rows[step]["knn_accuracy"] > 0.9
@@ -195,7 +195,7 @@ def test_a_damaged_placement_is_left_out_of_the_route_and_refused_by_the_store(t
     place_run(two_probe_sets, "test", into="train", steps=[2])
     place_run(two_probe_sets, "extra", into="train", steps=[2])
     log = open_logdir(two_probe_sets)
-    key = log.run("train").embedding_key("tsne")
+    key = log.run("train").embeddings.key("tsne")
     sidecar = two_probe_sets / "extra" / "plugins" / "repviz" / "placed" / "train" / key / "a" / "2.json"
     sidecar.write_text("[1, 2]")
     with pytest.raises(DamagedFileError, match="is not a placement's sidecar"):

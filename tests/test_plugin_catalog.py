@@ -162,7 +162,7 @@ def test_run_stamp_changes_with_every_listed_change(tmp_path):
     changed()
     for key, step in (("pca-1", 0), ("pca-1", 1), ("tsne-2", 0)):  # a new key, a new step of it, another key
         time.sleep(0.01)  # directory mtimes have at least this resolution everywhere we run
-        run.write_embedding(key, "a", step, np.zeros((5, 2), np.float32), {})
+        run.embeddings.write(key, "a", step, np.zeros((5, 2), np.float32), {})
         changed()
 
 

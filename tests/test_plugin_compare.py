@@ -115,7 +115,7 @@ def test_neighborhood_change_route_then_cached(served, logs, monkeypatch):
     np.testing.assert_allclose(change, expected, atol=1e-6)
     assert float(r.headers["X-Repviz-Mean"]) == pytest.approx(np.mean(expected), abs=1e-5)
     run = repviz.open_logdir(logs).run("mlp")
-    assert run.neighbor_graph("hidden", 0, "k5-exact") is not None  # cached in the store
+    assert run.artifact("neighbor_graph").cached("hidden", 0, "k5-exact") is not None  # cached in the store
     again = _get(client, route, **{"If-None-Match": r.headers["ETag"]})
     assert again.status_code == 304
 
@@ -169,7 +169,7 @@ def test_trails_are_the_stored_embeddings_in_step_order(served, logs):
     trails = _array(r, "<f4").reshape(3, 4, 2)
     run = repviz.open_logdir(logs).run("mlp")
     for i, step in enumerate([0, 1, 2]):
-        np.testing.assert_array_equal(trails[i], run.read_embedding(key, "hidden", step)[[3, 0, 47, 3]])
+        np.testing.assert_array_equal(trails[i], run.embeddings.read(key, "hidden", step)[[3, 0, 47, 3]])
     again = client.post(BASE + "trails", json={"run": "mlp", "layer": "hidden", "key": key,
                                                "indices": [3, 0, 47, 3]}, headers={"If-None-Match": r.headers["ETag"]})
     assert again.status_code == 304
@@ -212,7 +212,7 @@ def test_density_route_by_class_and_all_then_cached(served, logs, monkeypatch):
     body = r.json
     assert body["levels"] == [0.25, 0.5, 0.75]
     labels = repviz.open_logdir(logs).run("mlp").probe.labels
-    Y = repviz.open_logdir(logs).run("mlp").read_embedding(key, "hidden", 2)
+    Y = repviz.open_logdir(logs).run("mlp").embeddings.read(key, "hidden", 2)
     classes = {c["class"] for c in body["contours"]}
     assert classes and classes <= set(np.unique(labels).tolist())
     assert {c["level"] for c in body["contours"]} == {0.25, 0.5, 0.75}

@@ -99,7 +99,7 @@ def served(logdir):
 
 
 def _key(root):
-    return repviz.open_logdir(root).run("a").embedding_key("pca")
+    return repviz.open_logdir(root).run("a").embeddings.key("pca")
 
 
 def _valid_queries(root) -> dict[str, str]:

@@ -41,7 +41,7 @@ def _append(writer, run, done: threading.Event) -> None:
                 writer.write_activation(layer, step, rng.normal(size=(N, width)).astype(np.float32), epoch=step)
             writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
             for layer in ("a", "b"):
-                run.write_embedding(KEY, layer, step, rng.normal(size=(N, 2)), {"method": "pca"})
+                run.embeddings.write(KEY, layer, step, rng.normal(size=(N, 2)), {"method": "pca"})
             done.wait(PACE)
     finally:
         done.set()

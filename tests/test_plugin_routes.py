@@ -90,7 +90,7 @@ def _array(response, dtype):
 
 
 def _key(logdir):
-    return repviz.open_logdir(logdir).run("mlp").embedding_key("pca")
+    return repviz.open_logdir(logdir).run("mlp").embeddings.key("pca")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_info_layer_record_and_embedding_scores(served, logdir):
     info = r.json
     assert info["layer"]["name"] == "hidden" and info["layer"]["stored_shape"] == [N, 12]
     assert info["record"]["shape"] == [N, 12] and info["record"]["epoch"] == 2 and info["record"]["nonfinite"] == 0
-    stored = repviz.open_logdir(logdir).run("mlp").embedding_info(key, "hidden", 2)
+    stored = repviz.open_logdir(logdir).run("mlp").embeddings.info(key, "hidden", 2)
     assert info["embedding"]["scores"] == stored["scores"] and info["embedding"]["method"] == "pca"
     assert _get(client, "info?run=mlp&layer=hidden&step=2").json["embedding"] is None
 
@@ -176,7 +176,7 @@ def test_coords_are_the_stored_embedding_with_etag(served, logdir):
     r = _get(client, f"coords?run=mlp&layer=out&step=1&key={key}")
     assert r.status_code == 200 and r.headers["Content-Type"] == "application/octet-stream"
     assert r.headers["X-Repviz-Shape"] == f"{N},2"
-    stored = repviz.open_logdir(logdir).run("mlp").read_embedding(key, "out", 1)
+    stored = repviz.open_logdir(logdir).run("mlp").embeddings.read(key, "out", 1)
     np.testing.assert_array_equal(_array(r, "<f4").reshape(N, 2), stored)
     again = _get(client, f"coords?run=mlp&layer=out&step=1&key={key}", **{"If-None-Match": r.headers["ETag"]})
     assert again.status_code == 304 and again.data == b""
@@ -416,7 +416,7 @@ def test_compute_on_demand_then_serve(served, logdir):
     job = _wait_job(client, job_id)
     assert job["state"] == "done" and job["error"] is None and job["key"].startswith("pca-")
     assert job["progress"]["done"] == job["progress"]["total"] == 3
-    stored = repviz.open_logdir(logdir).run("bare").read_embedding(job["key"], "hidden", 2)
+    stored = repviz.open_logdir(logdir).run("bare").embeddings.read(job["key"], "hidden", 2)
     r = _get(client, f"coords?run=bare&layer=hidden&step=2&key={job['key']}")
     np.testing.assert_array_equal(_array(r, "<f4").reshape(N, 2), stored)
     deadline = time.time() + 15  # the index follows within the listing/index cache times
@@ -458,14 +458,14 @@ def test_results_written_elsewhere_are_served_and_computed_there(logdir, tmp_pat
         mlp = next(run for run in _get(client, "runs").json["runs"] if run["name"] == "mlp")
         assert sorted(emb["method"] for emb in mlp["embeddings"]) == ["pca", "pca"]
         whitened = next(emb["key"] for emb in mlp["embeddings"] if not emb["default"])
-        stored = repviz.open_logdir(logs, out).run("mlp").read_embedding(whitened, "hidden", 1)
+        stored = repviz.open_logdir(logs, out).run("mlp").embeddings.read(whitened, "hidden", 1)
         r = _get(client, f"coords?run=mlp&layer=hidden&step=1&key={whitened}")
         np.testing.assert_array_equal(_array(r, "<f4").reshape(N, 2), stored)
         r = client.post(BASE + "compute", json={"run": "bare", "layer": "hidden", "method": "pca"})
         job = _wait_job(client, r.json["job"]["id"])
         assert job["state"] == "done", job
         assert not (logs / "bare" / "plugins" / "repviz" / "embeddings").exists()
-        assert repviz.open_logdir(logs, out).run("bare").embedding_steps(job["key"], "hidden") == [0, 1, 2]
+        assert repviz.open_logdir(logs, out).run("bare").embeddings.steps(job["key"], "hidden") == [0, 1, 2]
     finally:
         plugin.jobs.close()
 

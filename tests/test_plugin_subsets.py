@@ -29,11 +29,11 @@ def logs(tmp_path_factory, new_run):
     writer.write_probe(np.arange(100, 100 + N), np.arange(N) % 3)
     rng = np.random.default_rng(0)
     run = open_logdir(root).run("sub")
-    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    run.embeddings.write_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
     for step, rows in SUBSETS.items():
         X = rng.normal(size=(N if rows is None else len(rows), 3)).astype(np.float32)
         writer.write_activation("dense", step, X, rows=rows, epoch=step)
-        run.write_embedding(KEY, "dense", step, X[:, :2], {"method": "pca", "scores": {}})
+        run.embeddings.write(KEY, "dense", step, X[:, :2], {"method": "pca", "scores": {}})
     probs = np.eye(3, dtype=np.float32)[[2, 0, 1, 1, 0]] * 0.8 + 0.2 / 3
     writer.write_prediction(1, probs, rows=SUBSETS[1])
     return root

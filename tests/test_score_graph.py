@@ -55,12 +55,12 @@ def test_methods_scoring_one_snapshot_search_its_neighbours_once(tmp_path, clust
     embed_logdir(tmp_path / "logs", ["pca"], progress=False)
     assert [k for k, _ in scans] == [10, 10]  # each snapshot's neighbours searched by the first method to score it
     run = open_logdir(tmp_path / "logs").run("r")
-    assert run.neighbor_graph("a", 1, "k10-exact") is not None
+    assert run.artifact("neighbor_graph").cached("a", 1, "k10-exact") is not None
     scans.clear()
     embed_logdir(tmp_path / "logs", ["cmds", "isomap"], progress=False)
     assert scans and all(k == 0 for k, _ in scans)  # the others read them from the store
-    for key in (run.embedding_key("cmds"), run.embedding_key("isomap")):
+    for key in (run.embeddings.key("cmds"), run.embeddings.key("isomap")):
         for step in (0, 1):
             X = np.asarray(run.activations("a", step), dtype=np.float32)
-            expected = quality_scores(X, run.read_embedding(key, "a", step), np.arange(120) % 4, max_exact=1000)
-            assert run.embedding_info(key, "a", step)["scores"] == expected
+            expected = quality_scores(X, run.embeddings.read(key, "a", step), np.arange(120) % 4, max_exact=1000)
+            assert run.embeddings.info(key, "a", step)["scores"] == expected

@@ -183,7 +183,7 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
         assert r.status_code == 200 and len(json.loads(r.get_data())["keys"]) == 61
         (tsne,) = [e for e in runs["cnn/seed1"]["embeddings"] if e["method"] == "tsne"]
         r = client.get(base + f"coords?run={quote('cnn/seed1', safe='')}&layer=conv2&step=2&key={tsne['key']}")
-        stored = repviz.open_logdir(logs).run("cnn/seed1").read_embedding(tsne["key"], "conv2", 2)
+        stored = repviz.open_logdir(logs).run("cnn/seed1").embeddings.read(tsne["key"], "conv2", 2)
         assert r.status_code == 200 and r.get_data() == np.asarray(stored, "<f4").tobytes()
         assert client.get(base + f"labels?run={quote('relu/seed0', safe='')}").status_code == 200
     finally:
@@ -248,9 +248,9 @@ def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
         for step in (0, 1):
             w.write_activation("enc/dense#0", step, rng.normal(size=(30, 4)).astype(np.float32))
         stored = open_logdir(tmp_path / "logs").run(run)
-        stored.write_embedding_method("tsne-abc", {"method": "tsne", "params": {}})
+        stored.embeddings.write_method("tsne-abc", {"method": "tsne", "params": {}})
         for step in (0, 1):
-            stored.write_embedding("tsne-abc", "enc/dense#0", step, rng.normal(size=(30, 2)),
+            stored.embeddings.write("tsne-abc", "enc/dense#0", step, rng.normal(size=(30, 2)),
                                    {"scores": {"trustworthiness": 0.9 + step / 100, "knn_accuracy": 0.5}})
     keys = [("<input>", "input", 0)] + [(r, "enc/dense#0", s) for r in ("net/seed0", "net/seed1") for s in (0, 1)]
     MetaResult(keys, rng.normal(size=(5, 2)).astype(np.float32), np.ones((5, 5)),

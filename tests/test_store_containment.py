@@ -119,30 +119,30 @@ CASES = [
     Case("probe directory symlink", lambda root, log, s: _link(root / "probe", s["dir"]),
          lambda lg, r: lg.skipped[r], "probe", "labels?run={r}"),
     Case("embedding .npy symlink", lambda root, log, s: _link(root / f"embeddings/{KEY}/dense/0.npy", s["npy"]),
-         lambda lg, r: lg.run(r).read_embedding(KEY, "dense", 0), "0.npy",
+         lambda lg, r: lg.run(r).embeddings.read(KEY, "dense", 0), "0.npy",
          f"coords?run={{r}}&layer=dense&step=0&key={KEY}"),
     Case("embedding layer directory symlink",
          lambda root, log, s: _link(root / f"embeddings/{KEY}/dense", s["dir"] / "dense"),
-         lambda lg, r: lg.run(r).read_embedding(KEY, "dense", 0), "dense",
+         lambda lg, r: lg.run(r).embeddings.read(KEY, "dense", 0), "dense",
          f"coords?run={{r}}&layer=dense&step=0&key={KEY}"),
     Case("embedding key directory symlink", lambda root, log, s: _link(root / "embeddings/evil-1", s["dir"]),
-         lambda lg, r: lg.run(r).read_embedding("evil-1", "dense", 0), "evil-1",
+         lambda lg, r: lg.run(r).embeddings.read("evil-1", "dense", 0), "evil-1",
          "coords?run={r}&layer=dense&step=0&key=evil-1"),
     Case("embedding sidecar .json symlink",
          lambda root, log, s: _link(root / f"embeddings/{KEY}/dense/0.json", s["json"]),
-         lambda lg, r: lg.run(r).embedding_info(KEY, "dense", 0), "0.json",
+         lambda lg, r: lg.run(r).embeddings.info(KEY, "dense", 0), "0.json",
          f"info?run={{r}}&layer=dense&step=0&key={KEY}"),
     Case("method.json symlink", lambda root, log, s: _link(root / f"embeddings/{KEY}/method.json", s["json"]),
-         lambda lg, r: lg.run(r).embedding_method(KEY), "method.json", None),
+         lambda lg, r: lg.run(r).embeddings.method(KEY), "method.json", None),
     Case("manifest.json symlink", lambda root, log, s: _link(root / "manifest.json", s["json"]),
          lambda lg, r: lg.skipped[r], "manifest.json", "labels?run={r}"),
     Case("records.jsonl symlink", lambda root, log, s: _link(root / "records.jsonl", s["json"]),
          lambda lg, r: lg.skipped[r], "records.jsonl", "knn?run={r}&layer=dense&step=0&index=0&k=3"),
     Case("neighbour graph cache symlink",
          lambda root, log, s: _link(_graph_cache(log, root), s["graph"]),
-         lambda lg, r: lg.run(r).neighbor_graph("dense", 0, "k3-exact"), "k3-exact", None),
+         lambda lg, r: lg.run(r).artifact("neighbor_graph").cached("dense", 0, "k3-exact"), "k3-exact", None),
     Case("density cache symlink", lambda root, log, s: _link(_density_cache(log, root), s["json"]),
-         lambda lg, r: lg.run(r).density(KEY, "dense", 0, "all-l4"), "all-l4", None),
+         lambda lg, r: lg.run(r).artifact("density").cached(KEY, "dense", 0, "all-l4"), "all-l4", None),
     Case("meta result directory symlink", lambda root, log, s: _link(_meta(log, "meta-dir"), s["dir"]),
          lambda lg, r: MetaResult.load(lg, "meta-dir"), "meta-dir", "meta_result?name=meta-dir"),
     Case("meta coords.npy symlink", lambda root, log, s: _link(_meta(log, "meta-coords") / "coords.npy", s["npy"]),
@@ -158,11 +158,13 @@ def _run_name(case: Case) -> str:
 
 
 def _graph_cache(log: Path, root: Path) -> Path:
-    return open_logdir(log).run(root.parent.parent.name)._graph_path("dense", 0, "k3-exact", write=True)
+    run = open_logdir(log).run(root.parent.parent.name)
+    return run.artifact("neighbor_graph").path("dense", 0, "k3-exact", write=True)
 
 
 def _density_cache(log: Path, root: Path) -> Path:
-    return open_logdir(log).run(root.parent.parent.name)._density_path(KEY, "dense", 0, "all-l4", write=True)
+    run = open_logdir(log).run(root.parent.parent.name)
+    return run.artifact("density").path(KEY, "dense", 0, "all-l4", write=True)
 
 
 def _build(tmp: Path, small_logdir) -> Path:
@@ -174,9 +176,9 @@ def _build(tmp: Path, small_logdir) -> Path:
     lg = open_logdir(log)
     for run in lg.runs.values():
         np.save(run.root / "probe" / "thumbnails.npy", np.zeros((N, 2, 2), np.uint8))
-        run.write_embedding_method(KEY, {"method": "pca", "params": {}})
+        run.embeddings.write_method(KEY, {"method": "pca", "params": {}})
         for step in run.steps():
-            run.write_embedding(KEY, "dense", step, np.asarray(run.activations("dense", step))[:, :2],
+            run.embeddings.write(KEY, "dense", step, np.asarray(run.activations("dense", step))[:, :2],
                                 {"scores": {"t": 1.0}})
     keys = [("good", "dense", s) for s in range(3)]
     for name in ("meta-good", "meta-dir", "meta-coords"):
@@ -234,13 +236,13 @@ def test_an_out_overlay_is_checked_against_its_own_root(tmp_path, small_logdir):
     log = small_logdir(tmp_path / "logs")
     out = tmp_path / "out"
     run = open_logdir(log, out=out).run("a")
-    run.write_embedding(KEY, "dense", 0, np.zeros((N, 2)), {"scores": {}})
+    run.embeddings.write(KEY, "dense", 0, np.zeros((N, 2)), {"scores": {}})
     _link(out / "a" / "plugins" / "repviz" / "embeddings" / KEY / "dense" / "0.npy", secrets["npy"])
     with pytest.raises(NotFoundError, match="0.npy"):
-        open_logdir(log, out=out).run("a").read_embedding(KEY, "dense", 0)
+        open_logdir(log, out=out).run("a").embeddings.read(KEY, "dense", 0)
     _link(out / "a" / "plugins" / "repviz" / "embeddings" / KEY / "dense", secrets["dir"] / "dense")
     with pytest.raises(NotFoundError, match="dense"):
-        open_logdir(log, out=out).run("a").write_embedding(KEY, "dense", 5, np.zeros((N, 2)), {"scores": {}})
+        open_logdir(log, out=out).run("a").embeddings.write(KEY, "dense", 5, np.zeros((N, 2)), {"scores": {}})
     assert not (secrets["dir"] / "dense" / "5.npy").exists() and not (secrets["dir"] / "dense" / "5.json").exists()
 
 
@@ -295,7 +297,7 @@ def test_info_and_embed_report_each_pointer_in_one_line_and_go_on(logdir, capsys
     out, err = capsys.readouterr()
     assert status in (0, 1) and "Traceback" not in out + err and not _leaks((out + err).encode()), out + err
     good = open_logdir(logdir).run("good")
-    assert any(good.has_embedding(k, "dense", 2) for k in good.embedding_keys() if k != KEY)
+    assert any(good.embeddings.has(k, "dense", 2) for k in good.embeddings.method_keys() if k != KEY)
     assert not any(_leaks(p.read_bytes()) for p in (logdir / "good").rglob("*") if p.is_file())
     assert _snapshot(_SECRETS) == before
 

@@ -70,7 +70,7 @@ def test_umap_method_keys_cache_and_resumption_behave_like_tsne(tmp_path, cluste
     first = embed_logdir(tmp_path / "logs", ["umap"])
     assert (first.computed, first.cached, first.failed) == (4, 0, []) and first.keys["umap"] == resolved.key
     run = open_logdir(tmp_path / "logs").run("r1")
-    assert run.embedding_info(resolved.key, "a", 3)["init_from"] == ["a", 2]
+    assert run.embeddings.info(resolved.key, "a", 3)["init_from"] == ["a", 2]
     assert 0 < run.embedding_scores("a", 3, resolved.key)["trustworthiness"] <= 1
     again = embed_logdir(tmp_path / "logs", ["umap"])
     assert (again.computed, again.cached) == (0, 4)

@@ -356,7 +356,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         the last batch's outputs to the background writer as they are: it reduces them (on that one thread) and
         stores the snapshot while training goes on."""
         self._report(self._background.done())  # also raises here what failed in the writer since
-        acts, preds = self._snapshots.open(step, self.n_probe if rows is None else len(rows))
+        acts, preds = self._snapshots.blocks(step, self.n_probe if rows is None else len(rows))
         try:
             for batch, final in self._probe_batches(rows):
                 if not final:

@@ -26,7 +26,7 @@ class SnapshotWriter:
         self.run, self.captures, self.outputs, self.dtype = run, captures, outputs, dtype
         self.named = len(outputs) > 1  # a single-output run writes what it always did: no output name
 
-    def open(self, step: int, n: int) -> tuple[list[store.ArrayBlocks], list[store.ArrayBlocks]]:
+    def blocks(self, step: int, n: int) -> tuple[list[store.ArrayBlocks], list[store.ArrayBlocks]]:
         """The block files of snapshot ``step`` of ``n`` probe rows: one per capture, one per model output."""
         acts = [self.run.activation_blocks(c.name, step, (n, c.width), self.dtype) for c in self.captures]
         preds = [self.run.prediction_blocks(step, (n, *o.sample_shape), output=o.name if self.named else None,

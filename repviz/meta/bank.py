@@ -22,7 +22,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 
 from ..progress import ProgressCallback, report
-from ..store import Artifacts, NotFoundError, checksum
+from ..store import VECTOR_BANK, Artifacts, NotFoundError, checksum
 from . import _kernels
 
 #: ``gram(vids, first_new, progress)``: the float64 dot products (R - first_new, R) of ``vids[first_new:]`` with
@@ -35,12 +35,12 @@ def save_vector(artifacts: Artifacts, length: int, vid: str, vector: np.ndarray)
     vector = np.asarray(vector, dtype=np.float32)
     if vector.shape != (length,):
         raise ValueError(f"vector {vid!r} has shape {vector.shape}; this bank holds vectors of length {length}")
-    artifacts.save_array(f"{vid}.npy", vector)
+    artifacts.save_array(VECTOR_BANK.vector(vid), vector)
 
 
 def check_vector(artifacts: Artifacts, vid: str, length: int) -> None:
     """Refuse a stored vector that is not float32 of ``length`` (a cache written by something else)."""
-    shape, dtype = artifacts.header(f"{vid}.npy")
+    shape, dtype = artifacts.header(VECTOR_BANK.vector(vid))
     if shape != (length,) or dtype != np.float32:
         raise ValueError(f"vector {vid!r} in {artifacts.location!r} holds {dtype} {shape}, not float32 "
                          f"({length},); delete the directory to rebuild the cache")
@@ -50,7 +50,7 @@ def read_columns(artifacts: Artifacts, vids: list[str], start: int, out: np.ndar
     """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors, by plain reads (a
     memory map would keep every page it touched resident)."""
     for row, vid in zip(out, vids):
-        artifacts.read_into(f"{vid}.npy", row, start)
+        artifacts.read_into(VECTOR_BANK.vector(vid), row, start)
 
 
 def column_step(length: int, n_rows: int, block_bytes: int) -> int:
@@ -131,9 +131,9 @@ class VectorBank:
         self.chord2 = np.zeros((0, 0))
         self.norms2 = np.zeros(0)
         try:
-            index = self.artifacts.load_json("index.json")
-            chord2 = self.artifacts.load_array("chord2.npy", mmap=False)
-            norms2 = self.artifacts.load_array("norms2.npy", mmap=False)
+            index = self.artifacts.load_json(VECTOR_BANK.index)
+            chord2 = self.artifacts.load_array(VECTOR_BANK.chord2, mmap=False)
+            norms2 = self.artifacts.load_array(VECTOR_BANK.norms2, mmap=False)
         except NotFoundError:
             return
         rows = index.get("rows", [])
@@ -149,16 +149,17 @@ class VectorBank:
         self.info = {r: index.get("info", {}).get(r, {}) for r in self.rows}
 
     def _save_index(self) -> None:
-        self.artifacts.save_array("chord2.npy", self.chord2)
-        self.artifacts.save_array("norms2.npy", self.norms2)
-        self.artifacts.save_json("index.json", {"rows": self.rows, "length": self.length, "info": self.info,
+        self.artifacts.save_array(VECTOR_BANK.chord2, self.chord2)
+        self.artifacts.save_array(VECTOR_BANK.norms2, self.norms2)
+        self.artifacts.save_json(VECTOR_BANK.index, {"rows": self.rows, "length": self.length, "info": self.info,
                                                 "crc32": {"chord2": checksum(self.chord2),
                                                           "norms2": checksum(self.norms2)}})
 
     # vectors --------------------------------------------------------------------------------------------------
     def __contains__(self, vid: str) -> bool:
         """The vector ``vid`` is stored whole (a truncated file is rebuilt, not trusted)."""
-        return self.artifacts.intact(f"{vid}.npy") and self.artifacts.header(f"{vid}.npy")[0] == (self.length,)
+        name = VECTOR_BANK.vector(vid)
+        return self.artifacts.intact(name) and self.artifacts.header(name)[0] == (self.length,)
 
     def add(self, vid: str, vector: np.ndarray, info: dict | None = None) -> None:
         """Store one vector (atomically) under the id ``vid``; its distances are computed by :meth:`sq_chords`."""
@@ -167,7 +168,7 @@ class VectorBank:
 
     def vector(self, vid: str) -> np.ndarray:
         """One stored vector, memory-mapped."""
-        return self.artifacts.load_array(f"{vid}.npy")
+        return self.artifacts.load_array(VECTOR_BANK.vector(vid))
 
     def _read_block(self, vids: list[str], start: int, out: np.ndarray) -> None:
         """Fill ``out`` (len(vids), w) float32 with columns [start, start + w) of the vectors."""

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..store import DamagedFileError, LogDir
+from ..store import META_RESULT, DamagedFileError, LogDir
 from .sources import Key
 
 
@@ -60,10 +60,10 @@ class MetaResult:
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
         name = name or self.default_name(self.params)
         art = logdir.artifacts(name)
-        art.save_array("coords.npy", np.asarray(self.coords, dtype=np.float32))
-        art.save_array("distances.npy", np.asarray(self.distances, dtype=np.float64))
+        art.save_array(META_RESULT.coords, np.asarray(self.coords, dtype=np.float32))
+        art.save_array(META_RESULT.distances, np.asarray(self.distances, dtype=np.float64))
         # result.json last: a result whose json exists has its arrays.
-        art.save_json("result.json", {"keys": [list(k) for k in self.keys], "params": self.params,
+        art.save_json(META_RESULT.result, {"keys": [list(k) for k in self.keys], "params": self.params,
                                       "explained_variance": self.explained_variance,
                                       "robustness": self.robustness, "info": self.info})
         return name
@@ -81,18 +81,18 @@ class MetaResult:
         """
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
         art = logdir.artifacts(name)
-        meta = art.load_json("result.json")
+        meta = art.load_json(META_RESULT.result)
         keys = _keys(meta)
         if keys is None:
-            raise DamagedFileError(art.path("result.json"), "is not a meta-SNE result (a JSON object of keys "
+            raise DamagedFileError(art.path(META_RESULT.result), "is not a meta-SNE result (a JSON object of keys "
                                                             "[run, layer, step], params and scores); run repviz meta "
                                                             "again")
-        coords = art.load_array("coords.npy", mmap=mmap)
-        distances = art.load_array("distances.npy", mmap=mmap)
-        for file, array, fits in (("coords.npy", coords, coords.ndim == 2 and coords.shape[1] >= 1),
-                                  ("distances.npy", distances, distances.shape[1:] == (len(keys),))):
+        coords = art.load_array(META_RESULT.coords, mmap=mmap)
+        distances = art.load_array(META_RESULT.distances, mmap=mmap)
+        for file, array, fits in ((META_RESULT.coords, coords, coords.ndim == 2 and coords.shape[1] >= 1),
+                                  (META_RESULT.distances, distances, distances.shape[1:] == (len(keys),))):
             if not fits or len(array) != len(keys):
-                raise DamagedFileError(art.path("result.json"), f"lists {len(keys)} keys, and {file} beside it "
+                raise DamagedFileError(art.path(META_RESULT.result), f"lists {len(keys)} keys, and {file} beside it "
                                                                 f"holds shape {array.shape}; run repviz meta again")
         return cls(keys=keys, coords=coords, distances=distances, params=meta["params"],
                    explained_variance=meta.get("explained_variance"), robustness=meta.get("robustness"),

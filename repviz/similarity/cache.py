@@ -22,7 +22,7 @@ import json
 import numpy as np
 
 from .._validation import check_option
-from ..store import Artifacts, LogDir, NotFoundError, checksum
+from ..store import SIMILARITY_CACHE, Artifacts, LogDir, NotFoundError, checksum
 from .options import AUTO_BATCH, AUTO_EXACT_PROBES, KERNELS, MEASURES
 from .sources import Stored
 
@@ -74,8 +74,8 @@ class SimilarityCache:
 
     def _load(self) -> None:
         try:
-            index = self.artifacts.load_json("index.json")
-            values = np.array(self.artifacts.load_array("values.npy", mmap=False), dtype=np.float64)
+            index = self.artifacts.load_json(SIMILARITY_CACHE.index)
+            values = np.array(self.artifacts.load_array(SIMILARITY_CACHE.values, mmap=False), dtype=np.float64)
         except NotFoundError:
             return
         ids = index.get("ids", []) if isinstance(index, dict) else []
@@ -123,6 +123,6 @@ class SimilarityCache:
             at = self._positions(disk.ids)
             here = self.values[np.ix_(at, at)]
             self.values[np.ix_(at, at)] = np.where(np.isnan(here), disk.values, here)
-        self.artifacts.save_array("values.npy", self.values)
-        self.artifacts.save_json("index.json", {"ids": self.ids, "keys": self.keys, "params": self.params,
+        self.artifacts.save_array(SIMILARITY_CACHE.values, self.values)
+        self.artifacts.save_json(SIMILARITY_CACHE.index, {"ids": self.ids, "keys": self.keys, "params": self.params,
                                                 "crc32": checksum(self.values)})

@@ -64,14 +64,14 @@ def logdir(server):
                                        "reduction": {"kind": "none"}}}})
     writer.write_probe(np.arange(N), labels)
     run = open_logdir(root).run("big")
-    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    run.embeddings.write_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
     corner = rng.uniform([-20, 5], [-15, 10], size=(SPARSE, 2))  # left, the same at both epochs
     for step in (0, 1):
         angle = 2 * np.pi * labels[SPARSE:] / 9 + step
         Y = np.stack([np.cos(angle), np.sin(angle)], 1) * 10 + rng.normal(size=(N - SPARSE, 2))
         Y = np.r_[corner, Y].astype(np.float32)
         writer.write_activation("dense", step, Y, epoch=step)
-        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+        run.embeddings.write(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
     return root
 
 

@@ -42,13 +42,13 @@ def _write(root, name, n, steps, classes=4, seed=0):
                                        "reduction": {"kind": "none"}}}})
     writer.write_probe(np.arange(FIRST_ID, FIRST_ID + n), labels)
     run = open_logdir(root).run(name)
-    run.write_embedding_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    run.embeddings.write_method(KEY, {"method": "pca", "params": {}, "align": "snapshots", "default": True})
     for step, rows in steps.items():
         rows = np.arange(n) if rows is None else np.sort(np.asarray(rows))
         angle = np.pi / 2 * (labels[rows] + 0.4 * step)
         Y = (np.stack([np.cos(angle), np.sin(angle)], 1) * 10 + rng.normal(size=(len(rows), 2))).astype(np.float32)
         writer.write_activation("dense", step, Y, rows=None if len(rows) == n else rows, epoch=step)
-        run.write_embedding(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
+        run.embeddings.write(KEY, "dense", step, Y, {"method": "pca", "scores": {}})
 
 
 @pytest.fixture(scope="module")
