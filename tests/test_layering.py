@@ -26,7 +26,7 @@ FLOORS = [
                   "repviz.meta.vectors",
                   "repviz.similarity.measures"]),
     ("registry and executors", ["repviz.methods", "repviz.executors"]),
-    ("work on a log directory", ["repviz.chains", "repviz.planning", "repviz.continuation", "repviz.placement",
+    ("work on a log directory", ["repviz.chains", "repviz.planning", "repviz.placement",
                                  "repviz.meta.*",
                                  "repviz.similarity.*"]),
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),

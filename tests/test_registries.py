@@ -3,10 +3,13 @@ the test, no other file changed) works through the public API, cached like the b
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
-from repviz import open_logdir
+from repviz import embed_logdir, open_logdir, place_run
+from repviz.methods import METHODS, lazy_targets, register_method
 from repviz.similarity import MEASURES, cached_similarity, register_measure, similarity
 from repviz.similarity.figures import colour_label, heatmap
 
@@ -77,3 +80,44 @@ def test_an_unknown_measure_is_refused_with_the_registered_ones(logdir):
     with pytest.raises(ValueError, match=r"'measure' parameter of similarity must be a str among "
                                          r"\{'cka', 'procrustes'\}. Got 'svcca' instead"):
         similarity(logdir, "x", 1, measure="svcca")
+
+
+def nearest_fit_point(params: dict, X_fit, Y_fit, X_new) -> tuple[np.ndarray, dict]:
+    """A toy placement policy: each new point at the layout position of its nearest fitted point."""
+    nearest = np.argmin(((X_new[:, None, :] - X_fit[None, :, :]) ** 2).sum(axis=2), axis=1)
+    return Y_fit[nearest].astype(np.float32), {"transform": "toy: the nearest fitted point's position"}
+
+
+@pytest.fixture
+def toy_method():
+    """The method "toy" (PCA's estimator, placed by :func:`nearest_fit_point`), registered for one test."""
+    method = register_method("toy", "repviz.manifold:PCA", align="procrustes", defaults={"random_state": 0},
+                             place_with=f"{__name__}:nearest_fit_point")
+    try:
+        yield method
+    finally:
+        METHODS.pop("toy")
+
+
+def test_a_registered_placement_policy_places_through_the_public_api(toy_method, logdir):
+    embed_logdir(logdir, ["toy"], runs=["x"], jobs=1, progress=False)
+    rows = place_run(logdir, "y", into="x", method="toy", layers=["a"])
+    assert [(r["layer"], r["step"], r["status"]) for r in rows] == [("a", 0, "placed"), ("a", 1, "placed")]
+    log = open_logdir(logdir)
+    key = log.run("x").embedding_key("toy")
+    X_fit, X_new = log.run("x").activations("a", 1), log.run("y").activations("a", 1)
+    Y_fit = np.asarray(log.run("x").read_embedding(key, "a", 1))
+    coords, info = log.run("y").placed("x", key, "a", 1)
+    np.testing.assert_array_equal(coords, nearest_fit_point({}, X_fit, Y_fit, X_new)[0])
+    assert info["how"] == {"transform": "toy: the nearest fitted point's position"}
+    again = place_run(logdir, "y", into="x", method="toy", layers=["a"])
+    assert [r["status"] for r in again] == ["cached", "cached"]
+
+
+def test_every_lazily_loaded_target_exists_on_a_floor_the_registry_may_import():
+    from test_layering import floor_of
+
+    for target in lazy_targets():
+        module, _, attr = target.partition(":")
+        assert floor_of(module) <= floor_of("repviz.methods"), target
+        assert callable(getattr(importlib.import_module(module), attr)), target
