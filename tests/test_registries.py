@@ -1,5 +1,5 @@
-"""A name selects behaviour through one registry: a measure, or a method's placement policy, registered here (in
-the test, no other file changed) works through the public API, cached like the built-in ones."""
+"""A name selects behaviour through one registry: a similarity measure, a method's placement policy or a metadata
+kind, registered here (in the test, no other file changed), works through the public API like the built-in ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib
 import numpy as np
 import pytest
 
-from repviz import embed_logdir, open_logdir, place_run
+from repviz import embed_logdir, metadata, open_logdir, place_run
 from repviz.methods import METHODS, lazy_targets, register_method
 from repviz.similarity import MEASURES, cached_similarity, register_measure, similarity
 from repviz.similarity.figures import colour_label, heatmap
@@ -121,3 +121,13 @@ def test_every_lazily_loaded_target_exists_on_a_floor_the_registry_may_import():
         module, _, attr = target.partition(":")
         assert floor_of(module) <= floor_of("repviz.methods"), target
         assert callable(getattr(importlib.import_module(module), attr)), target
+
+
+def test_a_metadata_kind_is_one_row_of_the_table(monkeypatch):
+    monkeypatch.setitem(metadata.KINDS, "label", metadata.ColumnKind("label", dtypes="U", colours="palette"))
+    md = metadata.columns_from({"word": ["a", "b", "a"], "score": [1.0, 2.0, 3.0]}, 3, kinds={"word": "label"})
+    assert md.kinds == {"word": "label", "score": "number"}
+    assert metadata.from_json(md.to_json(), 3).kinds == md.kinds
+    assert metadata.kinds_table()["label"] == {"dtypes": "U", "colours": "palette", "card_text": False}
+    with pytest.raises(ValueError, match="metadata column 'score' holds numbers, which cannot be a 'label' column"):
+        metadata.columns_from({"score": [1.0, 2.0, 3.0]}, 3, kinds={"score": "label"})
