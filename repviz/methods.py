@@ -67,6 +67,9 @@ class Method:
         ``function(params, X_fit, Y_fit, X_new) -> (coords, how)`` (``params``: the layout's estimator
         parameters; ``how``: a JSON-able description); None: :mod:`repviz.placement` refits the estimator and uses
         its ``transform`` where it has one.
+    warm_with : str or None
+        ``"module:function"`` that compiles what :mod:`repviz.warmup`'s tiny run of the method does not reach,
+        called as ``function() -> {kernel: seconds}``; None: nothing more.
     fixed : dict
         Values hashed (and described) with the parameters although the estimator no longer takes them: a
         parameter that moved out of the estimator without changing any result keeps the keys, and so the cached
@@ -86,6 +89,7 @@ class Method:
     fixed: dict = field(default_factory=dict)
     added: dict = field(default_factory=dict)
     place_with: str | None = None
+    warm_with: str | None = None
 
     def estimator_class(self) -> type:
         """The estimator class (imported now)."""
@@ -93,11 +97,18 @@ class Method:
 
     def continuation_function(self) -> Callable | None:
         """The function that continues a chain (imported now), or None if the estimator does."""
-        return None if self.continue_with is None else _load(self.continue_with, self.name)
+        return self._policy(self.continue_with)
 
     def placement_function(self) -> Callable | None:
         """The function that places new points into a fixed layout (imported now), or None."""
-        return None if self.place_with is None else _load(self.place_with, self.name)
+        return self._policy(self.place_with)
+
+    def warm_function(self) -> Callable | None:
+        """The function that compiles what a tiny run does not reach (imported now), or None."""
+        return self._policy(self.warm_with)
+
+    def _policy(self, target: str | None) -> Callable | None:
+        return None if target is None else _load(target, self.name)
 
 
 def _load(target: str, method: str):
@@ -115,7 +126,7 @@ METHODS: dict[str, Method] = {}
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
                     continuation: dict | None = None, supervised: bool = False,
                     continue_with: str | None = None, fixed: dict | None = None, added: dict | None = None,
-                    place_with: str | None = None) -> Method:
+                    place_with: str | None = None, warm_with: str | None = None) -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
@@ -125,15 +136,16 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     if (continuation or continue_with) and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with,
-                    dict(fixed or {}), dict(added or {}), place_with)
+                    dict(fixed or {}), dict(added or {}), place_with, warm_with)
     METHODS[name] = method
     return method
 
 
 def lazy_targets() -> tuple[str, ...]:
-    """Every ``"module:attr"`` the registered methods import when used (estimators, continuation and placement
-    policies), sorted: what ``tests/test_layering.py`` checks like an import of this module."""
-    return tuple(sorted({t for m in METHODS.values() for t in (m.target, m.continue_with, m.place_with) if t}))
+    """Every ``"module:attr"`` the registered methods import when used (estimators; continuation, placement and
+    warm-up policies), sorted: what ``tests/test_layering.py`` checks like an import of this module."""
+    return tuple(sorted({t for m in METHODS.values() for t in (m.target, m.continue_with, m.place_with, m.warm_with)
+                         if t}))
 
 
 # t-SNE continuing from the previous snapshot (the scheme in the module docstring). On a converged MLP this moves
@@ -146,6 +158,7 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
                               "neighbour_start": 120},
                 continue_with="repviz.manifold.tsne.continuation:continue_tsne",
                 place_with="repviz.manifold.tsne.transform:place_into_layout",
+                warm_with="repviz.manifold.tsne.optimize:warm_kernels",
                 # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
                 # the race moved into the continuation policy: same results, same keys
                 fixed={"neighbour_start": None, "rescale_init": "auto",
