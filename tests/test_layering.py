@@ -25,7 +25,7 @@ FLOORS = [
                   "repviz.neighbourhood", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",
                   "repviz.similarity.measures"]),
-    ("registry and executors", ["repviz.methods", "repviz.executors"]),
+    ("registry and executors", ["repviz.methods", "repviz.executors", "repviz.similarity.registry"]),
     ("work on a log directory", ["repviz.chains", "repviz.planning", "repviz.placement",
                                  "repviz.meta.*",
                                  "repviz.similarity.*"]),

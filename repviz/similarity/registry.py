@@ -54,7 +54,8 @@ class Measure:
     name : str
         What users type (``measure="cka"``, ``--measure cka``) and the cache directory's prefix.
     compute : callable
-        See :data:`Compute`; raises ``ValueError`` naming the representations ``reps_a[i]``, ``reps_b[j]``.
+        See :data:`Compute`; symmetric (the cache keeps one value per pair); raises ``ValueError`` naming the
+        representations ``reps_a[i]``, ``reps_b[j]``.
     higher_is_similar : bool
         True for a similarity (a row's most similar column is its maximum), False for a distance (its minimum).
     label : callable
