@@ -6,7 +6,7 @@ the defaults and named by its key) and :func:`request_id` (what a user asked for
 its key without importing the numerical code). A method's registration also owns its policies: how a chain
 continues from the previous snapshot and how new points are placed into a stored layout. Estimators and policies
 are named ``"module:attr"`` and imported only when used (they load numba, and UMAP an optional extra);
-:func:`lazy_targets` lists them for the layering test.
+``tests/test_layering.py`` reads those strings as imports of this module.
 
 A key is ``<method>-<hash>``; the hash covers the method, every parameter that changes the result (the
 estimator's full ``get_params()`` except ``n_jobs``/``verbose``), the alignment mode, the continuation parameters
@@ -139,13 +139,6 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
                     dict(fixed or {}), dict(added or {}), place_with, warm_with)
     METHODS[name] = method
     return method
-
-
-def lazy_targets() -> tuple[str, ...]:
-    """Every ``"module:attr"`` the registered methods import when used (estimators; continuation, placement and
-    warm-up policies), sorted: what ``tests/test_layering.py`` checks like an import of this module."""
-    return tuple(sorted({t for m in METHODS.values() for t in (m.target, m.continue_with, m.place_with, m.warm_with)
-                         if t}))
 
 
 # t-SNE continuing from the previous snapshot (the scheme in the module docstring). On a converged MLP this moves

@@ -3,13 +3,11 @@ kind, registered here (in the test, no other file changed), works through the pu
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 
 from repviz import embed_logdir, metadata, open_logdir, place_run
-from repviz.methods import METHODS, lazy_targets, register_method
+from repviz.methods import METHODS, register_method
 from repviz.similarity import MEASURES, cached_similarity, register_measure, similarity
 from repviz.similarity.figures import colour_label, heatmap
 
@@ -114,13 +112,11 @@ def test_a_registered_placement_policy_places_through_the_public_api(toy_method,
     assert [r["status"] for r in again] == ["cached", "cached"]
 
 
-def test_every_lazily_loaded_target_exists_on_a_floor_the_registry_may_import():
-    from test_layering import floor_of
-
-    for target in lazy_targets():
-        module, _, attr = target.partition(":")
-        assert floor_of(module) <= floor_of("repviz.methods"), target
-        assert callable(getattr(importlib.import_module(module), attr)), target
+def test_every_estimator_and_policy_a_method_names_can_be_loaded():
+    for method in METHODS.values():
+        assert isinstance(method.estimator_class(), type), method.name
+        for policy in (method.continuation_function(), method.placement_function(), method.warm_function()):
+            assert policy is None or callable(policy), method.name
 
 
 def test_a_metadata_kind_is_one_row_of_the_table(monkeypatch):
