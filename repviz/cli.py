@@ -474,7 +474,8 @@ def _add_similarity(sub) -> None:
     p.add_argument("--layer", help="instead: this layer's snapshots against each other (one run in --runs)")
     p.add_argument("--steps", help="with --layer: comma-separated snapshots (default: all)")
     p.add_argument("--measure", default=DEFAULT_MEASURE, choices=tuple(MEASURES),
-                   help="cka (similarity; default) or procrustes (the angular shape distance)")
+                   help=", ".join(f"{name} ({'similarity' if m.higher_is_similar else 'distance'})"
+                                  for name, m in MEASURES.items()) + f" (default: {DEFAULT_MEASURE})")
     p.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help="CKA's kernel (default: linear)")
     p.add_argument("--biased", action="store_true", help="CKA with the biased HSIC estimator (default: debiased)")
     p.add_argument("--batch-size", type=int, metavar="N",
