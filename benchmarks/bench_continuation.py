@@ -8,7 +8,7 @@ starts from a full fit of its first snapshot; every later snapshot is embedded t
 of the reference chain:
 
 - ``plain``: 300 iterations from the previous layout at its own scale, no tolerance, no race
-  (:func:`repviz.continuation.continue_embedding` with ``neighbour_start=None``, ``tol=0``);
+  (:func:`repviz.manifold.tsne.continuation.continue_embedding` with ``neighbour_start=None``, ``tol=0``);
 - ``pipeline``: the settings `repviz embed` uses (``repviz.methods.METHODS["tsne"].continuation``).
 
 Reported per chain kind: the median and maximum wall time of a step (the fit alone, kNN and affinities
@@ -71,8 +71,8 @@ def main() -> None:
     args = p.parse_args()
     os.environ["NUMBA_NUM_THREADS"] = str(max(args.threads, 1))
     from repviz.align import mean_displacement
-    from repviz.continuation import continue_embedding
     from repviz.manifold import TSNE
+    from repviz.manifold.tsne.continuation import continue_embedding
     from repviz.methods import METHODS
 
     cont = METHODS["tsne"].continuation

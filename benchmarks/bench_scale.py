@@ -204,8 +204,8 @@ def worker_tsne_memory(args) -> None:
     """Peak RSS added by a t-SNE fit, a continuation step and an openTSNE fit of an n x 64 array."""
     from openTSNE import TSNE as OpenTSNE
 
-    from repviz.continuation import continue_embedding
     from repviz.manifold import TSNE
+    from repviz.manifold.tsne.continuation import continue_embedding
     from repviz.methods import METHODS
 
     _, _, xp, _ = digits(args)

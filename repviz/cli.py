@@ -19,7 +19,8 @@ from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnr
 from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
 from .metadata import info_line
 from .methods import ALIGN_MODES
-from .similarity.options import KERNELS, MEASURES
+from .similarity.options import KERNELS
+from .similarity.registry import DEFAULT_MEASURE, MEASURES
 from .store import META_RESULT, PLACED, NotFoundError, open_logdir
 
 
@@ -472,8 +473,9 @@ def _add_similarity(sub) -> None:
     p.add_argument("--layers", help="comma-separated layers to compare (default: all, in model order)")
     p.add_argument("--layer", help="instead: this layer's snapshots against each other (one run in --runs)")
     p.add_argument("--steps", help="with --layer: comma-separated snapshots (default: all)")
-    p.add_argument("--measure", default=MEASURES[0], choices=MEASURES,
-                   help="cka (similarity; default) or procrustes (the angular shape distance)")
+    p.add_argument("--measure", default=DEFAULT_MEASURE, choices=tuple(MEASURES),
+                   help=", ".join(f"{name} ({'similarity' if m.higher_is_similar else 'distance'})"
+                                  for name, m in MEASURES.items()) + f" (default: {DEFAULT_MEASURE})")
     p.add_argument("--kernel", default=KERNELS[0], choices=KERNELS, help="CKA's kernel (default: linear)")
     p.add_argument("--biased", action="store_true", help="CKA with the biased HSIC estimator (default: debiased)")
     p.add_argument("--batch-size", type=int, metavar="N",

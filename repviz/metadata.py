@@ -3,7 +3,8 @@
 As in the Embedding Projector's metadata TSV, a column holds one value per probe example, in probe order. Its kind
 says how the tab shows it: ``"category"`` (few distinct strings, integers or booleans: a palette and a legend),
 ``"text"`` (many distinct strings: the hover card, search), ``"number"`` (a continuous colour scale; NaN is
-missing).
+missing). The kinds are one table, :data:`KINDS`: what values each may hold and how the tab draws it
+(:func:`kinds_table`, for the run index).
 
 Stored as one JSON file (:meth:`Metadata.to_json`, written atomically by :mod:`repviz.store`), not as fixed-width
 unicode ``.npy`` columns: a text column then costs its characters, not n times the longest text in UTF-32; a
@@ -17,11 +18,41 @@ import csv
 import io
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-KINDS = ("category", "text", "number")
+
+@dataclass(frozen=True)
+class ColumnKind:
+    """One kind of metadata column.
+
+    Attributes
+    ----------
+    name : str
+        As stored and as ``kinds=`` names it.
+    dtypes : str
+        The numpy dtype kinds its values may have (``"U"`` strings, ``"i"`` integers, ``"f"`` floats, ``"b"``
+        booleans).
+    colours : {"palette", "scale"}
+        How the tab colours points by it: a colour per value with a legend, or a continuous scale.
+    card_text : bool
+        A probe without thumbnails shows its first such column in the hover card where an image would be.
+    """
+
+    name: str
+    dtypes: str
+    colours: str
+    card_text: bool = False
+
+
+#: The kinds of column, by name: the one table of what each may hold and how the tab draws it.
+KINDS: dict[str, ColumnKind] = {kind.name: kind for kind in (
+    ColumnKind("category", dtypes="Uibf", colours="palette"),
+    ColumnKind("text", dtypes="U", colours="palette", card_text=True),
+    ColumnKind("number", dtypes="if", colours="scale"),
+)}
 #: A column of strings or integers with at most this many distinct values (and at most half as many as examples)
 #: is a category: more would not fit a palette and a legend.
 MAX_CATEGORIES = 20
@@ -134,11 +165,16 @@ def columns_from(data: Any, n: int, kinds: Mapping[str, str] | None = None) -> M
         kind = kinds.get(name) or _infer_kind(values, n)
         if kind not in KINDS:
             raise ValueError(f"metadata column {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
-        if (kind == "number" and values.dtype.kind not in "if") or (kind == "text" and values.dtype.kind != "U"):
+        if values.dtype.kind not in KINDS[kind].dtypes:
             raise ValueError(f"metadata column {name!r} holds {values.dtype.kind == 'U' and 'strings' or 'numbers'}, "
                              f"which cannot be a {kind!r} column; give another kind or leave it to be inferred")
         out_kinds[name] = kind
     return Metadata(columns, out_kinds)
+
+
+def kinds_table() -> dict[str, dict]:
+    """:data:`KINDS` as JSON for the tab: each kind's ``dtypes``, ``colours`` and ``card_text``."""
+    return {name: {k: v for k, v in asdict(kind).items() if k != "name"} for name, kind in KINDS.items()}
 
 
 def parse_tsv(text: str, name: str = "the TSV") -> dict[str, list]:

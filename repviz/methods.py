@@ -3,7 +3,10 @@
 This is what the callback, the TensorBoard plugin and the CLI need to know about a method without computing
 anything: :data:`METHODS` (extended with :func:`register_method`), :func:`resolve` (a request checked, merged with
 the defaults and named by its key) and :func:`request_id` (what a user asked for, so that a repeated request finds
-its key without importing the numerical code). Estimators are imported only when a method is resolved.
+its key without importing the numerical code). A method's registration also owns its policies: how a chain
+continues from the previous snapshot and how new points are placed into a stored layout. Estimators and policies
+are named ``"module:attr"`` and imported only when used (they load numba, and UMAP an optional extra);
+``tests/test_layering.py`` reads those strings as imports of this module.
 
 A key is ``<method>-<hash>``; the hash covers the method, every parameter that changes the result (the
 estimator's full ``get_params()`` except ``n_jobs``/``verbose``), the alignment mode, the continuation parameters
@@ -59,6 +62,14 @@ class Method:
         keeps from one snapshot to the next of the same points (holding ``"knn_indices"``, the previous
         snapshot's kNN graph, where its fit exposed one as ``knn_indices_``); None: the estimator itself, with
         the continuation parameters and ``init=previous``.
+    place_with : str or None
+        ``"module:function"`` that places new points into a stored layout that does not move, called as
+        ``function(params, X_fit, Y_fit, X_new) -> (coords, how)`` (``params``: the layout's estimator
+        parameters; ``how``: a JSON-able description); None: :mod:`repviz.placement` refits the estimator and uses
+        its ``transform`` where it has one.
+    warm_with : str or None
+        ``"module:function"`` that compiles what :mod:`repviz.warmup`'s tiny run of the method does not reach,
+        called as ``function() -> {kernel: seconds}``; None: nothing more.
     fixed : dict
         Values hashed (and described) with the parameters although the estimator no longer takes them: a
         parameter that moved out of the estimator without changing any result keeps the keys, and so the cached
@@ -77,6 +88,8 @@ class Method:
     continue_with: str | None = None
     fixed: dict = field(default_factory=dict)
     added: dict = field(default_factory=dict)
+    place_with: str | None = None
+    warm_with: str | None = None
 
     def estimator_class(self) -> type:
         """The estimator class (imported now)."""
@@ -84,7 +97,18 @@ class Method:
 
     def continuation_function(self) -> Callable | None:
         """The function that continues a chain (imported now), or None if the estimator does."""
-        return None if self.continue_with is None else _load(self.continue_with, self.name)
+        return self._policy(self.continue_with)
+
+    def placement_function(self) -> Callable | None:
+        """The function that places new points into a fixed layout (imported now), or None."""
+        return self._policy(self.place_with)
+
+    def warm_function(self) -> Callable | None:
+        """The function that compiles what a tiny run does not reach (imported now), or None."""
+        return self._policy(self.warm_with)
+
+    def _policy(self, target: str | None) -> Callable | None:
+        return None if target is None else _load(target, self.name)
 
 
 def _load(target: str, method: str):
@@ -101,17 +125,18 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
                     continuation: dict | None = None, supervised: bool = False,
-                    continue_with: str | None = None, fixed: dict | None = None, added: dict | None = None) -> Method:
+                    continue_with: str | None = None, fixed: dict | None = None, added: dict | None = None,
+                    place_with: str | None = None, warm_with: str | None = None) -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
-    (``get_params``, ``fit_transform``).
+    (``get_params``, ``fit_transform``). The other arguments are :class:`Method`'s attributes.
     """
     check_option(align, ("init", "procrustes"), "align", "register_method")
     if (continuation or continue_with) and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with,
-                    dict(fixed or {}), dict(added or {}))
+                    dict(fixed or {}), dict(added or {}), place_with, warm_with)
     METHODS[name] = method
     return method
 
@@ -124,9 +149,11 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 2e-2,
                               "neighbour_start": 120},
-                continue_with="repviz.continuation:continue_tsne",
+                continue_with="repviz.manifold.tsne.continuation:continue_tsne",
+                place_with="repviz.manifold.tsne.transform:place_into_layout",
+                warm_with="repviz.manifold.tsne.optimize:warm_kernels",
                 # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
-                # the race moved into repviz.continuation: same results, same keys
+                # the race moved into the continuation policy: same results, same keys
                 fixed={"neighbour_start": None, "rescale_init": "auto",
                        # learning_rate="auto" became max(n / exaggeration, min(200, n / 1.5)) (issue #31): new
                        # layouts below 300 points, so new keys
@@ -163,7 +190,8 @@ register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defau
 # umap-learn's AlignedUMAP moves them less again, but fits every snapshot of a chain at once (a new snapshot
 # re-optimises the stored ones) and runs 20-40x slower (benchmarks/bench_umap.py).
 register_method("umap", "repviz.manifold.umap:UMAP", align="init", defaults={"random_state": 0},
-                continuation={"n_epochs": 50, "learning_rate": 0.1})
+                continuation={"n_epochs": 50, "learning_rate": 0.1},
+                place_with="repviz.manifold.umap:place_into_layout")
 
 
 def params_hash(obj: Any) -> str:

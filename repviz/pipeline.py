@@ -11,8 +11,8 @@ Alignment (``align=``)
     by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon, the elastic
     embedding) start snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the
     method's *continuation* (:attr:`repviz.methods.Method.continuation`). For t-SNE
-    (:func:`repviz.continuation.continue_tsne`): the previous layout at its own scale (not shrunk to std 1e-4
-    like a PCA start), no early exaggeration (the clusters are already formed), at ``learning_rate="auto"``,
+    (:func:`repviz.manifold.tsne.continuation.continue_tsne`): the previous layout at its own scale (not shrunk to
+    std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), at ``learning_rate="auto"``,
     which without exaggeration is n (the rate of t-SNE's main phase). It races two starts for 30 iterations: the
     previous layout as it is, and the same with every point moved to the P-weighted mean of its new neighbours'
     positions there (at 4n: that layout is contracted and re-expands), which lets points whose neighbourhood

@@ -4,10 +4,10 @@ A second probe set of the same model (another ``ActivationLogger`` with another 
 as misclassified test digits) is drawn into the stored layout of run RUN at the same layer and snapshot: the
 representation of NEW at (layer, step) is transformed into RUN's layout of (layer, step) by the layout's method.
 
-- t-SNE and UMAP place against the stored layout as it is, which does not move: openTSNE's ``transform``
-  (:func:`repviz.manifold.tsne.transform.place`, perplexity 5) and umap-learn's (:func:`repviz.manifold.umap.place`),
-  with the layout's own parameters. Each new point is drawn to its nearest points of the fit, and new points do not
-  see each other.
+- Methods registered with a placement policy (:attr:`repviz.methods.Method.place_with`) place against the stored
+  layout as it is, which does not move: t-SNE by openTSNE's ``transform`` (:func:`repviz.manifold.tsne.transform.place`,
+  perplexity 5), UMAP by umap-learn's (:func:`repviz.manifold.umap.place`), with the layout's own parameters. Each
+  new point is drawn to its nearest points of the fit, and new points do not see each other.
 - Methods with a ``transform`` (Isomap, LLE, PCA, kernel PCA, LDA, ICA, SFA, whitening, the autoencoder) are
   fitted again on RUN's activations with the stored parameters (deterministic: their ``random_state``); their
   ``transform`` places the new points and the Procrustes map that takes the refit onto the stored layout (the
@@ -34,14 +34,6 @@ from .chains import verified_activations
 from .methods import METHODS, Method
 from .store import PLACED, LogDir, NotFoundError, Run, checksum, open_logdir
 
-#: Methods that place against the stored layout itself (the module docstring).
-FIXED_LAYOUT = ("tsne", "umap")
-#: openTSNE's perplexity for placing new points (lower than a fit's: each point needs only its closest neighbours).
-TSNE_PLACING_PERPLEXITY = 5.0
-#: The umap parameters :func:`repviz.manifold.umap.place` takes from the layout's.
-_UMAP_PLACING = ("n_neighbors", "min_dist", "spread", "learning_rate", "negative_sample_rate", "repulsion_strength",
-                 "local_connectivity", "n_epochs", "metric", "random_state")
-
 
 @dataclass(frozen=True)
 class Placed:
@@ -62,32 +54,17 @@ def place_points(method: str, params: dict, X_fit, Y_fit, X_new, labels_fit=None
     if X_new.shape[1] != X_fit.shape[1]:
         raise ValueError(f"the new points have {X_new.shape[1]} features and the layout's {X_fit.shape[1]}; they "
                          f"must come from the same layer of the same model")
-    if method in FIXED_LAYOUT:
-        return _place_fixed(method, params, X_fit, Y_fit, X_new)
+    policy = METHODS[method].placement_function()
+    if policy is not None:
+        return Placed(*policy(params, X_fit, Y_fit, X_new))
     return _place_by_refit(METHODS[method], params, X_fit, Y_fit, X_new, labels_fit)
-
-
-def _place_fixed(method: str, params: dict, X_fit, Y_fit, X_new) -> Placed:
-    if method == "tsne":
-        from .manifold.tsne.transform import place
-
-        coords = place(X_new, X_fit, Y_fit, perplexity=TSNE_PLACING_PERPLEXITY, dof=float(params.get("dof", 1.0)),
-                       metric=params.get("metric", "euclidean"))
-        return Placed(coords, {"transform": "tsne: openTSNE's transform against the fixed layout",
-                               "perplexity": TSNE_PLACING_PERPLEXITY})
-    try:
-        from .manifold.umap import place
-    except ImportError as e:  # the extra is missing: its one line
-        raise ValueError(str(e)) from None
-    coords = place(X_new, X_fit, Y_fit, **{k: params[k] for k in _UMAP_PLACING if k in params})
-    return Placed(coords, {"transform": "umap: umap-learn's transform against the fixed layout"})
 
 
 def _place_by_refit(method: Method, params: dict, X_fit, Y_fit, X_new, labels_fit) -> Placed:
     cls = method.estimator_class()
     if not hasattr(cls, "transform"):
-        placing = sorted(set(FIXED_LAYOUT) | {name for name, m in METHODS.items() if name not in FIXED_LAYOUT
-                                              and hasattr(_class_or_none(m), "transform")})
+        placing = sorted(name for name, m in METHODS.items()
+                         if m.place_with is not None or hasattr(_class_or_none(m), "transform"))
         raise ValueError(f"method {method.name!r} has no rule for placing new points (no transform); place into a "
                          f"layout of {', '.join(placing)}")
     if X_fit.shape[1] < Y_fit.shape[1]:

@@ -29,8 +29,9 @@ DEFAULT_METHODS = ("tsne", "pca")
 def warm(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> dict[str, float]:
     """Run each method of :data:`repviz.pipeline.METHODS` through the pipeline on a tiny log directory (four
     snapshots, so the aligned continuation runs too), then meta-SNE on it (classical MDS and t-SNE maps); returns
-    seconds per stage. Also compiles the FFT repulsion of t-SNE, which the tiny input would not reach (larger
-    probe sets use it)."""
+    seconds per stage. Also runs each method's warm-up policy (:attr:`repviz.methods.Method.warm_with`: t-SNE's
+    FFT repulsion, which the tiny input would not reach and larger probe sets use)."""
+    from .methods import METHODS
     from .pipeline import embed_logdir
     from .store import RunWriter
 
@@ -50,13 +51,9 @@ def warm(methods: Sequence[str] = DEFAULT_METHODS, *, meta: bool = True) -> dict
             start = time.perf_counter()
             embed_logdir(tmp, [method], jobs=1, progress=False)
             seconds[method] = time.perf_counter() - start
-        if "tsne" in methods:
-            from .manifold.tsne.optimize import make_repulsion
-
-            start = time.perf_counter()
-            Y = rng.normal(size=(60, 2))
-            make_repulsion("fft", 60, 2, 1.0)(Y, np.empty_like(Y))
-            seconds["tsne (fft)"] = time.perf_counter() - start
+        for method in methods:  # what the tiny input does not reach, as the method's registration says
+            warm_more = METHODS[method].warm_function()
+            seconds |= {f"{method} ({kernel})": s for kernel, s in (warm_more() if warm_more else {}).items()}
         if meta:
             from .meta import MetaSNE
 

@@ -30,8 +30,8 @@ FLOORS = [
                   "repviz.neighbourhood", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",
                   "repviz.similarity.measures"]),
-    ("registry and executors", ["repviz.methods", "repviz.executors"]),
-    ("work on a log directory", ["repviz.chains", "repviz.planning", "repviz.continuation", "repviz.placement",
+    ("registry and executors", ["repviz.methods", "repviz.executors", "repviz.similarity.registry"]),
+    ("work on a log directory", ["repviz.chains", "repviz.planning", "repviz.placement",
                                  "repviz.meta.*",
                                  "repviz.similarity.*"]),
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),
@@ -107,7 +107,7 @@ class Import:
 
 
 # "package.module:attr", as a registry spells what it loads later (the module part must name a package of ours)
-_TARGET = re.compile(r"((?:%s)(?:\.\w+)*):(\w*)" % "|".join(PACKAGES))
+_TARGET = re.compile(r"((?:" + "|".join(PACKAGES) + r")(?:\.\w+)*):(\w*)")
 _DYNAMIC_CALLS = {"import_module", "__import__"}
 
 

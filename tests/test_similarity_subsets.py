@@ -9,9 +9,9 @@ import pytest
 
 from repviz import open_logdir
 from repviz.executors import LocalExecutor
-from repviz.similarity import cache as similarity_cache
 from repviz.similarity import cached_similarity, similarity, similarity_over_training
 from repviz.similarity import matrix as similarity_matrix
+from repviz.similarity import registry as similarity_registry
 from repviz.similarity.measures import minibatch_cka, procrustes_distance
 from repviz.store import RunWriter, checksum
 
@@ -109,8 +109,8 @@ def test_above_the_stated_probe_count_minibatch_cka_is_used_and_said(logs, monke
     root, data = logs
     exact = similarity(root, ("r0", "r1"), step=10)  # 120 points: exact under the 2,048 of repviz
     assert "batch_size" not in exact.params and not any("minibatch" in note for note in exact.notes)
-    monkeypatch.setattr(similarity_cache, "AUTO_EXACT_PROBES", 100)  # 120 common points: above it
-    monkeypatch.setattr(similarity_cache, "AUTO_BATCH", 64)
+    monkeypatch.setattr(similarity_registry, "AUTO_EXACT_PROBES", 100)  # 120 common points: above it
+    monkeypatch.setattr(similarity_registry, "AUTO_BATCH", 64)
     monkeypatch.setattr(similarity_matrix, "AUTO_EXACT_PROBES", 100)
     m = similarity(root, ("r0", "r1"), step=10)
     assert m.params["batch_size"] == 64

@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import check_grad
 
-from repviz.continuation import continue_embedding, continue_tsne
 from repviz.manifold import SNE, TSNE
 from repviz.manifold.tsne import Affinities, TSNEEmbedding
 from repviz.manifold.tsne.affinity import conditional_affinities, joint_affinities
+from repviz.manifold.tsne.continuation import continue_embedding, continue_tsne
 from repviz.manifold.tsne.init import weighted_mean
 from repviz.manifold.tsne.optimize import (
     AutoRepulsion,

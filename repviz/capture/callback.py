@@ -23,11 +23,31 @@ from .. import store
 from .._validation import INTEGER, NONE, Rule, check_option, check_param, choices, param_error
 from ..chief import ChiefOnly
 from ..metadata import columns_from
-from .layers import (check_callable, check_layers_spec, default_skips, model_fingerprint, model_outputs,
-                     recorded_tensors, run_recorded, select_layers, walk)
+from .layers import (
+    check_callable,
+    check_layers_spec,
+    default_skips,
+    model_fingerprint,
+    model_outputs,
+    recorded_tensors,
+    run_recorded,
+    select_layers,
+    walk,
+)
 from .options import OWNER, POSITIVE, Probe, Reduction, checked_reduction, grouped, user_stacklevel
-from .probe import (batch_subset, check_ids, conform_probe, fingerprint, labels, probe_length, shapes, split_probe,
-                    take, thumbnails, warn_nonfinite_inputs)
+from .probe import (
+    batch_subset,
+    check_ids,
+    conform_probe,
+    fingerprint,
+    labels,
+    probe_length,
+    shapes,
+    split_probe,
+    take,
+    thumbnails,
+    warn_nonfinite_inputs,
+)
 from .reduction import SKETCH_KERNEL, Capture, CaptureCall, auto_batch_rows, capture
 from .schedule import CostJudge, check_freq, epoch_scheduled, manifest_entry, warn_empty_schedule
 from .writer import BackgroundWriter, SnapshotWriter, abandon

@@ -265,3 +265,11 @@ def place(X_new, X_fit, Y_fit, *, n_neighbors: int = 15, min_dist: float = 0.1, 
                                   rng_state.astype(np.int64), float(repulsion_strength), float(learning_rate) / 4.0,
                                   int(negative_sample_rate), parallel=random_state is None)
     return np.asarray(Y, dtype=np.float32)
+
+
+def place_into_layout(params: dict, X_fit, Y_fit, X_new) -> tuple[np.ndarray, dict]:
+    """The placement policy of the pipeline's ``"umap"`` method (:mod:`repviz.placement`): :func:`place` against
+    the stored layout ``Y_fit`` of ``X_fit``, with its UMAP parameters ``params``. Returns the coordinates and how
+    they were placed."""
+    coords = place(X_new, X_fit, Y_fit, **{k: params[k] for k in ("n_neighbors", *_PLACING) if k in params})
+    return coords, {"transform": "umap: umap-learn's transform against the fixed layout"}

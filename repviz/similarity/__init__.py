@@ -8,7 +8,8 @@ Modules, one job each: ``measures`` (linear, RBF and minibatch CKA, Procrustes; 
 ``sources`` (which stored representations a matrix compares, probe checks), ``cache`` (values stored in the log
 directory, per measure and options), ``compute`` (the missing values, from the meta bank or the measures),
 ``matrix`` (``similarity``, ``similarity_over_training``, ``cached_similarity``), ``result`` (the labelled
-matrix, numpy only), ``figures`` (heatmaps with matplotlib), ``options`` (the choices, importing nothing).
+matrix, numpy only), ``figures`` (heatmaps with matplotlib), ``registry`` (the measures by name, ``MEASURES`` and
+``register_measure``, numpy only), ``options`` (the other choices, importing nothing).
 
 """
 
@@ -17,9 +18,9 @@ from __future__ import annotations
 import importlib
 
 # Lazy, as in repviz.meta: reading a cached matrix (the TensorBoard plugin) must not import numba.
-_EXPORTS = {"KERNELS": "options", "MEASURES": "options", "ProbeMismatchError": "sources", "RepKey": "result",
-            "SimilarityMatrix": "result", "cached_similarity": "matrix", "similarity": "matrix",
-            "similarity_over_training": "matrix"}
+_EXPORTS = {"KERNELS": "options", "MEASURES": "registry", "ProbeMismatchError": "sources", "RepKey": "result",
+            "SimilarityMatrix": "result", "cached_similarity": "matrix", "register_measure": "registry",
+            "similarity": "matrix", "similarity_over_training": "matrix"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -8,7 +8,7 @@ One :class:`~repviz.store.Artifacts` directory per measure and options (``simila
                    "crc32": checksum of values.npy}
 
 A representation's identity is its key with the checksum and shape of its data (:attr:`Stored.identity`), so a
-snapshot recorded again is a new representation. Both measures are symmetric, so one triangle serves A × B and
+snapshot recorded again is a new representation. Every measure is symmetric, so one triangle serves A × B and
 B × A. Writes are atomic; an index that does not name the checksum of the values beside it (two writers at once,
 a kill between the renames) drops the cache rather than trusting it, and a save first merges what another writer
 stored meanwhile.
@@ -21,38 +21,17 @@ import json
 
 import numpy as np
 
-from .._validation import check_option
 from ..store import SIMILARITY_CACHE, Artifacts, LogDir, NotFoundError, checksum
-from .options import AUTO_BATCH, AUTO_EXACT_PROBES, KERNELS, MEASURES
+from .registry import get_measure
 from .sources import Stored
 
 
 def measure_params(measure: str, kernel: str, debiased: bool, sigma: float, batch_size: int | None,
                    random_state: int, n_probe: int, owner: str = "similarity") -> dict:
-    """The options that change a measure's values (its cache key): none for Procrustes; for CKA the kernel, the
-    estimator, the RBF bandwidth, and the batch size and seed when minibatches are used.
-
-    ``batch_size=None`` is resolved here, as :func:`~repviz.similarity.measures.cka_matrix` would for one
-    representation: exact up to ``AUTO_EXACT_PROBES`` probes, batches of ``AUTO_BATCH`` above, so a value does
-    not depend on which other representations were computed with it. A batch of at least ``n_probe`` is exact.
-    """
-    check_option(measure, MEASURES, "measure", owner)
-    if measure == "procrustes":
-        return {}
-    check_option(kernel, KERNELS, "kernel", owner)
-    params = {"kernel": kernel, "debiased": bool(debiased)}
-    if kernel == "rbf":
-        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0:
-            raise ValueError(f"The 'sigma' parameter of {owner} must be a float > 0. Got {sigma!r} instead.")
-        params["sigma"] = float(sigma)
-    if batch_size is None:
-        batch_size = None if n_probe <= AUTO_EXACT_PROBES else AUTO_BATCH
-    elif isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 8:
-        raise ValueError(f"The 'batch_size' parameter of {owner} must be an int >= 8 or None. "
-                         f"Got {batch_size!r} instead.")
-    if batch_size is not None and batch_size < n_probe:
-        params |= {"batch_size": int(batch_size), "random_state": int(random_state)}
-    return params
+    """The options that change a measure's values (its cache key), checked and resolved by the measure
+    (:attr:`Measure.params <repviz.similarity.registry.Measure.params>`)."""
+    options = dict(kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size, random_state=random_state)
+    return get_measure(measure, owner).params(options, n_probe, owner)
 
 
 def cache_artifacts(logdir: LogDir, measure: str, params: dict) -> Artifacts:

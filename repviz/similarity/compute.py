@@ -5,9 +5,9 @@
   unbiased HSIC of Song et al. 2007) hold, so CKA = 1 - chord²/2 of the banked chord distances. Up to the bank's
   ``max_probes`` probes, the bank shared with ``MetaSNE(transform="cka")`` (``logdir.vector_cache``) gives the
   matrix without computing a Gram matrix again for any representation it holds.
-- **By the measures** (:func:`repviz.similarity.measures.cka_matrix`, :func:`~.measures.procrustes_matrix`)
-  otherwise (RBF CKA, minibatch CKA, Procrustes, more probes): only for the missing pairs, as one block whose rows
-  are a small set of representations covering every missing pair (a new snapshot: one row against all).
+- **By the measures** (:attr:`Measure.compute <repviz.similarity.registry.Measure.compute>`) otherwise (RBF CKA,
+  minibatch CKA, Procrustes, more probes): only for the missing pairs, as one block whose rows are a small set of
+  representations covering every missing pair (a new snapshot: one row against all).
 """
 
 from __future__ import annotations
@@ -26,20 +26,13 @@ from ..meta.vectors import vector_length
 from ..progress import ProgressCallback
 from ..store import LogDir
 from .cache import SimilarityCache
-from .measures import cka_matrix, procrustes_matrix
-from .options import RBF_SIGMA
+from .registry import get_measure
 from .sources import Selection, Stored
-
-#: (kernel, debiased) -> the meta bank transform whose cosine is that CKA. RBF CKA is not among them: the bank's
-#: ``rbf_cka`` bandwidth is the median probe distance, the measures' a fraction ``sigma`` of it.
-BANK_TRANSFORMS = {("linear", False): "cka", ("linear", True): "ucka"}
 
 
 def bank_transform(measure: str, params: dict, n_probe: int, max_probes: int = DEFAULT_MAX_PROBES) -> str | None:
     """The meta bank transform that gives these values exactly, or None (they are computed by the measures)."""
-    if measure != "cka" or "batch_size" in params or n_probe > max_probes:
-        return None
-    return BANK_TRANSFORMS.get((params["kernel"], params["debiased"]))
+    return get_measure(measure).bank(params, n_probe, max_probes)
 
 
 def covering(missing: set[tuple[str, str]], order: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -81,13 +74,7 @@ def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCa
     A = [_activations(reps[i]) for i in rows]
     B = None if rows == cols else [_activations(reps[i]) for i in cols]
     try:
-        if measure == "procrustes":
-            block = procrustes_matrix(A, B, progress=progress)
-        else:  # every probe in one batch when exact (params without batch_size), whatever the count of representations
-            block = cka_matrix(A, B, kernel=params["kernel"], debiased=params["debiased"],
-                               batch_size=params.get("batch_size", max(8, len(selection.ids))),
-                               random_state=params.get("random_state", 0), progress=progress,
-                               sigma=params.get("sigma", RBF_SIGMA))
+        block = get_measure(measure).compute(A, B, params, len(selection.ids), progress)
     except ValueError as e:  # the measures call the representations reps_a[i], reps_b[j]: name them
         names = {f"reps_a[{k}]": reps[i].label for k, i in enumerate(rows)}
         names |= {f"reps_b[{k}]": reps[i].label for k, i in enumerate(cols if B is not None else [])}

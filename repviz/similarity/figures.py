@@ -20,6 +20,7 @@ try:
 except ImportError as e:  # the optional extra: one clear line for the CLI
     raise ImportError("similarity figures need matplotlib; install it with: pip install \"repviz[export]\"") from e
 
+from .registry import get_measure
 from .result import SimilarityMatrix
 
 #: Values are written in the cells up to this many cells (a 16 × 16 matrix); above, only colours.
@@ -28,10 +29,7 @@ ANNOTATE_CELLS = 256
 
 def colour_label(matrix: SimilarityMatrix) -> str:
     """What the colour bar measures, e.g. ``debiased linear CKA`` or ``Procrustes distance (angle, radians)``."""
-    p = matrix.params
-    if matrix.measure == "cka":
-        return f"{'debiased' if p.get('debiased') else 'biased'} {p.get('kernel', 'linear')} CKA"
-    return "Procrustes distance (angle, radians)"
+    return get_measure(matrix.measure).colour_label(matrix.params)
 
 
 def heatmap(matrix: SimilarityMatrix, title: str = "") -> Figure:
@@ -40,11 +38,8 @@ def heatmap(matrix: SimilarityMatrix, title: str = "") -> Figure:
     n_rows, n_cols = V.shape
     fig = Figure(figsize=(min(2.2 + 0.55 * n_cols, 16), min(1.6 + 0.45 * n_rows, 14)))
     ax = fig.subplots()
-    finite = V[np.isfinite(V)]
-    if matrix.higher_is_similar:  # CKA: 1 is identical; debiased values may dip below 0
-        vmin, vmax, cmap = min(0.0, float(finite.min()) if finite.size else 0.0), 1.0, "viridis"
-    else:  # a distance: 0 is identical, drawn in the colour CKA gives to 1
-        vmin, vmax, cmap = 0.0, max(float(finite.max()) if finite.size else 1.0, 1e-12), "viridis_r"
+    vmin, vmax = get_measure(matrix.measure).colour_range(V[np.isfinite(V)])
+    cmap = "viridis" if matrix.higher_is_similar else "viridis_r"  # a distance's 0 in the colour of CKA's 1
     image = ax.imshow(np.ma.masked_invalid(V), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto",
                       interpolation="nearest")
     fig.colorbar(image, ax=ax, fraction=0.05, pad=0.03).set_label(colour_label(matrix), fontsize=8)

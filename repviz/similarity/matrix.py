@@ -17,12 +17,13 @@ from ..executors import Executor
 from ..progress import ProgressCallback
 from ..store import LogDir, open_logdir
 from .cache import SimilarityCache, cache_artifacts, measure_params
-from .options import AUTO_EXACT_PROBES, KERNELS, MEASURES, RBF_SIGMA
+from .options import AUTO_EXACT_PROBES, KERNELS, RBF_SIGMA
+from .registry import DEFAULT_MEASURE
 from .result import SimilarityMatrix
 from .sources import Selection, between_runs, over_training
 
 # CKA's defaults, shared by the three entry points (see :func:`similarity` for what they mean).
-_DEFAULTS = {"measure": MEASURES[0], "kernel": KERNELS[0], "debiased": True, "sigma": RBF_SIGMA, "batch_size": None,
+_DEFAULTS = {"measure": DEFAULT_MEASURE, "kernel": KERNELS[0], "debiased": True, "sigma": RBF_SIGMA, "batch_size": None,
              "random_state": 0}
 
 

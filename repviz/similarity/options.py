@@ -1,17 +1,12 @@
-"""The choices of a similarity matrix, spelled once: what ``repviz.similarity``, ``repviz similarity`` and the
-TensorBoard tab offer.
+"""The options of a similarity matrix, spelled once: what ``repviz.similarity``, ``repviz similarity`` and the
+TensorBoard tab offer besides the measure (the measures are :data:`repviz.similarity.registry.MEASURES`).
 
 A module of constants only (it imports nothing), so that the plugin can list the choices without loading numba or
 the numerics. Each tuple starts with the default.
 """
 
-#: How two representations are compared: centred kernel alignment (similarity, 1 = same up to rotation and scale)
-#: or the orthogonal Procrustes shape distance (0 = same up to rotation, translation and scale).
-MEASURES = ("cka", "procrustes")
 #: CKA's kernel on the probes: dot products (linear CKA) or a Gaussian of the distances (RBF CKA).
 KERNELS = ("linear", "rbf")
-#: Which measures grow with similarity (a heatmap's row maximum is then the most similar column; else the minimum).
-SIMILARITIES = ("cka",)
 #: RBF CKA's bandwidth as a fraction of the median probe distance (Kornblith et al. 2019 report 0.2 to 0.8).
 RBF_SIGMA = 0.8
 #: ``batch_size=None``: exact (one batch) up to this many probes, minibatches above.

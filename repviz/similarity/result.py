@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .options import SIMILARITIES
+from .registry import get_measure
 
 
 class RepKey(NamedTuple):
@@ -37,7 +37,8 @@ class SimilarityMatrix:
     rows, cols : list of RepKey
         In model order (layers) or step order (snapshots).
     measure : str
-        ``"cka"`` (1 = same up to rotation and scale) or ``"procrustes"`` (a distance: 0 = same shape).
+        A name of :data:`~repviz.similarity.registry.MEASURES`: ``"cka"`` (1 = same up to rotation and scale) or
+        ``"procrustes"`` (a distance: 0 = same shape).
     params : dict
         The measure's options (kernel, debiased, batch_size, ...); with the measure, the cache key.
     notes : list of str
@@ -61,14 +62,12 @@ class SimilarityMatrix:
     @property
     def higher_is_similar(self) -> bool:
         """True for similarities (CKA), False for distances (Procrustes)."""
-        return self.measure in SIMILARITIES
+        return get_measure(self.measure).higher_is_similar
 
     @property
     def title(self) -> str:
         """What the matrix shows, e.g. ``debiased linear CKA, run 'a' (rows) vs run 'b' (columns) at epoch 3``."""
-        p = self.params
-        what = (f"{'debiased' if p.get('debiased') else 'biased'} {p.get('kernel', 'linear')} CKA"
-                if self.measure == "cka" else "Procrustes distance")
+        what = get_measure(self.measure).label(self.params)
         ra, rb = _shared(self.rows, "run"), _shared(self.cols, "run")
         step, layer = _shared(self.rows + self.cols, "step"), _shared(self.rows + self.cols, "layer")
         if layer is not None and ra is not None and ra == rb and step is None:

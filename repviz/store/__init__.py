@@ -48,8 +48,20 @@ file exists, so a run killed at any moment (even by SIGKILL) opens with every sn
 Arrays are ``.npy`` read with ``allow_pickle=False`` and memory-mapped.
 """
 
-from .artifacts import (DENSITY, EMBEDDING, KINDS, META_RESULT, NEIGHBOR_GRAPH, PLACED, SIMILARITY_CACHE,
-                        VECTOR_BANK, Artifact, ArtifactKind, Embeddings, declare)
+from .artifacts import (
+                        DENSITY,
+                        EMBEDDING,
+                        KINDS,
+                        META_RESULT,
+                        NEIGHBOR_GRAPH,
+                        PLACED,
+                        SIMILARITY_CACHE,
+                        VECTOR_BANK,
+                        Artifact,
+                        ArtifactKind,
+                        Embeddings,
+                        declare,
+)
 from .errors import DamagedFileError, DiskFullError, IncompatibleRunError, NotFoundError, UnsafeFileError
 from .files import ArrayBlocks, atomic_path, checksum, remove_stale_temps, save_array, save_json
 from .layout import FORMAT_VERSION, PLUGIN_NAME, path_key, run_directory
@@ -57,7 +69,6 @@ from .logdir import Artifacts, LogDir, open_logdir, open_run, temporary_artifact
 from .records import append_record
 from .run import Probe, Run
 from .writer import RunWriter
-
 
 __all__ = [
     "DENSITY", "EMBEDDING", "FORMAT_VERSION", "KINDS", "META_RESULT", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME",

@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .contained import array_inside, check_writable_inside, complete_array_inside, entries_inside, json_inside
 from .._validation import choices
+from .contained import array_inside, check_writable_inside, complete_array_inside, entries_inside, json_inside
 from .errors import DamagedFileError, NotFoundError, UnsafeFileError
 from .files import checksum, save_array, save_json
 from .layout import path_key

@@ -20,14 +20,25 @@ import numpy as np
 
 from repviz.metadata import Metadata, columns_from, parse_tsv
 
-from .contained import (array_inside, as_bounds, check_writable_inside, entries_inside, intact_inside, json_inside,
-                        npy_header, open_inside, real_path, within)
 from .._validation import choices
+from .contained import (
+    array_inside,
+    as_bounds,
+    check_writable_inside,
+    entries_inside,
+    intact_inside,
+    json_inside,
+    npy_header,
+    open_inside,
+    real_path,
+    within,
+)
 from .errors import NotFoundError, UnsafeFileError
 from .files import atomic_path, save_array, save_json
 from .layout import MANIFEST, META_SUBDIR, RUN_SUBDIR
 from .run import Run
 from .writer import RunWriter
+
 
 class Artifacts:
     """A directory of named results that span runs (meta-SNE), with atomic writes.

@@ -16,6 +16,7 @@ from .files import json_default
 from .layout import OUTPUT, RECORDS
 from .schema import valid_record
 
+
 def parse_records(raw: bytes, path: str | os.PathLike) -> list[dict]:
     """Parse the bytes ``raw`` of the JSON-lines record log ``path`` into the records readers can rely on
     (:func:`valid_record`).

@@ -14,11 +14,21 @@ import numpy as np
 
 from repviz.metadata import Metadata, from_json
 
+from .._validation import choices
 from .artifacts import EMBEDDING, KINDS, PLACED, Artifact, ArtifactKind, Embeddings
 from .compat import RunCompat
-from .contained import (array_inside, as_bounds, intact_inside, json_inside, real_dir, real_path, resolve,
-                        stat_field, tree_bytes, within)
-from .._validation import choices
+from .contained import (
+    array_inside,
+    as_bounds,
+    intact_inside,
+    json_inside,
+    real_dir,
+    real_path,
+    resolve,
+    stat_field,
+    tree_bytes,
+    within,
+)
 from .errors import DamagedFileError, NotFoundError, refuse
 from .layout import ACTIVATION, MANIFEST, METADATA, OUTPUT, PREDICTION, PROBE, PROBE_DIR, RECORDS, probe_file
 from .records import RecordLog

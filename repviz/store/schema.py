@@ -8,8 +8,8 @@ when read (:func:`embedding_fault`, :func:`object_fault`).
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -17,10 +17,23 @@ from repviz.metadata import Metadata
 from .contained import as_bounds, check_writable_inside, json_inside, read_inside, real_path
 from .errors import IncompatibleRunError
 from .files import ArrayBlocks, atomic_path, checksum, create_exclusive, remove_stale_temps, save_array, save_json
-from .layout import (ACTIVATION, FORMAT_VERSION, MANIFEST, METADATA, PLUGIN_NAME, PROBE, RECORDS, RUN_SUBDIR,
-                     activation_file, prediction_target, probe_file, subset_file)
+from .layout import (
+    ACTIVATION,
+    FORMAT_VERSION,
+    MANIFEST,
+    METADATA,
+    PLUGIN_NAME,
+    PROBE,
+    RECORDS,
+    RUN_SUBDIR,
+    activation_file,
+    prediction_target,
+    probe_file,
+    subset_file,
+)
 from .records import append_record, parse_records
 from .schema import check_manifest
+
 
 class RunWriter:
     """Writes one run: manifest, probe, activations, predictions (the capture callback's side of the store).

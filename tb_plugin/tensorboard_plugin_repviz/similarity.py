@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from repviz.meta.sources import ProbeMismatchError, shared_probe_ids
 from repviz.similarity.cache import measure_params
 from repviz.similarity.matrix import cached_similarity
-from repviz.similarity.options import KERNELS, MEASURES, RBF_SIGMA, SIMILARITIES
+from repviz.similarity.options import KERNELS, RBF_SIGMA
+from repviz.similarity.registry import DEFAULT_MEASURE, MEASURES
 from repviz.store import Run
 
 from .catalog import Catalog
@@ -36,7 +37,8 @@ def takes(measure: str) -> list[str]:
 
 def choices() -> dict:
     """The options of a similarity heatmap for the run index, default first, and which of them each measure takes."""
-    return {"measure": list(MEASURES), "kernel": list(KERNELS), "similarities": list(SIMILARITIES),
+    return {"measure": list(MEASURES), "kernel": list(KERNELS),
+            "similarities": [m for m in MEASURES if MEASURES[m].higher_is_similar],
             "options": {m: takes(m) for m in MEASURES}}
 
 
@@ -143,7 +145,7 @@ def selection(catalog: Catalog, fields: dict, *, step_required: bool) -> Selecti
             raise BadRequest("missing parameter 'layer'")
         if not isinstance(layer, str) or layer not in first.layers:
             raise BadRequest(f"layer {str(layer)[:100]!r} is not in run {first.name!r}; it has: {first.layers[:30]}")
-    measure = _choice(fields.get("measure") or MEASURES[0], MEASURES, "measure")
+    measure = _choice(fields.get("measure") or DEFAULT_MEASURE, tuple(MEASURES), "measure")
     kernel = _choice(fields.get("kernel") or KERNELS[0], KERNELS, "kernel")
     debiased = _flag(fields.get("debiased", True), "debiased")
     if not takes(measure):  # a measure without options: one selection for it

@@ -4,7 +4,7 @@
 :class:`TSNEEmbedding` holds the affinities, the descent state (momentum update, gains, iterations, KL) and the
 repulsion, so that each :meth:`~TSNEEmbedding.optimize` call resumes where the last one stopped. A fit is one
 embedding optimised twice (early exaggeration, then the main phase); continuing a layout on new data is a
-policy of such calls (:func:`repviz.continuation.continue_tsne`). The layout it hands out is a plain array.
+policy of such calls (:func:`~.continuation.continue_tsne`). The layout it hands out is a plain array.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ or by FFT-accelerated interpolation (2-D), so each can be tested against the oth
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -254,3 +255,12 @@ def relabel(P: sp.csr_matrix, order: np.ndarray) -> sp.csr_matrix:
     inverse[order] = np.arange(order.shape[0])
     indptr, indices, data = _relabel_csr(P.indptr, P.indices, P.data, order, inverse)
     return sp.csr_matrix((data, indices, indptr), shape=P.shape)
+
+
+def warm_kernels() -> dict[str, float]:
+    """Compile the kernels that a tiny warm-up input does not reach (the FFT repulsion, which larger probe sets
+    use): seconds per kernel. The warm-up policy of the pipeline's ``"tsne"`` method (:mod:`repviz.warmup`)."""
+    start = time.perf_counter()
+    Y = np.random.default_rng(0).normal(size=(60, 2))
+    make_repulsion("fft", 60, 2, 1.0)(Y, np.empty_like(Y))
+    return {"fft": time.perf_counter() - start}

@@ -158,3 +158,17 @@ def place(X_new, X_fit, Y_fit, *, perplexity: float = 5.0, n_iter: int = 250, le
         copies = nearest == 0
         Y[copies] = Y_fit[idx[copies, 0]]
     return Y.astype(np.float32)
+
+
+#: openTSNE's perplexity for placing new points (lower than a fit's: each point needs only its closest neighbours).
+PLACING_PERPLEXITY = 5.0
+
+
+def place_into_layout(params: dict, X_fit, Y_fit, X_new) -> tuple[np.ndarray, dict]:
+    """The placement policy of the pipeline's ``"tsne"`` method (:mod:`repviz.placement`): :func:`place` against
+    the stored layout ``Y_fit`` of ``X_fit``, with the ``dof`` and ``metric`` of its TSNE parameters ``params``.
+    Returns the coordinates and how they were placed."""
+    coords = place(X_new, X_fit, Y_fit, perplexity=PLACING_PERPLEXITY, dof=float(params.get("dof", 1.0)),
+                   metric=params.get("metric", "euclidean"))
+    return coords, {"transform": "tsne: openTSNE's transform against the fixed layout",
+                    "perplexity": PLACING_PERPLEXITY}

@@ -378,8 +378,8 @@ _SHARED_DOC = """
         only, as in scikit-learn: sparse X needs "random" or an array), scaled to
         standard deviation 1e-4. An array: a start of your own (e.g. an earlier embedding, to keep views
         aligned), centred and rescaled the same way. To go on from a layout at its own scale, optimise a
-        :class:`~repviz.manifold.tsne.TSNEEmbedding` of it (:func:`repviz.continuation.continue_tsne` is the
-        pipeline's way).
+        :class:`~repviz.manifold.tsne.TSNEEmbedding` of it (:func:`~.continuation.continue_tsne` is the pipeline's
+        way).
     neighbors : {"auto", "exact", "nndescent"}, default="auto"
         kNN method of :func:`repviz.neighbors.knn` (the exact gradient always uses all points).
     n_jobs : int or None, default=None

@@ -1,4 +1,5 @@
-"""How the pipeline continues a t-SNE chain: snapshot k's layout from snapshot k−1's, written against
+"""How the pipeline continues a t-SNE chain (the continuation policy of the ``"tsne"`` method in
+:mod:`repviz.methods`): snapshot k's layout from snapshot k−1's, written against
 :class:`~repviz.manifold.tsne.TSNEEmbedding`.
 
 The previous layout is the start, at its own scale and without early exaggeration (its clusters are there
@@ -25,11 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validation import NONE, Interval, check_param
-from .manifold import TSNE
-from .manifold.tsne import TSNEEmbedding
-from .manifold.tsne.embedding import auto_learning_rate
-from .manifold.tsne.init import rescale, weighted_mean
+from ..._validation import NONE, Interval, check_param
+from .embedding import TSNEEmbedding, auto_learning_rate
+from .init import rescale, weighted_mean
+from .tsne import TSNE
 
 #: Iterations from both starts before the moved one is judged.
 RACE_ITER = 30
