@@ -102,9 +102,9 @@ def test_a_registered_placement_policy_places_through_the_public_api(toy_method,
     rows = place_run(logdir, "y", into="x", method="toy", layers=["a"])
     assert [(r["layer"], r["step"], r["status"]) for r in rows] == [("a", 0, "placed"), ("a", 1, "placed")]
     log = open_logdir(logdir)
-    key = log.run("x").embedding_key("toy")
+    key = log.run("x").embeddings.key("toy")
     X_fit, X_new = log.run("x").activations("a", 1), log.run("y").activations("a", 1)
-    Y_fit = np.asarray(log.run("x").read_embedding(key, "a", 1))
+    Y_fit = np.asarray(log.run("x").embeddings.read(key, "a", 1))
     coords, info = log.run("y").placed("x", key, "a", 1)
     np.testing.assert_array_equal(coords, nearest_fit_point({}, X_fit, Y_fit, X_new)[0])
     assert info["how"] == {"transform": "toy: the nearest fitted point's position"}
