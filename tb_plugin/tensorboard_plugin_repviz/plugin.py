@@ -381,7 +381,7 @@ class RepvizPlugin(base_plugin.TBPlugin):
     def _serve_neighborhood_change(self, request):
         first = (_arg(request, "run"), _arg(request, "layer"), _int_arg(request, "step"))
         second = (_arg(request, "run2"), _arg(request, "layer2"), _int_arg(request, "step2"))
-        change = compare.neighborhood_change_impl(self.catalog, first, second, _int_arg(request, "k", 10),
+        change = compare.neighbor_change_impl(self.catalog, first, second, _int_arg(request, "k", 10),
                                                   self._graphs)
         mean = float(change.mean()) if len(change) else 0.0
         return _binary(request, change, {"X-Repviz-Mean": repr(round(mean, 6))})
