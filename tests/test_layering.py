@@ -31,7 +31,7 @@ FLOORS = [
                                  "repviz.similarity.*"]),
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),
     ("applications", ["repviz.capture", "repviz.follow", "repviz.warmup", "repviz.export", "repviz.demo",
-                      "repviz.similarity.figures"]),
+                      "repviz.similarity.figures", "repviz.service"]),
     ("entry points", ["repviz.cli", "repviz"]),
     ("TensorBoard plugin", ["tensorboard_plugin_repviz.*"]),
 ]
@@ -40,6 +40,7 @@ FLOORS = [
 FORBIDDEN = {
     "repviz.store": {"keras", "tensorflow"},
     "repviz.capture": {"dask", "distributed"},
+    "repviz.service": {"keras", "tensorflow", "numba"},
     "tensorboard_plugin_repviz.*": {"keras", "tensorflow", "repviz.capture"},
 }
 # Only these may import Dask.

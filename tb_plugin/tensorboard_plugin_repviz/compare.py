@@ -16,10 +16,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from repviz.density import density_contours
-from repviz.neighbor_change import graph_method, nearest_to, neighbor_change, neighbor_graph
-from repviz.store import NotFoundError, Run
-from repviz.subsets import common_rows
+from repviz.service import (
+    NotFoundError,
+    Run,
+    common_rows,
+    density_contours,
+    graph_method,
+    nearest_to,
+    neighbor_change,
+    neighbor_graph,
+)
 
 from .catalog import Catalog
 from .data import BadRequest, coords_impl, known_key, known_layer, known_step, label_codes
