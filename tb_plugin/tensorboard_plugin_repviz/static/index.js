@@ -2,7 +2,7 @@
 // calls render(). The App holds the state the views share (run, layer, method, snapshot, colour mode, mouse mode,
 // selection by probe id, hovered point), the header, the snapshot bar, the hover card, the selection box and the
 // status bar (errors, background jobs: jobs.js); every view is a component behind one interface (view.js) in the VIEWS registry below, handed
-// the Model and callbacks, never the App. model.js fetches, views.js builds DOM, colors.js encodes.
+// the Model and callbacks, never the App. model.js fetches, dom.js builds DOM, colors.js encodes.
 //
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
@@ -29,7 +29,7 @@ import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
 import { RunsView } from "./runsview.js";
 import { SimilarityView } from "./similarityview.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

@@ -9,7 +9,7 @@ import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./c
 import { Overlay, pointAt } from "./overlay.js";
 import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
 import { normalise, Scatter, toPlot } from "./scatter.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

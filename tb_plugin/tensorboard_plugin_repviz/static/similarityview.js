@@ -9,7 +9,7 @@ import { choiceFor, runNamed, stepAtOrBefore } from "./choice.js";
 import { pointColors } from "./colors.js";
 import { Heatmap } from "./heatmap.js";
 import { fitCanvas, pointAt } from "./overlay.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 
