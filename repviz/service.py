@@ -122,7 +122,8 @@ JOBS: dict[str, Callable[..., dict]] = {"embed": _embed, "meta": _meta, "similar
 
 
 def run_job(kind: str, logdir: str, out: str | None, sink: Callable[[dict], None], *args) -> dict:
-    """Run job ``kind`` on the log directory ``logdir`` (results written to ``out`` if given), handing ``sink``
-    a progress snapshot at most every quarter second; returns :data:`JOBS`' answer with the last progress snapshot (``progress``)."""
+    """Run job ``kind`` on the log directory ``logdir`` (results written to ``out`` if given), handing ``sink`` a
+    progress snapshot at most every quarter second; returns :data:`JOBS`' answer with the last snapshot
+    (``progress``)."""
     state = ProgressState(sink, min_interval=0.25)
     return {**JOBS[kind](open_logdir(logdir, out), state, *args), "progress": state.snapshot()}
