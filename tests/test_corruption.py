@@ -314,11 +314,11 @@ def _routes(run: str, key: str) -> dict[str, str]:
 
 def _change(log: Path) -> np.ndarray:
     """The neighbourhood change (k=10) from run a to run b at STEP, computed here from the activations."""
-    from repviz.neighbourhood import neighborhood_change, neighbour_graph
+    from repviz.neighbor_change import neighbor_change, neighbor_graph
 
     lg = open_logdir(log)
-    graphs = [neighbour_graph(np.asarray(lg.run(r).activations("dense", STEP)), 10, random_state=0) for r in "ab"]
-    return neighborhood_change(*graphs)
+    graphs = [neighbor_graph(np.asarray(lg.run(r).activations("dense", STEP)), 10, random_state=0) for r in "ab"]
+    return neighbor_change(*graphs)
 
 
 def _route_path(route: str, query: str) -> str:

@@ -171,7 +171,7 @@ def test_sparse_input_equals_dense():
     np.testing.assert_allclose(sparse.transform(X[:10]), dense.transform(X[:10].toarray()), atol=1e-4)
 
 
-def test_precomputed_neighbour_graphs(roll):
+def test_precomputed_neighbor_graphs(roll):
     """scikit-learn's KNeighborsTransformer -> Isomap(metric="precomputed") equals Isomap on the data, in fit
     and in transform; a precomputed radius graph equals the radius graph."""
     Q = roll[:30] + 0.1

@@ -27,7 +27,7 @@ FLOORS = [
                      "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.datasets", "repviz.align", "repviz.chief",
                      "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
     ("numerics", ["repviz.neighbors", "repviz.metrics", "repviz.manifold.*", "repviz.density",
-                  "repviz.neighbourhood", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
+                  "repviz.neighbor_change", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",
                   "repviz.similarity.measures"]),
     ("registry and executors", ["repviz.methods", "repviz.executors", "repviz.similarity.registry"]),
@@ -36,7 +36,7 @@ FLOORS = [
                                  "repviz.similarity.*"]),
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),
     ("applications", ["repviz.capture.*", "repviz.follow", "repviz.warmup", "repviz.export", "repviz.demo",
-                      "repviz.similarity.figures"]),
+                      "repviz.similarity.figures", "repviz.service"]),
     ("entry points", ["repviz.cli", "repviz"]),
     ("TensorBoard plugin", ["tensorboard_plugin_repviz.*"]),
 ]
@@ -45,6 +45,7 @@ FLOORS = [
 FORBIDDEN = {
     "repviz.store.*": {"keras", "tensorflow"},
     "repviz.capture.*": {"dask", "distributed"},
+    "repviz.service": {"keras", "tensorflow", "numba"},
     "tensorboard_plugin_repviz.*": {"keras", "tensorflow", "repviz.capture"},
 }
 # Only these may import Dask.

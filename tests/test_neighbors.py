@@ -174,7 +174,7 @@ def test_sparse_input_equals_dense(metric):
                                kneighbors(Q.toarray(), X.toarray(), 4, metric=metric)[1], rtol=1e-5, atol=1e-6)
 
 
-def test_sparse_precomputed_neighbour_graph():
+def test_sparse_precomputed_neighbor_graph():
     """scikit-learn's KNeighborsTransformer graph (self included, k + 1 entries a row): the k nearest stored
     entries other than the diagonal, as from the data; a graph with too few entries is refused in one line."""
     neighbors = pytest.importorskip("sklearn.neighbors")

@@ -374,7 +374,7 @@ def test_unexpected_errors_are_json_without_traceback(served, monkeypatch):
     def boom(*args):
         raise RuntimeError("secret internals /home/x")
 
-    monkeypatch.setattr(data, "labels_impl", boom)
+    monkeypatch.setattr(data, "label_codes", boom)  # inside the labels route
     r = _get(client, "labels?run=mlp")
     assert r.status_code == 500 and r.json["error"].startswith("internal error (RuntimeError)")
     assert b"Traceback" not in r.data and b"secret" not in r.data

@@ -124,7 +124,7 @@ def test_neighbourhood_change_of_two_subsets_compares_the_points_they_share(logs
         asked.extend(representations)
         return [compare.compute_graph(*rep[:3], k, *rep[3:]) for rep in representations]
 
-    change = compare.neighborhood_change_impl(catalog, ("sub", "dense", 2), ("sub", "dense", 1), k, compute)
+    change = compare.neighbor_change_impl(catalog, ("sub", "dense", 2), ("sub", "dense", 1), k, compute)
     assert change.shape == (len(SUBSETS[2]),)
     held = np.isin(SUBSETS[2], common)
     np.testing.assert_allclose(change[held], expected, atol=1e-6)

@@ -685,7 +685,7 @@ def test_scikit_learn_stopping_rules():
     assert TSNE(min_grad_norm=1e6, **kw).fit(X).n_iter_ == 1
 
 
-def test_sparse_input_and_sparse_neighbour_graphs():
+def test_sparse_input_and_sparse_neighbor_graphs():
     """Sparse X and scikit-learn's KNeighborsTransformer graph (the recipe ``KNeighborsTransformer(mode=
     "distance") -> TSNE(metric="precomputed")``) give the affinities of the dense data, sparse data its PCA
     start; a graph with fewer than 3 * perplexity neighbours, an exact fit of a graph and its PCA start (classical

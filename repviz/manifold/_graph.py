@@ -97,7 +97,7 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
                        hint: str = "n_neighbors", stacklevel: int = 3,
                        metric_params: dict | None = None) -> sp.csr_matrix:
     """Return ``G`` with bridging edges added by Borůvka's rule (see the module docstring), or raise
-    (``connect`` False or None, as in :func:`neighbour_graph`)."""
+    (``connect`` False or None, as in :func:`neighbor_graph`)."""
     n_comp, labels = connected_components(G, directed=False)
     if n_comp == 1:
         return G
@@ -153,7 +153,7 @@ def connect_components(G: sp.csr_matrix, X: np.ndarray, metric: str, *, connect:
 
 @dataclass(frozen=True)
 class NeighbourGraph:
-    """A neighbourhood graph as :func:`neighbour_graph` returns it.
+    """A neighbourhood graph as :func:`neighbor_graph` returns it.
 
     Attributes
     ----------
@@ -174,7 +174,7 @@ class NeighbourGraph:
     distances: np.ndarray | None = None
 
 
-def neighbour_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int | None = None,
+def neighbor_graph(X: np.ndarray, *, owner: str, metric: str, n_neighbors: int | None = None,
                     radius: float | None = None, neighbors: str = "exact", connect: bool | None = True,
                     random_state=None, stacklevel: int = 4, metric_params: dict | None = None) -> NeighbourGraph:
     """The one neighbourhood graph of the graph-based methods: kNN (``n_neighbors``) or radius graph of the
@@ -217,6 +217,6 @@ def graph_of(est, X, **overrides) -> tuple[np.ndarray, NeighbourGraph, float]:
                                                                      "neighbors", "connect", "random_state")}
     X = check_graph_input(X, owner, p["metric"], p["n_components"])
     X, scale = (X, 1.0) if sp.issparse(X) else rescaled(X, p["metric"])
-    return X, neighbour_graph(X, owner=owner, metric=p["metric"], n_neighbors=p["n_neighbors"],
+    return X, neighbor_graph(X, owner=owner, metric=p["metric"], n_neighbors=p["n_neighbors"],
                               neighbors=p["neighbors"], connect=p["connect"],
                               random_state=p["random_state"], stacklevel=5), scale

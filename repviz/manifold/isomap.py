@@ -35,7 +35,7 @@ from ..neighbors import KNN_METHODS, METRIC_RULES, check_data, resolve_metric
 from ._base import Estimator, check_dense_memory, rng_from
 from ._eigen import SOLVERS, fix_signs
 from ._fitted_neighbors import FittedNeighbors
-from ._graph import neighbour_graph
+from ._graph import neighbor_graph
 from .mds import double_centre, torgerson
 
 _MAX_HUBS = 32  # measured on MNIST kNN graphs: 16-64 hubs per source halve the CPU time of plain Dijkstra
@@ -323,7 +323,7 @@ class Isomap(Estimator):
                              f"MDS ({m}: n_landmarks, or n_samples).")
         check_dense_memory(8.0 * m * n, "Isomap", f"two {m}×{n} float32 geodesic-distance matrices",
                            "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
-        nbrs = neighbour_graph(X, owner="Isomap", metric=metric, n_neighbors=self.n_neighbors,
+        nbrs = neighbor_graph(X, owner="Isomap", metric=metric, n_neighbors=self.n_neighbors,
                                radius=None if self.radius is None else self.radius / scale,
                                neighbors=self.neighbors, connect=self.connect,
                                random_state=self.random_state, metric_params=params)

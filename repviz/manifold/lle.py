@@ -31,7 +31,7 @@ from ..neighbors import KNN_METHODS
 from ._base import Estimator
 from ._eigen import SOLVERS, eigsolve
 from ._fitted_neighbors import FittedNeighbors
-from ._graph import neighbour_graph
+from ._graph import neighbor_graph
 
 
 @njit(cache=True)
@@ -293,7 +293,7 @@ class LocallyLinearEmbedding(Estimator):
             raise ValueError(f"method={self.method!r} with n_components={nc} needs n_neighbors >= {need}; "
                              f"got n_neighbors={k}.")
         # connect=None: a disconnected graph is refused before the local solves, so the error comes early
-        ind = neighbour_graph(X, owner="LocallyLinearEmbedding", metric=self.metric, n_neighbors=k,
+        ind = neighbor_graph(X, owner="LocallyLinearEmbedding", metric=self.metric, n_neighbors=k,
                               neighbors=self.neighbors, connect=None,
                               random_state=self.random_state).indices
         M, inverse = self._alignment_matrix(X.astype(np.float64), ind)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from repviz.store import LogDir, NotFoundError, Run, open_run
+from repviz.service import LogDir, NotFoundError, Run, open_run
 
 
 def inside(path: str, root: str) -> bool:

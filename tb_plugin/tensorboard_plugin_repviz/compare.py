@@ -2,7 +2,7 @@
 neighbourhood change between two representations, trails across snapshots and density contours of a layout.
 
 Route glue: names checked against what the store lists, bounds checked, results cached in the store; the numerics
-are :mod:`repviz.neighbourhood` and :mod:`repviz.density`, which Python users and ``repviz export`` can call too.
+are :mod:`repviz.neighbor_change` and :mod:`repviz.density`, which Python users and ``repviz export`` can call too.
 k-NN graphs (numba, seconds at 20,000 points) are computed by :func:`compute_graph` in worker processes
 (``JobManager.calls``, the two graphs of a pair side by side), never in TensorBoard's process, and cached in the
 store, so the change between any two representations whose graphs are cached costs milliseconds (it is not
@@ -16,10 +16,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from repviz.density import density_contours
-from repviz.neighbourhood import graph_method, nearest_to, neighborhood_change, neighbour_graph
-from repviz.store import NotFoundError, Run
-from repviz.subsets import common_rows
+from repviz.service import (
+    NotFoundError,
+    Run,
+    common_rows,
+    density_contours,
+    graph_method,
+    nearest_to,
+    neighbor_change,
+    neighbor_graph,
+)
 
 from .catalog import Catalog
 from .data import BadRequest, coords_impl, known_key, known_layer, known_step, label_codes
@@ -86,9 +92,9 @@ def compute_graph(run: Run, layer: str, step: int, k: int, where: np.ndarray | N
     """
     X = run.activations(layer, step)
     if where is not None:
-        return neighbour_graph(np.asarray(X[where]), k, random_state=0)
+        return neighbor_graph(np.asarray(X[where]), k, random_state=0)
     variant = graph_variant(len(X), k)
-    indices = neighbour_graph(X, k, random_state=0)
+    indices = neighbor_graph(X, k, random_state=0)
     try:
         run.write_neighbor_graph(layer, step, variant, indices)
     except OSError as e:
@@ -96,7 +102,7 @@ def compute_graph(run: Run, layer: str, step: int, k: int, where: np.ndarray | N
     return indices
 
 
-def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], second: tuple[str, str, int], k: int,
+def neighbor_change_impl(catalog: Catalog, first: tuple[str, str, int], second: tuple[str, str, int], k: int,
                              compute: Callable[[list[tuple], int], list[np.ndarray]]) -> np.ndarray:
     """Neighbourhood change (n,) float32 between two representations, each given as (run, layer, step), one value
     per row of the first (its probe subset's order).
@@ -124,7 +130,7 @@ def neighborhood_change_impl(catalog: Catalog, first: tuple[str, str, int], seco
     computed = iter(compute(list(dict.fromkeys(missing)), k) if missing else [])
     new = {rep: next(computed) for rep in dict.fromkeys(missing)}
     graphs = [graph if graph is not None else new[rep] for rep, graph in zip(pair, graphs)]
-    return neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
+    return neighbor_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
 
 
 def _subset_change(pair: list[tuple[Run, str, int]], rows: list[np.ndarray], k: int,
@@ -135,7 +141,7 @@ def _subset_change(pair: list[tuple[Run, str, int]], rows: list[np.ndarray], k: 
     _check_k(k, MAX_CHANGE_K, len(common))
     graphs = compute([(*rep, w) for rep, w in zip(pair, where)], k)
     out = np.full(len(rows[0]), np.nan, dtype="<f4")
-    out[where[0]] = neighborhood_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
+    out[where[0]] = neighbor_change(np.asarray(graphs[0]), np.asarray(graphs[1]))
     return out
 
 

@@ -13,9 +13,7 @@ import zlib
 
 import numpy as np
 
-from repviz.meta.result import MetaResult
-from repviz.meta.sources import INPUT_KEY
-from repviz.store import NotFoundError, Run, checksum, path_key
+from repviz.service import INPUT_KEY, NotFoundError, Run, checksum, meta_result, path_key
 
 from . import metadata
 from .catalog import Catalog, inside
@@ -187,7 +185,7 @@ def meta_result_impl(catalog: Catalog, name: str) -> dict:
     log = catalog.logdir()
     if log is None or name not in _meta_names(log):
         raise NotFoundError(f"meta-SNE result {name!r} is not in the log directory")
-    result = MetaResult.load(log, name, mmap=True)
+    result = meta_result(log, name)
     return {"keys": [list(k) for k in result.keys], "coords": np.asarray(result.coords, dtype=float).tolist(),
             "params": result.params, "explained_variance": result.explained_variance,
             "robustness": result.robustness, "rows": meta_rows(result.keys, catalog.runs()),

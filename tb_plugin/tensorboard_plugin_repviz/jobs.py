@@ -5,7 +5,8 @@ same pipeline as ``repviz embed`` (aligned chain, results cached in the store), 
 once and the next index lists the new key. A meta job (kind ``"meta"``) computes and saves one meta-SNE map of
 every run, as ``repviz meta --include-input`` does. A similarity job (kind ``"similarity"``) computes the heatmaps
 of the Similarity view into the similarity cache: the layers of one or two runs at each snapshot asked for, or one
-layer's snapshots against each other. Bounds: ``workers`` processes (spawned, not forked:
+layer's snapshots against each other. The work of each kind is :data:`repviz.service.JOBS`; every job runs through
+one skeleton here (:func:`_run_job`). Bounds: ``workers`` processes (spawned, not forked:
 TensorBoard's threads and any BLAS pool are not copied), at most ``max_pending`` jobs queued or running
 (``TooManyJobs`` beyond), at most ``keep`` finished jobs remembered. Jobs are deduplicated per (run, layer,
 method), or per meta-SNE or similarity parameters, while queued or running.
@@ -33,6 +34,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from queue import Empty
+
+from repviz import service
 
 _PROGRESS_KEYS = ("stage", "done", "total", "fraction", "message", "eta")
 
@@ -75,68 +78,12 @@ def _init_quick_worker() -> None:
     numba.set_num_threads(1)
 
 
-def _run_job(job_id: str, logdir: str, out: str | None, run: str, layer: str, method: str) -> dict:
-    """Embed one (run, layer) with ``method`` at every snapshot; returns the key and the failures."""
-    from repviz.pipeline import embed_logdir
-    from repviz.progress import ProgressState
-    from repviz.store import open_logdir
-
-    def sink(snapshot: dict) -> None:
-        _report(job_id, snapshot)
-
+def _run_job(job_id: str, logdir: str, out: str | None, kind: str, *args) -> dict:
+    """The one skeleton of every job (worker side): report its start, run ``repviz.service.JOBS[kind]`` with its
+    progress sent to the server, and return its key, count stored and failures with the last progress event
+    (queued events may arrive after the job is marked finished)."""
     _report(job_id, None)  # started
-    state = ProgressState(sink, min_interval=0.25)
-    result = embed_logdir(open_logdir(logdir, out), methods=[method], runs=[run], layers=[layer], progress=False,
-                          on_progress=state)
-    # the last event also travels with the result: queued events may arrive after the job is marked finished
-    return {"key": result.keys.get(method), "stored": result.computed + result.cached,
-            "failures": result.failure_lines(), "progress": state.snapshot()}
-
-
-def _run_meta_job(job_id: str, logdir: str, out: str | None, transform: str, metric: str, embedding: str) -> dict:
-    """Compute and save the meta-SNE map of every run (with the input landmark when the probe has thumbnails,
-    like ``repviz meta --include-input``); returns the result's name."""
-    import numpy as np
-
-    from repviz.meta import MetaSNE
-    from repviz.progress import ProgressState
-    from repviz.store import open_logdir
-
-    def sink(snapshot: dict) -> None:
-        _report(job_id, snapshot)
-
-    _report(job_id, None)  # started
-    state = ProgressState(sink, min_interval=0.25)
-    log = open_logdir(logdir, out)
-    first = next(iter(log.runs.values()), None)
-    thumbnails = None if first is None else first.probe.thumbnails
-    inputs = None if thumbnails is None else np.asarray(thumbnails).reshape(len(thumbnails), -1).astype("float32")
-    result = MetaSNE(transform, metric, embedding, robustness=True, progress=state).fit(log, inputs=inputs)
-    return {"key": result.save(log), "stored": 1, "failures": [], "progress": state.snapshot()}
-
-
-def _run_similarity_job(job_id: str, logdir: str, out: str | None, chosen: dict, steps: list[int] | None) -> dict:
-    """Compute the similarity heatmaps ``chosen`` names (the plugin's ``Selection.public()``): of its runs' layers at
-    each of ``steps``, or (``steps`` None) of its layer over training; they land in the similarity cache."""
-    from repviz.progress import ProgressState
-    from repviz.similarity import similarity, similarity_over_training
-    from repviz.store import open_logdir
-
-    def sink(snapshot: dict) -> None:
-        _report(job_id, snapshot)
-
-    _report(job_id, None)  # started
-    state = ProgressState(sink, min_interval=0.25)
-    log = open_logdir(logdir, out)
-    options = {k: chosen[k] for k in ("measure", "kernel", "debiased")}
-    if steps is None:
-        similarity_over_training(log, chosen["runs"][0], chosen["layer"], progress=state, **options)
-    else:
-        for i, step in enumerate(steps):  # one matrix per snapshot: the progress counts snapshots
-            state("heatmaps", i, len(steps), f"step {step}")
-            similarity(log, chosen["runs"], step, **options)
-        state("heatmaps", len(steps), len(steps), "done")
-    return {"key": None, "stored": 1 if steps is None else len(steps), "failures": [], "progress": state.snapshot()}
+    return service.run_job(kind, logdir, out, lambda snapshot: _report(job_id, snapshot), *args)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -186,21 +133,21 @@ class JobManager:
     def submit(self, run: str, layer: str, method: str) -> tuple[dict, bool]:
         """Start (or join) the embedding job for (run, layer, method); returns its status and whether it is new."""
         return self._submit({"kind": "embed", "run": run, "layer": layer, "method": method, "params": None},
-                            _run_job, run, layer, method)
+                            run, layer, method)
 
     def submit_meta(self, transform: str, metric: str, embedding: str) -> tuple[dict, bool]:
         """Start (or join) the meta-SNE job with these parameters; returns its status and whether it is new.
         When done, its ``key`` is the name of the saved result."""
         params = {"transform": transform, "metric": metric, "embedding": embedding}
         return self._submit({"kind": "meta", "run": None, "layer": None, "method": embedding, "params": params},
-                            _run_meta_job, transform, metric, embedding)
+                            transform, metric, embedding)
 
     def submit_similarity(self, chosen: dict, steps: list[int] | None) -> tuple[dict, bool]:
         """Start (or join) the job computing the similarity heatmaps ``chosen`` names (a JSON-able selection with
         ``runs``, ``layer``, ``measure``, ...) at ``steps`` (None: one layer over training); returns its status and
         whether it is new."""
         return self._submit({"kind": "similarity", "run": chosen["runs"][0], "layer": chosen.get("layer"),
-                             "method": chosen["measure"], "params": chosen}, _run_similarity_job, chosen, steps)
+                             "method": chosen["measure"], "params": chosen}, chosen, steps)
 
     def calls(self, calls: list[tuple[tuple, Callable, tuple]], timeout: float = 120.0) -> list:
         """The results of ``fn(*args)`` for each ``(key, fn, args)`` of ``calls``, run side by side in the
@@ -227,7 +174,8 @@ class JobManager:
             future.add_done_callback(lambda f, key=key: self._call_done(key, f))
         return future
 
-    def _submit(self, fields: dict, fn: Callable, *args) -> tuple[dict, bool]:
+    def _submit(self, fields: dict, *args) -> tuple[dict, bool]:
+        """Start (or join) the job of kind ``fields["kind"]`` (:data:`repviz.service.JOBS`) with ``args``."""
         identity = tuple(fields.get(k) for k in ("kind", "run", "layer", "method")) + \
             tuple(sorted((fields["params"] or {}).items()))
         with self._lock:
@@ -244,7 +192,7 @@ class JobManager:
             self._jobs[job_id] = job
             pool = self._start()
             try:
-                future = pool.submit(fn, job_id, self.logdir, self.out, *args)
+                future = pool.submit(_run_job, job_id, self.logdir, self.out, fields["kind"], *args)
             except Exception as e:  # a broken pool (a worker was killed): report it and start afresh next time
                 job.update(state="failed", error=_one_line(e))
                 self._pool = None

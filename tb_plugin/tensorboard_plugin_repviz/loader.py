@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tensorboard.plugins import base_plugin
 
-from repviz.store import PLUGIN_NAME
+from repviz.service import PLUGIN_NAME
 
 
 class RepvizLoader(base_plugin.TBLoader):

@@ -1,18 +1,14 @@
 """The probe metadata of a run for the tab: its columns in the run index, their values through ``/metadata``.
 
 The run is looked up by name in the catalog (``NotFoundError`` otherwise, never a path); the values come from
-:attr:`repviz.store.Probe.metadata` and go out as strict JSON (a missing number as null).
+:attr:`repviz.service.Probe.metadata` and go out as strict JSON (a missing number as null).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
 
-from tensorboard.backend import http_util
-
-from repviz.store import Probe
+from repviz.service import Probe
 
 from .catalog import Catalog
 
@@ -38,13 +34,3 @@ def metadata_impl(catalog: Catalog, run_name: str) -> dict:
         columns.append({**column, "values": values})
     return {"run": run_name, "n": len(probe), "columns": columns}
 
-
-def handler(catalog: Catalog, arg: Callable) -> Callable:
-    """The GET ``/metadata?run=`` route's handler (wrapped by ``plugin._app``); ``arg(request, name)`` reads a
-    required parameter."""
-
-    def serve_metadata(request):
-        body = json.dumps(metadata_impl(catalog, arg(request, "run")), allow_nan=False, separators=(",", ":"))
-        return http_util.Respond(request, body, "application/json")
-
-    return serve_metadata

@@ -3,9 +3,9 @@ the stored matrix of it.
 
 A heatmap is either the layers of one run against the layers of another (or the same) at one snapshot (mode
 ``"layers"``) or the snapshots of one layer against each other (mode ``"steps"``). Every run, layer and snapshot a
-request names must be one the catalog lists, the measure and kernel ones of :mod:`repviz.similarity.options`, and
+request names must be one the catalog lists, the measure and kernel ones :mod:`repviz.service` offers, and
 two runs must hold the same probes; anything else is a :class:`~.data.BadRequest` (HTTP 400) naming it. A request
-never computes: :func:`stored_matrix` reads what :func:`repviz.similarity.cached_similarity` holds, and the job
+never computes: :func:`stored_matrix` reads what :func:`repviz.service.cached_similarity` holds, and the job
 (``jobs.py``) computes the rest.
 """
 
@@ -13,33 +13,21 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from repviz.meta.sources import ProbeMismatchError, shared_probe_ids
-from repviz.similarity.cache import measure_params
-from repviz.similarity.matrix import cached_similarity
-from repviz.similarity.options import KERNELS, RBF_SIGMA
-from repviz.similarity.registry import DEFAULT_MEASURE, MEASURES
-from repviz.store import Run
+from repviz.service import (
+    DEFAULT_MEASURE,
+    KERNELS,
+    MEASURES,
+    ProbeMismatchError,
+    Run,
+    cached_similarity,
+    measure_options,
+    shared_probe_ids,
+)
 
 from .catalog import Catalog
 from .data import BadRequest
 
 MODES = ("layers", "steps")
-_OPTIONS = ("debiased", "kernel")  # what the view offers besides the measure
-
-
-def takes(measure: str) -> list[str]:
-    """Which of the view's options change ``measure``'s values, as its cache key says (CKA: the kernel and the
-    estimator; Procrustes: none)."""
-    params = measure_params(measure, kernel=KERNELS[0], debiased=True, sigma=RBF_SIGMA, batch_size=None,
-                            random_state=0, n_probe=1)
-    return [option for option in _OPTIONS if option in params]
-
-
-def choices() -> dict:
-    """The options of a similarity heatmap for the run index, default first, and which of them each measure takes."""
-    return {"measure": list(MEASURES), "kernel": list(KERNELS),
-            "similarities": [m for m in MEASURES if MEASURES[m].higher_is_similar],
-            "options": {m: takes(m) for m in MEASURES}}
 
 
 @dataclass(frozen=True)
@@ -145,10 +133,10 @@ def selection(catalog: Catalog, fields: dict, *, step_required: bool) -> Selecti
             raise BadRequest("missing parameter 'layer'")
         if not isinstance(layer, str) or layer not in first.layers:
             raise BadRequest(f"layer {str(layer)[:100]!r} is not in run {first.name!r}; it has: {first.layers[:30]}")
-    measure = _choice(fields.get("measure") or DEFAULT_MEASURE, tuple(MEASURES), "measure")
+    measure = _choice(fields.get("measure") or DEFAULT_MEASURE, MEASURES, "measure")
     kernel = _choice(fields.get("kernel") or KERNELS[0], KERNELS, "kernel")
     debiased = _flag(fields.get("debiased", True), "debiased")
-    if not takes(measure):  # a measure without options: one selection for it
+    if not measure_options(measure):  # a measure without options: one selection for it
         kernel, debiased = KERNELS[0], True
     return Selection(mode, tuple(r.name for r in runs), layer, step, measure, kernel, debiased)
 

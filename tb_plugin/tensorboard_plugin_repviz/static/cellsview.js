@@ -10,7 +10,7 @@ import { colorEncoding } from "./colors.js";
 import { Multiples } from "./compare.js";
 import { CELL_MAX_POINTS, forRows, gather, idIndex, sampleRows } from "./points.js";
 import { normalise } from "./scatter.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

@@ -8,7 +8,7 @@
 // not one per cell.
 import { fitCanvas } from "./overlay.js";
 import { Scatter, sharedRenderer } from "./scatter.js";
-import { h } from "./views.js";
+import { h } from "./dom.js";
 
 const CLICK_PX = 4; // a press that moves less than this is a click, not a pan or a lasso
 

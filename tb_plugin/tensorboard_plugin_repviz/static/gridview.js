@@ -2,7 +2,7 @@
 // main view where stored, linked by probe id (cellsview.js).
 import { embeddingOf, runNamed, spread, stepsOf } from "./choice.js";
 import { CellsView } from "./cellsview.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

@@ -1,8 +1,10 @@
 // The Repviz tab. TensorBoard loads this module in an iframe whose page has <base href="plugin/repviz/"> and
 // calls render(). The App holds the state the views share (run, layer, method, snapshot, colour mode, mouse mode,
 // selection by probe id, hovered point), the header, the snapshot bar, the hover card, the selection box and the
-// status bar (errors, background jobs: jobs.js); every view is a component behind one interface (view.js) in the VIEWS registry below, handed
-// the Model and callbacks, never the App. model.js fetches, views.js builds DOM, colors.js encodes.
+// status bar (errors, background jobs: jobs.js); every view is a component behind one interface (view.js) in the VIEWS
+// registry below, handed the Model and callbacks, never the App. model.js fetches, dom.js builds DOM, colors.js
+// encodes; the metadata search (search.js), the snapshot bar (playback.js) and the PNG and CSV files
+// (exporting.js) are parts of their own.
 //
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
@@ -21,22 +23,24 @@
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export;
 //   similarityLayout: {x, y, cell, n, m} of the heatmap's grid (CSS pixels); similarityShown: {step, rows, cols}
 //   of the matrix shown (null: none); similarityPairs: draws of the hovered cell's two scatters.
-import { resolveCurrent, runNamed, stepAtOrBefore, stepsOf } from "./choice.js";
+import { resolveCurrent, runNamed, stepAtOrBefore } from "./choice.js";
+import * as V from "./dom.js";
+import { exportCsv, exportPng } from "./exporting.js";
 import { GridView } from "./gridview.js";
 import { Jobs } from "./jobs.js";
 import { MainView } from "./mainview.js";
 import { MetaView } from "./metaview.js";
 import { Model } from "./model.js";
+import { Playback } from "./playback.js";
 import { RunsView } from "./runsview.js";
+import { Search } from "./search.js";
 import { SimilarityView } from "./similarityview.js";
-import * as V from "./views.js";
 
 const { h } = V;
 
 /** The views, in the order of the view switch; the first is shown first and shows what another view opens. */
 const VIEWS = [MainView, GridView, RunsView, MetaView, SimilarityView];
 
-const PLAY_MS = 1300;
 const COLOR_MODES = [
   { value: "label", label: "label", title: "colour by true class" },
   { value: "prediction", label: "prediction", title: "colour by predicted class" },
@@ -45,32 +49,6 @@ const COLOR_MODES = [
   { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
 ];
 const CHROME_PARTS = ["snapshots", "info", "legend", "selection"];
-const SEARCH_MS = 150; // typing pause before a search runs
-
-/**
- * The search query as a RegExp (flags as given, plus `extra`): "/source/flags" as written, anything else a
- * case-insensitive substring. Throws SyntaxError for a bad regular expression.
- */
-function queryRegExp(query, extra = "") {
-  const m = /^\/(.+)\/([a-z]*)$/.exec(query);
-  if (m) return new RegExp(m[1], m[2].replace("g", "") + extra);
-  return new RegExp(query.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), `i${extra}`);
-}
-
-/** A metadata value as the hover card and the CSV write it ("" for a missing one). */
-function metaText(value) {
-  if (value === null || value === undefined) return "";
-  return typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(6))) : String(value);
-}
-
-/** Save `blob` as a download named `name`. */
-function download(blob, name) {
-  const link = h("a", { href: URL.createObjectURL(blob), download: name });
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
-}
 
 class App {
   /** @param {HTMLElement} root */
@@ -79,10 +57,8 @@ class App {
     /** @type {import("./view.js").State} */
     this.state = {
       run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
-      hidden: new Set(), selectedIds: new Set(), hover: null, pair: null, search: "", searchColumn: "", only: false,
+      hidden: new Set(), selectedIds: new Set(), hover: null, pair: null, only: false,
     };
-    this.searchResult = { count: null, error: null };
-    this.searchSelection = null; // the selection the last search made
     this.error = null;
     this.jobs = new Jobs(this.model, {
       onChange: () => {
@@ -93,7 +69,9 @@ class App {
       onError: (e) => this.showError(e),
     });
     this.since = performance.now();
-    this.playing = false;
+    const shared = { page: () => ({ state: this.state, index: this.index }), change: (changes) => this.change(changes),
+      error: (e) => this.showError(e) };
+    this.playback = new Playback(shared);
     /** @type {import("./view.js").View[]} */
     this.views = VIEWS.map((View) => new View(this.model, this.events()));
     this.shown = this.views[0];
@@ -109,8 +87,9 @@ class App {
       legend: h("div", { class: "legend-slot" }),
       selection: h("div", { class: "selection-slot" }),
       panels: h("div", { class: "panels" }),
-      snapshots: V.snapshotBar((p) => this.onSlider(p), () => this.togglePlay()),
+      snapshots: this.playback.el,
     };
+    this.search = new Search(this.model, this.el.search, shared);
     this.el.footer = h("footer", {}, this.el.snapshots);
     this.el.root.append(this.el.header, this.el.status, this.el.info,
       h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.search, this.el.legend, this.el.selection, this.el.panels)),
@@ -178,7 +157,7 @@ class App {
     this.state = { ...this.state, ...resolveCurrent(this.index, this.state) };
     this.renderControls();
     this.renderSelection();
-    this.renderSearch();
+    this.search.render();
     this.renderViews();
   }
 
@@ -200,8 +179,8 @@ class App {
     this.state = next;
     if (chooses || "colorBy" in changes || "mode" in changes) this.renderControls();
     if ("selectedIds" in changes || chooses) this.renderSelection();
-    if ("run" in changes || "only" in changes) this.renderSearch();
-    if ("run" in changes && next.search) this.search();
+    if ("run" in changes || "only" in changes) this.search.render();
+    if ("run" in changes) this.search.rerun();
     this.renderViews();
   }
 
@@ -225,27 +204,6 @@ class App {
   open(choice) {
     this.setView(this.views[0].name);
     this.change({ run: choice.run, layer: choice.layer, method: choice.key, step: choice.step });
-  }
-
-  onSlider(position) {
-    const steps = stepsOf(this.index, this.state);
-    if (steps.length) this.change({ step: steps[position] });
-  }
-
-  togglePlay() {
-    this.playing = !this.playing;
-    clearInterval(this.playTimer);
-    if (this.playing) {
-      const steps = stepsOf(this.index, this.state);
-      if (steps.indexOf(this.state.step) === steps.length - 1) this.change({ step: steps[0] });
-      this.playTimer = setInterval(() => {
-        const all = stepsOf(this.index, this.state);
-        const next = all.indexOf(this.state.step) + 1;
-        if (next >= all.length) this.togglePlay();
-        else this.change({ step: all[next] });
-      }, PLAY_MS);
-    }
-    this.renderFooter();
   }
 
   showError(e) {
@@ -284,10 +242,10 @@ class App {
       correct: preds && labels[index] >= 0 ? preds.cls[index] === labels[index] : null,
       thumb: null,
       thumbText: run.has_thumbnails ? "loading…" : "no thumbnail",
-      text: textColumn ? metaText(textColumn.values[index]) : null,
-      find: () => this.searchRegExp(),
+      text: textColumn ? V.metaText(textColumn.values[index]) : null,
+      find: () => this.search.regExp(),
       placed: point.placed || null,
-      meta: meta ? meta.columns.filter((c) => c !== textColumn).map((c) => ({ name: c.name, value: metaText(c.values[index]) || "–" })) : [],
+      meta: meta ? meta.columns.filter((c) => c !== textColumn).map((c) => ({ name: c.name, value: V.metaText(c.values[index]) || "–" })) : [],
     };
     this.el.hover.replaceChildren(V.hoverCard(card));
     if (!run.has_thumbnails) return;
@@ -339,125 +297,15 @@ class App {
       const [indices, ids, labels, preds, meta] = await Promise.all([this.selectedIndices(), this.model.ids(runName),
         this.model.labels(runName), predStep === null ? null : this.model.predictions(runName, predStep),
         this.metadataOf(run)]);
-      const names = run.class_names;
-      const name = (c) => (c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c));
-      const columns = meta ? meta.columns : [];
-      const quote = (v) => `"${String(v).replace(/"/g, '""')}"`;
-      const rows = [["probe_id,label,prediction,confidence", ...columns.map((c) => quote(c.name))].join(",")];
-      for (const i of indices) {
-        const conf = preds ? preds.conf[i] : NaN;
-        rows.push([ids[i], name(labels[i]), preds ? name(preds.cls[i]) : "", Number.isFinite(conf) ? conf.toFixed(4) : "",
-          ...columns.map((c) => metaText(c.values[i]))].map(quote).join(","));
-      }
-      download(new Blob([`${rows.join("\n")}\n`], { type: "text/csv" }), `repviz-selection-${runName}-${layer}.csv`);
+      exportCsv(run, layer, indices, { ids, labels, preds, meta });
     } catch (e) {
       this.showError(e);
     }
   }
-
-  // --- probe metadata: the search ------------------------------------------------------------------------------
 
   /** The metadata columns of `run` (null when it has none). */
   metadataOf(run) {
     return (run.metadata || []).length ? this.model.metadata(run.name) : Promise.resolve(null);
-  }
-
-  /** The current query as a global RegExp (null: no query, or a bad one), for marking matches in the hover card. */
-  searchRegExp() {
-    try {
-      return this.state.search.trim() ? queryRegExp(this.state.search.trim(), "g") : null;
-    } catch {
-      return null;
-    }
-  }
-
-  /** A new query or column: search after a pause in typing. */
-  onSearch(changes) {
-    this.state = { ...this.state, ...changes };
-    clearTimeout(this.searchTimer);
-    this.searchTimer = setTimeout(() => this.search(), SEARCH_MS);
-  }
-
-  /**
-   * Select the points of the current run whose metadata (in the chosen column, or any) matches the query: the
-   * selection every view highlights, counted here and in the selection box. An empty query clears what the last
-   * search selected.
-   */
-  async search() {
-    const token = {};
-    this.searchToken = token;
-    const { run: runName, search, searchColumn } = this.state;
-    const run = runNamed(this.index, runName);
-    const query = search.trim();
-    if (!query || !run || !(run.metadata || []).length) {
-      this.searchResult = { count: null, error: null };
-      this.renderSearch();
-      if (this.searchSelection && this.state.selectedIds === this.searchSelection) this.change({ selectedIds: new Set() });
-      return;
-    }
-    let test;
-    try {
-      test = queryRegExp(query);
-    } catch (e) {
-      this.searchResult = { count: null, error: `not a regular expression: ${e.message}` };
-      this.renderSearch();
-      return;
-    }
-    try {
-      const [meta, ids] = await Promise.all([this.model.metadata(runName), this.model.ids(runName)]);
-      if (this.searchToken !== token) return;
-      const columns = meta.columns.filter((c) => !searchColumn || c.name === searchColumn);
-      const matched = new Set();
-      for (let i = 0; i < ids.length; i++) {
-        if (columns.some((c) => c.values[i] !== null && test.test(metaText(c.values[i])))) matched.add(ids[i]);
-      }
-      this.searchResult = { count: matched.size, error: null };
-      this.searchSelection = matched;
-      this.renderSearch();
-      this.change({ selectedIds: matched });
-    } catch (e) {
-      this.showError(e);
-    }
-  }
-
-  /** The search box of the current run (nothing when its probe has no metadata); keeps the typing focus. */
-  renderSearch() {
-    const run = runNamed(this.index, this.state.run);
-    const columns = (run && run.metadata) || [];
-    if (!columns.length) { // none, or a damaged metadata file: its one line here, the rest of the run usable
-      this.el.search.replaceChildren(...(run && run.metadata_error ? [h("section", { class: "search", "data-testid": "search-box" },
-        h("h3", { text: "Probe metadata" }), h("p", { class: "warn", text: run.metadata_error }))] : []));
-      return;
-    }
-    const active = document.activeElement;
-    const typing = active && this.el.search.contains(active) && active.type === "search" ? active.selectionStart : null;
-    const box = V.searchBox({
-      query: this.state.search, column: this.state.searchColumn, only: this.state.only, ...this.searchResult,
-      columns: columns.map((c) => ({ name: c.name, label: `${c.name} (${c.kind})` })),
-    }, {
-      query: (v) => this.onSearch({ search: v }),
-      column: (v) => this.onSearch({ searchColumn: v }),
-      only: (v) => this.change({ only: v }),
-    });
-    this.el.search.replaceChildren(box);
-    if (typing !== null) {
-      const input = box.querySelector('input[type="search"]');
-      input.focus();
-      input.setSelectionRange(typing, typing);
-    }
-  }
-
-  /** The shown view as drawn (its canvases, overlays included, on white) as a PNG download. */
-  exportPng() {
-    const layers = this.shown.canvases();
-    const out = h("canvas", { width: layers[0].width, height: layers[0].height });
-    const ctx = out.getContext("2d");
-    ctx.fillStyle = "#ffffff";
-    ctx.fillRect(0, 0, out.width, out.height);
-    for (const layer of layers) ctx.drawImage(layer, 0, 0, out.width, out.height);
-    const { run, layer } = this.state;
-    window.__repvizStats.exported = { view: this.shown.name, width: out.width, height: out.height };
-    out.toBlob((blob) => download(blob, `repviz-${this.shown.name}-${run}-${layer}.png`), "image/png");
   }
 
   // --- background jobs ---------------------------------------------------------------------------------------
@@ -521,17 +369,10 @@ class App {
         }, [{ value: "", label: "column…" }, ...run.metadata.map((c) => ({ value: `meta:${c.name}`, label: `${c.name} (${c.kind})` }))]
           .map((o) => h("option", { value: o.value, text: o.label, selected: o.value === s.colorBy }))) : null),
       h("button", { type: "button", class: "export", "data-testid": "export-png", text: "Export PNG",
-        title: "save this view as drawn (overlays included) as a PNG file", onclick: () => this.exportPng() }),
+        title: "save this view as drawn (overlays included) as a PNG file",
+        onclick: () => exportPng(this.shown, this.state) }),
     );
-    this.renderFooter();
-  }
-
-  renderFooter() {
-    const steps = stepsOf(this.index, this.state);
-    const run = runNamed(this.index, this.state.run);
-    const unit = (run && run.step_unit) || "step";
-    V.setSnapshotBar(this.el.snapshots, steps, Math.max(steps.indexOf(this.state.step), 0), unit, this.playing,
-      run && run.fits);
+    this.playback.render();
   }
 
   renderStatus() {

@@ -3,21 +3,20 @@
 // info line and side panels (points whose neighbourhood changed most, a point's nearest neighbours). It keeps
 // drawing while another view is shown, so its picture, legend and info line stay current. It always draws every
 // point of a snapshot; a snapshot may hold a subset of the probe (points.js): points are kept by probe point, and
-// between snapshots of different subsets the points in both move while the others fade out or in.
+// between snapshots of different subsets the points in both move while the others fade out or in. The overlay
+// layers are built in mainlayers.js, the legend and side panels in mainpanels.js.
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
-import { categoryColor, changeRamp, colorEncoding, pointColors, ramp } from "./colors.js";
-import { Overlay, pointAt } from "./overlay.js";
+import { colorEncoding } from "./colors.js";
+import * as V from "./dom.js";
+import { MAX_TRAILS, overlayLayers, placedAt } from "./mainlayers.js";
+import { changePanel, fillThumbs, knnPanel, legendOf, nothingToDraw, placedNoteLines, tools } from "./mainpanels.js";
+import { Overlay } from "./overlay.js";
 import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
-import { normalise, Scatter, toPlot } from "./scatter.js";
-import * as V from "./views.js";
+import { normalise, Scatter } from "./scatter.js";
 
 const { h } = V;
 
-const MAX_TRAILS = 500; // the trails route's bound
 const K_NEIGHBORS = 10;
-const TOP_CHANGED = 12;
-const LEGEND_TITLES = { label: "Label", prediction: "Prediction", correct: "Prediction vs label", confidence: "Confidence",
-  change: "Neighbourhood change" };
 
 /** @implements {import("./view.js").View} */
 export class MainView {
@@ -173,20 +172,8 @@ export class MainView {
     const { state: s, index } = page;
     const run = this.run;
     const chosen = { run: s.run, layer: s.layer, key: s.method, step: s.step };
-    if (!run) {
-      this.renderEmpty(V.emptyState("No repviz data in this log directory",
-        h("span", {}, "Add ", V.code("repviz.ActivationLogger"), " to ", V.code("model.fit"),
-          " callbacks; runs appear here while training writes them.")));
-      return;
-    }
-    if (!embeddingOf(index, s) || !stepsOf(index, s).length) {
-      const job = page.jobs.find((j) => j.run === s.run && j.layer === s.layer && `compute:${j.method}` === s.method);
-      this.renderEmpty(job && job.state !== "failed"
-        ? V.emptyState(`Computing ${job.method} for ${s.layer}…`, "The points appear when the first snapshot is embedded.")
-        : V.emptyState(`No embedding of ${s.layer || "this run"} yet`,
-          h("span", {}, "Run ", V.code(`repviz embed ${"logs"}`), " or pick a method to compute it in the method menu.",
-            (run.placed_into || []).length ? ` Its points are placed into the layouts of run ${run.placed_into.join(", ")}: `
-              + "pick that run to see them there." : "")));
+    if (!run || !embeddingOf(index, s) || !stepsOf(index, s).length) {
+      this.renderEmpty(nothingToDraw(run, s, page.jobs));
       return;
     }
     const predSteps = run.prediction_steps;
@@ -287,61 +274,14 @@ export class MainView {
   async refreshOverlay() {
     const drawn = this.drawn;
     if (!drawn) return;
-    const s = this.page.state;
-    const { run, layer, key, step } = drawn.chosen;
-    const at = (cx, cy) => toPlot(drawn.frame, cx, cy);
-    const jobs = [];
-    if (this.contours) {
-      const by = s.colorBy === "label" && drawn.run.has_labels ? "class" : "all";
-      jobs.push(this.model.density(run, layer, step, key, by, 4).then((density) => {
-        const lines = [];
-        for (const c of density.contours) {
-          const color = c.class === null || c.class === undefined ? "#424242" : categoryColor(c.class);
-          for (const path of c.paths) {
-            const points = new Float32Array(path.length);
-            for (let i = 0; i < path.length; i += 2) [points[i], points[i + 1]] = at(path[i], path[i + 1]);
-            lines.push({ color, points });
-          }
-        }
-        return ["contours", { kind: "contours", lines }];
-      }));
-    } else jobs.push(Promise.resolve(["contours", null]));
-    const selected = this.selectedIndices().sort((a, b) => a - b);
-    if (this.trails && selected.length && selected.length <= MAX_TRAILS) {
-      jobs.push(this.model.trails(run, layer, key, selected.map((i) => drawn.rows[i])).then(({ steps, m, coords }) => {
-        const colors = pointColors(drawn.colors);
-        const paths = selected.map((_, p) => {
-          const path = new Float32Array(2 * steps.length);
-          for (let t = 0; t < steps.length; t++) {
-            const o = 2 * (t * m + p);
-            [path[2 * t], path[2 * t + 1]] = at(coords[o], coords[o + 1]);
-          }
-          return path;
-        });
-        return ["trails", { kind: "trails", paths, colors: selected.map((i) => colors[i]) }];
-      }));
-    } else jobs.push(Promise.resolve(["trails", null]));
-    jobs.push(this.placedOf(drawn).then((sets) => {
-      const points = [];
-      const colors = [];
-      const hidden = this.hiddenPlaced();
-      for (const p of sets) {
-        for (let i = 0; i < p.n; i++) {
-          if (hidden.has(p.labels[i])) continue;
-          points.push(at(p.coords[2 * i], p.coords[2 * i + 1]));
-          colors.push(p.labels[i] >= 0 ? categoryColor(p.labels[i]) : "#424242");
-        }
-      }
-      return ["placed", points.length ? { kind: "placed", points, colors } : null];
-    }));
-    const knn = this.knn;
-    const focus = knn ? drawn.idIndex.get(knn.id) : undefined;
-    jobs.push(Promise.resolve(["rings", focus === undefined ? null : {
-      kind: "rings", focus: [drawn.x[focus], drawn.y[focus]], points: knn.neighbors.map((j) => [drawn.x[j], drawn.y[j]]),
-    }]));
-    for (const job of jobs) {
+    const layers = overlayLayers(this.model, drawn, {
+      contours: this.contours, trails: this.trails, colorBy: this.page.state.colorBy,
+      selected: this.selectedIndices().sort((a, b) => a - b), placed: this.placedOf(drawn), hidden: this.hiddenPlaced(),
+      knn: this.knn,
+    });
+    for (const layer of layers) {
       try {
-        const [name, layerData] = await job;
+        const [name, layerData] = await layer;
         if (this.drawn !== drawn) return;
         this.overlay.set(name, layerData);
         if (layerData) window.__repvizStats.overlayDraws += 1;
@@ -399,13 +339,9 @@ export class MainView {
 
   /** The note naming the runs placed into this layout (the rings' legend), and those placed before it changed. */
   renderPlacedNote(placed) {
-    const note = this.el.placedNote;
-    const parts = placed.map((p) => (p.stale
-      ? `${p.run}: placed before this layout was computed again (run repviz place again)`
-      : `\u25ef ${p.run}: ${p.n} points placed into this layout${p.scores && p.scores.knn_accuracy !== undefined
-        ? `, 10-NN accuracy ${V.fmt(p.scores.knn_accuracy, 2)}` : ""}`));
-    note.replaceChildren(...parts.map((text) => h("div", { text })));
-    note.hidden = !parts.length;
+    const lines = placedNoteLines(placed);
+    this.el.placedNote.replaceChildren(...lines.map((text) => h("div", { text })));
+    this.el.placedNote.hidden = !lines.length;
   }
 
   /** Class codes whose placed points are not drawn: the classes hidden in the legend when colouring by label. */
@@ -418,24 +354,10 @@ export class MainView {
   hoverPlaced(e) {
     const drawn = this.drawn;
     const sets = this.placed && this.placed.drawn === drawn ? this.placed.current : [];
-    const hidden = this.hiddenPlaced();
-    const xs = [];
-    const ys = [];
-    const at = [];
-    for (const p of sets) {
-      for (let i = 0; i < p.n; i++) {
-        if (hidden.has(p.labels[i])) continue;
-        const [px, py] = toPlot(drawn.frame, p.coords[2 * i], p.coords[2 * i + 1]);
-        const [sx, sy] = this.scatter.toScreen(px, py);
-        xs.push(sx);
-        ys.push(sy);
-        at.push([p, i]);
-      }
-    }
-    const found = xs.length ? pointAt(this.el.canvas, e, xs, ys, 6) : null;
+    const found = placedAt(sets, this.hiddenPlaced(), drawn, this.scatter, this.el.canvas, e);
     this.overPlaced = found !== null;
     if (found === null) return;
-    const [p, i] = at[found];
+    const [p, i] = found;
     this.events.hover({ run: p.run, index: p.rows[i], step: drawn.chosen.step, placed: `into ${drawn.run.name}` });
   }
 
@@ -457,22 +379,9 @@ export class MainView {
 
   /** The tools: mouse mode, reset, trails and contours toggles, and a remark on the selection. */
   renderTools() {
-    const s = this.page.state;
-    this.el.tools.replaceChildren(
-      V.segmented("mode", V.MOUSE_MODES, s.mode, (v) => this.events.change({ mode: v })),
-      h("button", { type: "button", class: "reset", text: "Reset view", title: "zoom out to all points", onclick: () => this.scatter.reset() }),
-      h("button", {
-        type: "button", class: this.trails ? "on" : null, "data-testid": "trails", text: "Trails",
-        title: `paths of the selected points (at most ${MAX_TRAILS}) across the snapshots of this layer`,
-        "aria-pressed": String(this.trails), onclick: () => this.toggle("trails"),
-      }),
-      h("button", {
-        type: "button", class: this.contours ? "on" : null, "data-testid": "contours", text: "Contours",
-        title: "density contours (per class when colouring by label)", "aria-pressed": String(this.contours),
-        onclick: () => this.toggle("contours"),
-      }),
-      this.el.toolNote,
-    );
+    this.el.tools.replaceChildren(...tools(this.page.state.mode, this, {
+      mode: (v) => this.events.change({ mode: v }), reset: () => this.scatter.reset(), toggle: (name) => this.toggle(name),
+    }), this.el.toolNote);
     this.renderToolNote();
   }
 
@@ -495,36 +404,8 @@ export class MainView {
   }
 
   renderLegend() {
-    const colors = this.drawn.colors;
-    const title = LEGEND_TITLES[colors.mode] || colors.title;
-    if (colors.range) { // a metadata column of numbers
-      const { lo, hi, stops, missing } = colors.range;
-      this.side.legend.replaceChildren(V.rampLegend(title, stops, V.fmt(lo, 3), V.fmt(hi, 3),
-        missing ? `${V.fmt(missing)} missing (grey)` : null));
-      return;
-    }
-    if (!colors.items) {
-      const ends = colors.mode === "change" ? ["0 (same neighbours)", "1 (all new)"] : ["0 (unsure)", "1 (sure)"];
-      const stops = colors.mode === "change" ? changeRamp(8) : ramp(8);
-      const grey = colors.mode === "change" ? "not in the snapshot compared with" : "without a prediction";
-      this.side.legend.replaceChildren(V.rampLegend(title, stops, ...ends,
-        colors.missing ? `${V.fmt(colors.missing)} ${grey} (grey)` : null));
-      return;
-    }
-    const items = colors.items;
-    const hiddenCodes = this.page.state.hidden;
-    const hidden = new Set([...hiddenCodes].map((code) => items.findIndex((it) => it.index === code)).filter((i) => i >= 0));
-    const codeOf = (i) => items[i].index;
-    const setHidden = (next) => this.events.change({ hidden: next });
-    this.side.legend.replaceChildren(V.legend(title, items, hidden,
-      (i) => {
-        const next = new Set(hiddenCodes);
-        if (next.has(codeOf(i))) next.delete(codeOf(i));
-        else next.add(codeOf(i));
-        setHidden(next);
-      },
-      (i) => setHidden(new Set(items.filter((_, j) => j !== i).map((it) => it.index))),
-      () => setHidden(new Set())));
+    this.side.legend.replaceChildren(legendOf(this.drawn.colors, this.page.state.hidden,
+      (next) => this.events.change({ hidden: next })));
   }
 
   async renderInfo(chosen) {
@@ -542,71 +423,19 @@ export class MainView {
   renderPanels() {
     const drawn = this.drawn;
     const parts = [];
-    if (drawn && this.page.state.colorBy === "change") parts.push(this.changePanel(drawn));
+    if (drawn && this.page.state.colorBy === "change") {
+      const [panel, rows] = changePanel(drawn, this.page.state.layer, this.changeVs, (v) => {
+        this.changeVs = v;
+        this.update({ transition: false });
+      }, (i) => this.focus(i));
+      parts.push(panel);
+      fillThumbs(this.model, panel, drawn, rows, this.events.error);
+    }
     if (drawn && this.knn) {
-      const { index, neighbors, distances } = this.knn;
-      const list = V.pointList(`Nearest neighbours of #${drawn.ids[index]}`,
-        `In the original ${drawn.chosen.layer} activations (not the 2-D map); ringed in the plot.`,
-        neighbors.map((j, r) => ({ index: j, text: `#${drawn.ids[j]} ${className(drawn, drawn.labels[j])}`, value: V.fmt(distances[r], 2) })),
-        (j) => this.focus(j), "knn");
+      const list = knnPanel(drawn, this.knn, (j) => this.focus(j));
       parts.push(list);
-      this.fillThumbs(list, drawn.run, neighbors);
+      fillThumbs(this.model, list, drawn, this.knn.neighbors, this.events.error);
     }
     if (this.page.view === this.name) this.side.panels.replaceChildren(...parts);
   }
-
-  changePanel(drawn) {
-    const s = this.page.state;
-    const run = drawn.run;
-    const options = [{ value: "previous", label: "previous snapshot" },
-      ...run.layers.filter((l) => l.name !== s.layer).map((l) => ({ value: `layer:${l.name}`, label: `layer ${l.name}` }))];
-    const vs = V.picker("vs", "change-vs", options, this.changeVs, (v) => {
-      this.changeVs = v;
-      this.update({ transition: false });
-    });
-    if (!drawn.change) {
-      return h("section", { class: "points", "data-testid": "changed" }, h("h3", { text: "Neighbourhood change" }), vs,
-        h("p", { class: "hint", text: drawn.base ? "Not available (see the message above)." : "The first snapshot has no previous one: pick a layer to compare with." }));
-    }
-    const order = Array.from(drawn.change.keys()).filter((i) => Number.isFinite(drawn.change[i]))
-      .sort((a, b) => drawn.change[b] - drawn.change[a]).slice(0, TOP_CHANGED);
-    let mean = 0;
-    let counted = 0; // points of a snapshot of another probe subset have no value (NaN)
-    for (const v of drawn.change) {
-      if (Number.isFinite(v)) {
-        mean += v;
-        counted += 1;
-      }
-    }
-    mean /= Math.max(counted, 1);
-    const base = drawn.base;
-    const list = V.pointList("Changed most",
-      `vs ${base.layer === s.layer ? `${run.step_unit} ${base.step}` : base.layer}: mean ${V.fmt(mean, 2)}; click one for its neighbours.`,
-      order.map((i) => ({ index: i, text: `#${drawn.ids[i]} ${className(drawn, drawn.labels[i])}`, value: V.fmt(drawn.change[i], 2) })),
-      (i) => this.focus(i), "changed");
-    list.insertBefore(vs, list.children[1]);
-    this.fillThumbs(list, run, order);
-    return list;
-  }
-
-  /** Thumbnails of rows `indices` of the drawn snapshot in the list's entries. */
-  async fillThumbs(list, run, indices) {
-    if (!run.has_thumbnails) return;
-    const { rows } = this.drawn;
-    for (const i of indices) {
-      try {
-        const { shape, pixels } = await this.model.thumbnail(run.name, rows[i]);
-        V.fillThumb(list, i, V.thumbnailCanvas(shape, pixels));
-      } catch (e) {
-        this.events.error(e);
-        return;
-      }
-    }
-  }
-}
-
-/** The class name of code `c` in the drawn run ("" for none). */
-function className(drawn, c) {
-  const names = drawn.run.class_names;
-  return c < 0 || !Number.isFinite(c) ? "" : names ? names[c] : String(c);
 }

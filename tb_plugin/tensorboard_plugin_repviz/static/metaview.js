@@ -6,7 +6,7 @@ import { choiceFor, runNamed } from "./choice.js";
 import { categoryColor, NO_CLASS, pointColors } from "./colors.js";
 import { MetaMap, metaRows } from "./metamap.js";
 import { drawPreview } from "./overlay.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

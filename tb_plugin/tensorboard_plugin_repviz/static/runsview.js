@@ -2,7 +2,7 @@
 // (cellsview.js).
 import { runNamed } from "./choice.js";
 import { CellsView } from "./cellsview.js";
-import * as V from "./views.js";
+import * as V from "./dom.js";
 
 const { h } = V;
 

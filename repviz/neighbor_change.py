@@ -1,15 +1,15 @@
 """Neighbourhoods in a representation: one point's nearest neighbours, the k-NN graph, and how neighbourhoods change.
 
 What the tab's nearest-neighbour list and "change" colouring compute, callable on any (n, features) arrays:
-:func:`nearest_to` (exact, one point), :func:`neighbour_graph` (every point; exact up to :data:`EXACT_MAX_N`
-points, NN-descent above) and :func:`neighborhood_change` (1 - Jaccard overlap of two graphs' neighbour sets).
+:func:`nearest_to` (exact, one point), :func:`neighbor_graph` (every point; exact up to :data:`EXACT_MAX_N`
+points, NN-descent above) and :func:`neighbor_change` (1 - Jaccard overlap of two graphs' neighbour sets).
 Numerics on arrays only: no store, no capture; numba (through :mod:`repviz.neighbors`) is imported only when a
 graph is computed.
 
 >>> import numpy as np
 >>> a = np.array([[1, 2], [0, 2], [0, 1]])
 >>> b = np.array([[1, 2], [2, 3], [0, 3]])
->>> neighborhood_change(a, b).tolist()   # same set, one of three shared, one of three shared
+>>> neighbor_change(a, b).tolist()   # same set, one of three shared, one of three shared
 [0.0, 0.6666666865348816, 0.6666666865348816]
 """
 
@@ -56,7 +56,7 @@ def graph_method(n: int) -> str:
     return "exact" if n <= EXACT_MAX_N else "nndescent"
 
 
-def neighbour_graph(X: np.ndarray, k: int, random_state: int = 0) -> np.ndarray:
+def neighbor_graph(X: np.ndarray, k: int, random_state: int = 0) -> np.ndarray:
     """The ``k`` nearest neighbours (n, k) int32 of every row of ``X`` (n, ...), trailing axes flattened, by
     :func:`graph_method` (imports numba)."""
     from .neighbors import knn
@@ -67,7 +67,7 @@ def neighbour_graph(X: np.ndarray, k: int, random_state: int = 0) -> np.ndarray:
     return indices.astype(np.int32)
 
 
-def neighborhood_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def neighbor_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per row, 1 - Jaccard overlap of two k-NN index sets: rows of ``a`` and ``b`` (n, k), no repeats in a row;
     float32, 0 for the same neighbours, 1 for none shared.
 

@@ -56,6 +56,12 @@ export function fmt(value, digits = 3) {
   return Number(value).toFixed(digits);
 }
 
+/** A metadata value as the hover card, the search and the CSV write it ("" for a missing one). */
+export function metaText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "number" && !Number.isInteger(value) ? String(Number(value.toPrecision(6))) : String(value);
+}
+
 const SCORE_NAMES = [
   ["trustworthiness", "trustworthiness"],
   ["continuity", "continuity"],
