@@ -32,13 +32,27 @@ from repviz.similarity.cache import measure_params
 from repviz.similarity.matrix import cached_similarity
 from repviz.similarity.options import KERNELS, RBF_SIGMA
 from repviz.similarity.registry import DEFAULT_MEASURE, MEASURES
-from repviz.store import PLUGIN_NAME, LogDir, NotFoundError, Probe, Run, checksum, open_logdir, open_run, path_key
+from repviz.store import (
+    DENSITY,
+    NEIGHBOR_GRAPH,
+    PLACED,
+    PLUGIN_NAME,
+    LogDir,
+    NotFoundError,
+    Probe,
+    Run,
+    checksum,
+    open_logdir,
+    open_run,
+    path_key,
+)
 from repviz.subsets import common_rows
 
-__all__ = ["DEFAULT_MEASURE", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "METHODS", "PLUGIN_NAME",
-           "LogDir", "NotFoundError", "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices",
-           "common_rows", "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to",
-           "neighbor_change", "neighbor_graph", "open_run", "path_key", "run_job", "shared_probe_ids"]
+__all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "METHODS",
+           "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError", "Probe", "ProbeMismatchError",
+           "Run", "cached_similarity", "checksum", "choices", "common_rows", "density_contours", "graph_method",
+           "measure_options", "meta_result", "nearest_to", "neighbor_change", "neighbor_graph", "open_run",
+           "path_key", "run_job", "shared_probe_ids"]
 
 #: The choices of a meta-SNE map, default first (those of ``repviz meta``).
 META_OPTIONS = {"transform": TRANSFORMS, "metric": METRICS, "embedding": EMBEDDINGS}

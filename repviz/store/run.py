@@ -16,7 +16,6 @@ from repviz.metadata import Metadata, from_json
 
 from .._validation import choices
 from .artifacts import EMBEDDING, KINDS, PLACED, Artifact, ArtifactKind, Embeddings
-from .compat import RunCompat
 from .contained import (
     array_inside,
     as_bounds,
@@ -107,7 +106,7 @@ def _read_metadata(path: Path, bounds: tuple[str, ...], n: int) -> Metadata:
         raise DamagedFileError(path, f"{e}; write it again with repviz.store.write_metadata") from None
 
 
-class Run(RunCompat):
+class Run:
     """One run of a log directory, read lazily. Arrays come back memory-mapped and read-only.
 
     Use :func:`open_logdir` to get runs by name. What a run stores per snapshot beyond its records (embeddings,

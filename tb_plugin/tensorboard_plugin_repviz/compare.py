@@ -17,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from repviz.service import (
+    DENSITY,
+    NEIGHBOR_GRAPH,
     NotFoundError,
     Run,
     common_rows,
@@ -96,7 +98,7 @@ def compute_graph(run: Run, layer: str, step: int, k: int, where: np.ndarray | N
     variant = graph_variant(len(X), k)
     indices = neighbor_graph(X, k, random_state=0)
     try:
-        run.write_neighbor_graph(layer, step, variant, indices)
+        run.artifact(NEIGHBOR_GRAPH).write(layer, step, variant, indices)
     except OSError as e:
         logger.warning("repviz: k-NN graph of %r/%r step %d not cached: %s", run.name, layer, step, e)
     return indices
@@ -125,7 +127,8 @@ def neighbor_change_impl(catalog: Catalog, first: tuple[str, str, int], second: 
     rows = [run.rows(layer, step) for run, layer, step in pair]
     if not np.array_equal(rows[0], rows[1]):
         return _subset_change(pair, rows, k, compute)
-    graphs = [run.neighbor_graph(layer, step, graph_variant(len(X_a), k)) for run, layer, step in pair]
+    graphs = [run.artifact(NEIGHBOR_GRAPH).cached(layer, step, graph_variant(len(X_a), k))
+              for run, layer, step in pair]
     missing = [rep for rep, graph in zip(pair, graphs) if graph is None]
     computed = iter(compute(list(dict.fromkeys(missing)), k) if missing else [])
     new = {rep: next(computed) for rep in dict.fromkeys(missing)}
@@ -166,13 +169,13 @@ def trails_impl(catalog: Catalog, run_name: str, layer: str, key: str, indices) 
     embedding ``key`` of ``layer`` at every stored step, in step order, and the steps; NaN at a step whose
     snapshot of a probe subset does not hold the point."""
     run = catalog.run(run_name)
-    steps = run.embedding_steps(known_key(run, key), known_layer(run, layer))
+    steps = run.embeddings.steps(known_key(run, key), known_layer(run, layer))
     if not steps:
         raise NotFoundError(f"embedding {key!r} of run {run_name!r} has no snapshots of layer {layer!r}")
     points = check_indices(indices, len(run.probe))
     out = np.full((len(steps), len(points), 2), np.nan, dtype="<f4")
     for i, step in enumerate(steps):
-        Y = run.read_embedding(key, layer, step)
+        Y = run.embeddings.read(key, layer, step)
         rows = run.rows(layer, step)
         if not len(rows):
             continue
@@ -198,13 +201,13 @@ def density_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: st
     Y = coords_impl(catalog, run_name, layer, step, key).astype(np.float64)  # checks every name
     run = catalog.run(run_name)
     variant = f"{by}-l{levels}"
-    cached = run.density(key, layer, step, variant)
+    cached = run.artifact(DENSITY).cached(key, layer, step, variant)
     if cached is not None:
         return cached
     classes = label_codes(run.probe.labels, len(run.probe))[0][run.rows(layer, step)] if by == "class" else None
     out = density_contours(Y, classes, levels)
     try:
-        run.write_density(key, layer, step, variant, out)
+        run.artifact(DENSITY).write(key, layer, step, variant, out)
     except OSError as e:
         logger.warning("repviz: density of %r/%r step %d not cached: %s", run_name, layer, step, e)
     return out

@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from repviz.service import INPUT_KEY, NotFoundError, Run, checksum, meta_result, path_key
+from repviz.service import INPUT_KEY, PLACED, NotFoundError, Run, checksum, meta_result, path_key
 
 from . import metadata
 from .catalog import Catalog, inside
@@ -42,7 +42,7 @@ def known_layer(run: Run, layer: str) -> str:
 
 def known_key(run: Run, key: str) -> str:
     """``key`` if ``run`` stores an embedding of that key, else ``NotFoundError``."""
-    if key not in run.embedding_keys():
+    if key not in run.embeddings.method_keys():
         raise NotFoundError(f"run {run.name!r} has no embedding {key!r}")
     return key
 
@@ -115,9 +115,9 @@ def _run_summary(run: Run) -> dict:
                "steps": run.steps(name)}
               for name, info in ((name, run.layer_info(name)) for name in run.layers)]
     embeddings = []
-    for key in run.embedding_keys():
-        method = run.embedding_method(key)
-        steps = {layer: s for layer in run.layers if (s := run.embedding_steps(key, layer))}
+    for key in run.embeddings.method_keys():
+        method = run.embeddings.method(key)
+        steps = {layer: s for layer in run.layers if (s := run.embeddings.steps(key, layer))}
         embeddings.append({"key": key, "method": method.get("method", key.rsplit("-", 1)[0]),
                            "params": method.get("params", {}), "align": method.get("align"),
                            "default": bool(method.get("default")), "steps": steps})
@@ -130,7 +130,8 @@ def _run_summary(run: Run) -> dict:
             "fits": run.manifest.get("fits") or [],  # each fit's first and last step: a later fit continues the count
             **metadata.index_entry(probe),  # the probe's metadata columns
             "layers": layers, "embeddings": embeddings,
-            "placed_into": sorted({into for into, _ in run.placed_layouts()})}  # run keys: runs_impl names them
+            # run keys: runs_impl names them
+            "placed_into": sorted({into for into, _ in run.artifact(PLACED).keys(depth=2)})}
 
 
 def runs_impl(catalog: Catalog, methods: list[str]) -> dict:
@@ -172,8 +173,8 @@ def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str |
            "points": {"n": int(record["shape"][0]), "of": len(run.probe), "subset": "rows" in record},
            "embedding": None}
     if key is not None:
-        known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
-        side = run.embedding_info(key, layer, step)
+        known_step(step, run.embeddings.steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+        side = run.embeddings.info(key, layer, step)
         out["embedding"] = {k: side.get(k) for k in ("method", "scores", "params", "align", "seconds", "n_iter",
                                                      "kl_divergence", "one_dimensional")}
     return out
@@ -213,8 +214,8 @@ def coords_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
     """The stored 2-D embedding (n, 2) float32 (a 1-D embedding gets y = 0; more components are cut to 2)."""
     run = catalog.run(run_name)
     known_layer(run, layer)
-    known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
-    Y = np.asarray(run.read_embedding(key, layer, step))
+    known_step(step, run.embeddings.steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+    Y = np.asarray(run.embeddings.read(key, layer, step))
     out = np.zeros((Y.shape[0], 2), dtype="<f4")
     out[:, :min(2, Y.shape[1])] = Y[:, :2]
     return out
@@ -246,11 +247,11 @@ def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
     run's snapshot changed after the points were placed (the page does not draw those)."""
     run = catalog.run(run_name)
     known_layer(run, layer)
-    known_step(step, run.embedding_steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
+    known_step(step, run.embeddings.steps(known_key(run, key), layer), f"embedding {key!r} of layer {layer!r}")
     layout = None
     placed = []
     for other in catalog.runs().values():
-        if other.name == run.name or not other.has_placed(run.name, key, layer, step):
+        if other.name == run.name or not other.artifact(PLACED).has(run.name, key, layer, step):
             continue
         try:
             Y, info = other.placed(run.name, key, layer, step)
@@ -258,7 +259,7 @@ def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
             logger.warning("repviz: points of run %r placed into %r left out: %s", other.name, run.name, e)
             continue
         if layout is None:
-            layout = checksum(np.asarray(run.read_embedding(key, layer, step)))
+            layout = checksum(np.asarray(run.embeddings.read(key, layer, step)))
         source = info.get("source", {})
         current = layer in other.layers and step in other.steps(layer) and \
             source.get("crc32") == other.record(layer, step)["crc32"]
