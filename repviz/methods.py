@@ -185,10 +185,8 @@ for _name, _target in (("ica", "FastICA"), ("sfa", "SlowFeatureAnalysis"), ("aut
                     defaults={"random_state": 0, "n_components": 2})
 register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defaults={"n_components": 2})
 # UMAP through umap-learn, an optional extra (repviz.manifold.umap says what to install when it is missing). Each
-# snapshot starts from the previous layout for 50 epochs at learning rate 0.1: on the demo's and bench_pipeline's
-# chains that moves points half as much as 100 at 0.25 and 3-5x less than independent fits, at the same quality.
-# umap-learn's AlignedUMAP moves them less again, but fits every snapshot of a chain at once (a new snapshot
-# re-optimises the stored ones) and runs 20-40x slower (benchmarks/bench_umap.py).
+# snapshot starts from the previous layout for 50 epochs at learning rate 0.1, which moves points less than more
+# epochs at a higher rate, at the same quality (docs/MEASUREMENTS.md).
 register_method("umap", "repviz.manifold.umap:UMAP", align="init", defaults={"random_state": 0},
                 continuation={"n_epochs": 50, "learning_rate": 0.1},
                 place_with="repviz.manifold.umap:place_into_layout")

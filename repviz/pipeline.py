@@ -9,22 +9,11 @@ cluster. The methods and their cache keys are in :mod:`repviz.methods`, one chai
 Alignment (``align=``)
     ``"snapshots"`` (default): the snapshots of one layer form a chain, so that consecutive pictures differ only
     by what the network changed. Methods that accept an initial layout (t-SNE, SMACOF MDS, Sammon, the elastic
-    embedding) start snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with the
-    method's *continuation* (:attr:`repviz.methods.Method.continuation`). For t-SNE
-    (:func:`repviz.manifold.tsne.continuation.continue_tsne`): the previous layout at its own scale (not shrunk to
-    std 1e-4 like a PCA start), no early exaggeration (the clusters are already formed), at ``learning_rate="auto"``,
-    which without exaggeration is n (the rate of t-SNE's main phase). It races two starts for 30 iterations: the
-    previous layout as it is, and the same with every point moved to the P-weighted mean of its new neighbours'
-    positions there (at 4n: that layout is contracted and re-expands), which lets points whose neighbourhood
-    changed jump to it instead of crawling there. If the moved start has the lower KL divergence by then, it
-    goes on to 120 iterations in all; otherwise the previous layout runs for at most 300, stopping once the KL
-    divergence's change over the last 25 iterations, extrapolated over the iterations left, is below 2 % (a
-    snapshot that barely changed costs 30 + 50 iterations). On ``bench_pipeline.py``'s chains the final KL is a
-    median 5 % below that of 300 plain iterations from the previous layout, at most 1.4 % above, at half the
-    time or less (``benchmarks/bench_continuation.py``). Snapshot 0 gets the method's own initialisation (PCA for
-    t-SNE). The other methods (PCA, classical MDS, Isomap, LLE, spectral, diffusion maps, kernel PCA,
-    force-directed, LDA, whitening, ICA, SFA, autoencoder) are computed independently, then rotated/reflected
-    onto snapshot k−1 by orthogonal Procrustes (:func:`repviz.align.align_to`; distances are untouched).
+    embedding, UMAP) start snapshot k from the stored embedding of snapshot k−1 and continue the optimisation with
+    the policy of the method's registration (:mod:`repviz.methods`; t-SNE's is
+    :mod:`repviz.manifold.tsne.continuation`). Snapshot 0 gets the method's own initialisation (PCA for t-SNE). The
+    other methods are computed independently, then rotated/reflected onto snapshot k−1 by orthogonal Procrustes
+    (:func:`repviz.align.align_to`; distances are untouched).
     ``"layers"``: the same, along the layers of one snapshot (layer l continues from layer l−1).
     ``"none"``: every representation on its own.
 

@@ -9,15 +9,13 @@ changed jump to it instead of crawling there through the points in between. The 
 point is an average), so it runs at 4x the learning rate, where it re-expands. After 30 iterations, if its KL
 divergence is below that of the previous layout as it is, it runs on to ``neighbour_start`` iterations in all;
 otherwise the previous layout runs for ``max_iter`` iterations (the 30 are then spent outside them), stopping
-early by ``tol``. On 39 continuations of real and synthetic chains (1,000-2,000 points), 120 iterations from the
-kept moved start ended a median 5 % below the KL divergence of 300 plain ones (at most 2 % above);
-``benchmarks/bench_continuation.py`` measures it.
+early by ``tol``. ``benchmarks/bench_continuation.py`` measures it against plain iterations (the figures are in
+``docs/MEASUREMENTS.md``).
 
 The kNN search of a snapshot starts from the previous snapshot's graph when the chain has it (``memo``): the
-same points' neighbours change little between snapshots (95 % shared between epochs 2 and 4 of the bench CNN's
-layers), so NN-descent (used from 50,000 points) converges in a round or two instead of building its graph from
-random-projection trees: a third of the search time at the same recall. The exact search, below 50,000 points,
-is unaffected. A chain resumed from a stored layout has no graph to start from and searches afresh, so above
+same points' neighbours change little between snapshots, so NN-descent (used from 50,000 points) converges in a
+round or two instead of building its graph from random-projection trees, at the same recall. The exact search,
+below 50,000 points, is unaffected. A chain resumed from a stored layout has no graph to start from and searches afresh, so above
 50,000 points its later layouts may differ from an uninterrupted chain's by what the approximate search's
 differences make.
 """

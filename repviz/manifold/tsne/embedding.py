@@ -36,10 +36,9 @@ def auto_learning_rate(n_samples: int, exaggeration: float = 1.0) -> float:
     """t-SNE's ``learning_rate="auto"``: n_samples / exaggeration (openTSNE's rule; Belkina et al. 2019), at least
     min(200, n_samples / 1.5), in the convention of :func:`~repviz.manifold.tsne.optimize.gradient_descent`.
 
-    FIt-SNE's floor of 200 helps early exaggeration from 300 to 2,400 points (KL after 250 + 500 iterations,
-    randn(1000, 3): 0.965 against 0.976 without it; 300 digits: 0.264 against 0.272), but above n / 1.5, and
-    any floor above n in the main phase, it leaves worse layouts of smaller data (randn(50, 3): 0.338 against
-    0.255; 100 digits: 0.199 against 0.159). From 300 points on the rule is FIt-SNE's (benchmarks/bench_tsne_lr.py)."""
+    FIt-SNE's floor of 200 helps early exaggeration of a few thousand points, but a floor above n / 1.5 leaves
+    worse layouts of smaller data; from 300 points on the rule is FIt-SNE's (figures in docs/MEASUREMENTS.md,
+    ``benchmarks/bench_tsne_lr.py``)."""
     return max(n_samples / exaggeration, min(200.0, n_samples / 1.5))
 
 

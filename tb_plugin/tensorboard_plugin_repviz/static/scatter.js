@@ -68,7 +68,7 @@ export function toPlot(frame, cx, cy) {
  * A regl-scatterplot renderer on a WebGL context without multisampling. regl-scatterplot asks for an antialiased
  * context, but it draws points, outlines and lasso into a float framebuffer and puts only one full-screen triangle
  * into the context itself, so multisampling changes no pixel; it costs a 4-sample clear and resolve of the whole
- * buffer every frame: in software WebGL about a third of a frame of 1,000 points (issue 30). A canvas
+ * buffer every frame (a third of a small frame in software WebGL; docs/MEASUREMENTS.md). A canvas
  * keeps the attributes of its first getContext call, so regl-scatterplot's own call gets this context.
  * The caller sizes the buffer (`resize`): regl-scatterplot follows the window only for renderers it makes itself.
  */
