@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
 from .metadata import info_line
-from .methods import ALIGN_MODES
+from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
 from .store import META_RESULT, PLACED, NotFoundError, open_logdir
@@ -226,7 +226,8 @@ def _add_embed(sub) -> None:
                                    "interrupted run resumes. Exit status 1 if some representation could not be "
                                    "embedded (reported, the rest computed).")
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
-    p.add_argument("--method", default="tsne", help="comma-separated methods, e.g. tsne,pca,isomap (default: tsne)")
+    p.add_argument("--method", default=DEFAULT_METHOD,
+                   help=f"comma-separated methods, e.g. tsne,pca,isomap (default: {DEFAULT_METHOD})")
     p.add_argument("--runs", help="comma-separated runs (default: all)")
     p.add_argument("--layers", help="comma-separated layers (default: all)")
     p.add_argument("--steps", help="comma-separated snapshot steps (default: all)")
@@ -539,7 +540,8 @@ def _add_place(sub) -> None:
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
     p.add_argument("--run", required=True, help="the run whose probe points are placed")
     p.add_argument("--into", required=True, help="the run whose layouts they are placed into")
-    p.add_argument("--method", default="tsne", help="the layouts' method or key (default: tsne)")
+    p.add_argument("--method", default=DEFAULT_METHOD,
+                   help=f"the layouts' method or key (default: {DEFAULT_METHOD})")
     p.add_argument("--layers", help="comma-separated layers (default: every layer of the layouts)")
     p.add_argument("--steps", help="comma-separated snapshot steps (default: every step both runs hold)")
     _add_out(p)

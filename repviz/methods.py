@@ -192,6 +192,10 @@ register_method("umap", "repviz.manifold.umap:UMAP", align="init", defaults={"ra
                 place_with="repviz.manifold.umap:place_into_layout")
 
 
+#: The method that embeds when none is named: the CLI's, the pipeline's and the tab's first choice.
+DEFAULT_METHOD = "tsne"
+
+
 def params_hash(obj: Any) -> str:
     """A stable 10-hex-digit hash of JSON-able ``obj`` (key order and int/float spelling of whole numbers do
     not matter; the same on every machine and Python version)."""

@@ -57,6 +57,7 @@ from dataclasses import dataclass, replace
 
 from .chains import lost_chain
 from .executors import Executor, LocalExecutor, check_jobs
+from .methods import DEFAULT_METHOD
 from .planning import Plan, plan_embeddings, run_rest
 from .progress import ProgressCallback, TerminalProgress, fan_out, report
 from .store import DamagedFileError, LogDir, Run, open_logdir
@@ -165,7 +166,7 @@ def execute(plan: Plan, executor: Executor | None = None, *, progress: ProgressC
     return EmbedResult.from_plan(plan, results, time.perf_counter() - start)
 
 
-def embed_logdir(logdir, methods: Sequence[str] = ("tsne",), params: dict[str, dict] | None = None, *,
+def embed_logdir(logdir, methods: Sequence[str] = (DEFAULT_METHOD,), params: dict[str, dict] | None = None, *,
                  runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
                  steps: Sequence[int] | None = None, align: str = "snapshots", jobs: int = 1,
                  score_sample: int | None = 1000, progress: bool | None = None,

@@ -25,7 +25,8 @@ from repviz.density import density_contours
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.meta.result import MetaResult
 from repviz.meta.sources import INPUT_KEY, ProbeMismatchError, landmark_inputs, shared_probe_ids
-from repviz.methods import METHODS
+from repviz.metadata import kinds_table
+from repviz.methods import DEFAULT_METHOD, METHODS
 from repviz.neighbor_change import graph_method, nearest_to, neighbor_change, neighbor_graph
 from repviz.progress import ProgressState
 from repviz.similarity.cache import measure_params
@@ -48,12 +49,14 @@ from repviz.store import (
 )
 from repviz.subsets import common_rows
 
-__all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "METHODS",
-           "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError", "Probe", "ProbeMismatchError",
-           "Run", "cached_similarity", "checksum", "choices", "common_rows", "density_contours", "graph_method",
-           "measure_options", "meta_result", "nearest_to", "neighbor_change", "neighbor_graph", "open_run",
-           "path_key", "run_job", "shared_probe_ids"]
+__all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS",
+           "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
+           "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "common_rows",
+           "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to", "neighbor_change",
+           "neighbor_graph", "open_run", "path_key", "run_job", "shared_probe_ids"]
 
+#: How the tab draws each kind of metadata column (:func:`repviz.metadata.kinds_table`).
+METADATA_KINDS = kinds_table()
 #: The choices of a meta-SNE map, default first (those of ``repviz meta``).
 META_OPTIONS = {"transform": TRANSFORMS, "metric": METRICS, "embedding": EMBEDDINGS}
 #: The similarity options the tab offers besides the measure.
@@ -79,8 +82,8 @@ def choices() -> dict:
     similarity = {"measure": list(MEASURES), "kernel": list(KERNELS),
                   "similarities": [m for m in MEASURES if MEASURES[m].higher_is_similar],
                   "options": {m: measure_options(m) for m in MEASURES}}
-    return {"methods": methods, "meta": {field: list(options) for field, options in META_OPTIONS.items()},
-            "similarity": similarity}
+    return {"methods": methods, "default_method": DEFAULT_METHOD,
+            "meta": {field: list(options) for field, options in META_OPTIONS.items()}, "similarity": similarity}
 
 
 def meta_result(log: LogDir, name: str) -> MetaResult:

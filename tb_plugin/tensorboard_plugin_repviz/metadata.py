@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from repviz.service import Probe
+from repviz.service import METADATA_KINDS, Probe
 
 from .catalog import Catalog
 
@@ -23,7 +23,9 @@ def index_entry(probe: Probe) -> dict:
 
 
 def metadata_impl(catalog: Catalog, run_name: str) -> dict:
-    """Every column of run ``run_name``: name, kind, number of distinct values and the values in probe order."""
+    """Every column of run ``run_name``: name, kind, how the tab draws its kind (``colours``: "scale" or
+    "palette"; ``card_text``: shown as the probe's text on the hover card), number of distinct values and the
+    values in probe order."""
     probe = catalog.run(run_name).probe
     metadata = probe.metadata
     columns = []
@@ -31,6 +33,7 @@ def metadata_impl(catalog: Catalog, run_name: str) -> dict:
         values = metadata[column["name"]].tolist()
         if metadata[column["name"]].dtype.kind == "f":
             values = [v if math.isfinite(v) else None for v in values]
-        columns.append({**column, "values": values})
+        drawn = {k: v for k, v in METADATA_KINDS[column["kind"]].items() if k in ("colours", "card_text")}
+        columns.append({**column, **drawn, "values": values})
     return {"run": run_name, "n": len(probe), "columns": columns}
 

@@ -15,9 +15,9 @@ early by ``tol``. ``benchmarks/bench_continuation.py`` measures it against plain
 The kNN search of a snapshot starts from the previous snapshot's graph when the chain has it (``memo``): the
 same points' neighbours change little between snapshots, so NN-descent (used from 50,000 points) converges in a
 round or two instead of building its graph from random-projection trees, at the same recall. The exact search,
-below 50,000 points, is unaffected. A chain resumed from a stored layout has no graph to start from and searches afresh, so above
-50,000 points its later layouts may differ from an uninterrupted chain's by what the approximate search's
-differences make.
+below 50,000 points, is unaffected. A chain resumed from a stored layout has no graph to start from and searches
+afresh, so above 50,000 points its later layouts may differ from an uninterrupted chain's by what the approximate
+search's differences make.
 """
 
 from __future__ import annotations

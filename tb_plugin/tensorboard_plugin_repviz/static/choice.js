@@ -67,7 +67,7 @@ export function resolveCurrent(index, current) {
   if (!computing && !stored.some((e) => e.key === out.method)) {
     const previous = run.embeddings.find((e) => e.key === out.method);
     const same = previous && stored.find((e) => e.method === previous.method);
-    out.method = (same || stored.find((e) => e.default && e.method === "tsne") || stored.find((e) => e.default) ||
+    out.method = (same || stored.find((e) => e.default && e.method === index.choices.default_method) || stored.find((e) => e.default) ||
       stored[0] || {}).key ?? null;
   }
   const steps = stepsOf(index, out);

@@ -89,16 +89,17 @@ export function colorEncoding(data, colorBy) {
 }
 
 /**
- * Colours of a metadata column: numbers on a continuous scale (viridis in NUMBER_BINS steps from its smallest to its
- * largest value, missing ones grey; `range` for the legend), anything else as categories, its MAX_META_CATEGORIES
- * most common values each a colour and the rest "other" (legend `items`, which can be hidden).
- * @param {{name: string, kind: string, values: (string|number|boolean|null)[]}} column @param {string} mode
+ * Colours of a metadata column: a kind the server draws on a scale (`colours: "scale"`: numbers) in viridis, in
+ * NUMBER_BINS steps from its smallest to its largest value, missing ones grey (`range` for the legend); any other
+ * as categories, its MAX_META_CATEGORIES most common values each a colour and the rest "other" (legend `items`,
+ * which can be hidden).
+ * @param {{name: string, kind: string, colours: string, values: (string|number|boolean|null)[]}} column @param {string} mode
  */
 export function metaEncoding(column, mode) {
   const { values } = column;
   const n = values.length;
   const z = new Float32Array(n);
-  if (column.kind === "number") {
+  if (column.colours === "scale") {
     const finite = values.filter((v) => v !== null && Number.isFinite(v));
     const lo = finite.length ? finite.reduce((a, b) => Math.min(a, b)) : 0;
     const hi = finite.length ? finite.reduce((a, b) => Math.max(a, b)) : 1;

@@ -230,7 +230,7 @@ class App {
       predStep === null ? null : this.model.predictions(run.name, predStep), this.metadataOf(run)]);
     if (this.hoverToken !== token) return;
     // A text probe (a text column, no thumbnails) shows its text where an image probe shows its thumbnail.
-    const textColumn = meta && !run.has_thumbnails ? meta.columns.find((c) => c.kind === "text") : null;
+    const textColumn = meta && !run.has_thumbnails ? meta.columns.find((c) => c.card_text) : null;
     const names = run.class_names || null;
     const className = (c) => (c < 0 || !Number.isFinite(c) ? "–" : names ? names[c] : String(c));
     const card = {
