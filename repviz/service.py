@@ -35,6 +35,7 @@ from repviz.similarity.options import KERNELS, RBF_SIGMA
 from repviz.similarity.registry import DEFAULT_MEASURE, MEASURES
 from repviz.store import (
     DENSITY,
+    META_RESULT,
     NEIGHBOR_GRAPH,
     PLACED,
     PLUGIN_NAME,
@@ -49,7 +50,7 @@ from repviz.store import (
 )
 from repviz.subsets import common_rows
 
-__all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS",
+__all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "META_RESULT",
            "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
            "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "common_rows",
            "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to", "neighbor_change",

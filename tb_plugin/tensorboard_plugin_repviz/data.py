@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from repviz.service import INPUT_KEY, PLACED, NotFoundError, Run, checksum, meta_result, path_key
+from repviz.service import INPUT_KEY, META_RESULT, PLACED, NotFoundError, Run, checksum, meta_result, path_key
 
 from . import metadata
 from .catalog import Catalog, inside
@@ -159,8 +159,8 @@ def _summary_or_none(run: Run) -> dict | None:
 def _meta_names(log) -> list[str]:
     roots = [os.path.realpath(base) for base in (log.path, log.out) if base is not None]
     return [name for name in log.artifact_names()
-            if log.artifacts(name).exists("result.json")
-            and any(inside(log.artifacts(name).path("result.json"), root) for root in roots)]
+            if log.artifacts(name).exists(META_RESULT.result)
+            and any(inside(log.artifacts(name).path(META_RESULT.result), root) for root in roots)]
 
 
 def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str | None) -> dict:
