@@ -106,10 +106,10 @@ class Estimator:
     def _output_dtype(self, X) -> np.dtype:
         """The dtype of what a call on ``X`` returns: X's if the class preserves it, else the first preserved."""
         dtype = getattr(X, "dtype", None)
-        if dtype is None and hasattr(X, "dtypes"):  # a pandas DataFrame: its columns' common dtype
+        if dtype is None and hasattr(X, "dtypes"):  # a DataFrame: its columns' common numpy dtype, if any
             try:
                 dtype = np.result_type(*X.dtypes)
-            except TypeError:
+            except (TypeError, ValueError):
                 dtype = None
         names = self._preserves_dtype
         return np.dtype(dtype.name if dtype is not None and dtype.name in names else names[0])
