@@ -108,7 +108,8 @@ def test_scikit_learn_tools_read_the_tags(Est):
         check_is_fitted(Est())
     tags = get_tags(Est())
     assert tags.requires_fit and not tags.target_tags.required
-    assert tags.transformer_tags.preserves_dtype == ["float32"]
+    assert tags.transformer_tags.preserves_dtype == (["float32"] if Est in (manifold.TSNE, manifold.SNE)
+                                                     else ["float64", "float32"])
     assert not tags.input_tags.pairwise
 
 
@@ -116,7 +117,8 @@ def test_tags_without_scikit_learn(monkeypatch):
     """With scikit-learn not importable the tags are a namespace with the same fields."""
     monkeypatch.setitem(__import__("sys").modules, "sklearn.utils", None)
     tags = manifold.MDS(metric="precomputed").__sklearn_tags__()
-    assert tags.input_tags.pairwise and tags.requires_fit and tags.transformer_tags.preserves_dtype == ["float32"]
+    assert tags.input_tags.pairwise and tags.requires_fit
+    assert tags.transformer_tags.preserves_dtype == ["float64", "float32"]
     for affinity, pairwise in (("precomputed_nearest_neighbors", True), ("precomputed", True), ("rbf", False)):
         assert manifold.SpectralEmbedding(affinity=affinity).__sklearn_tags__().input_tags.pairwise is pairwise
 

@@ -41,7 +41,7 @@ def test_matches_sklearn(digits, solver):
     # same sign convention as scikit-learn >= 1.5 (largest-magnitude loading positive)
     np.testing.assert_allclose(ours.components_, ref.components_, atol=1e-3 if solver == "randomized" else 1e-5)
     np.testing.assert_allclose(ours.embedding_, ref.transform(digits), rtol=1e-3, atol=1e-3)
-    assert ours.embedding_.dtype == np.float32
+    assert ours.embedding_.dtype == np.float64  # the input's dtype
 
 
 def test_gram_path_when_features_exceed_samples():

@@ -1,8 +1,8 @@
 """Dimensionality-reduction methods with scikit-learn's estimator conventions.
 
 TSNE, Isomap, LocallyLinearEmbedding, SpectralEmbedding, MDS and ClassicalMDS are drop-ins for scikit-learn's
-(tags, ``set_output``, feature names, scikit-learn's keywords); docs/SKLEARN.md lists the deliberate differences
-(float32 outputs first) with their reasons.
+(tags, ``set_output``, feature names, scikit-learn's keywords, the input's dtype out); docs/SKLEARN.md lists the
+deliberate differences (float32 numerics first) with their reasons.
 """
 
 from .autoencoder import AutoencoderEmbedding

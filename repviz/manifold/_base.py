@@ -10,10 +10,19 @@ Follows scikit-learn's conventions without importing it: ``__init__`` only store
 DataFrame when ``set_output(transform=...)`` or scikit-learn's ``config_context(transform_output=...)`` asks
 (the configuration is read only when scikit-learn is already imported: it cannot be set otherwise).
 The rules and the array checks themselves live in :mod:`repviz._validation`.
+
+Dtypes follow scikit-learn's ``preserves_dtype`` contract at the boundary only: the numerics stay float32, and
+where a user's call leaves the estimator its output (and, after a fit, ``embedding_`` and the other public float
+arrays) is cast to the input's dtype if the class preserves it, else to the first dtype it lists
+(``_preserves_dtype``). Widening float32 to float64 is exact, so the values are those of the float32 numerics.
+Calls an estimator makes inside another wrapped call (its own ``transform`` from ``fit``, a PCA inside a force
+layout) are not cast: repviz's own code sees the float32 results it always had.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -22,10 +31,13 @@ import warnings
 from types import SimpleNamespace
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._validation import check_n_features, validate_params
 
 _OUTPUTS = ("default", "pandas", "polars")
+#: True while a wrapped fit/transform runs: calls made inside it are not at the user's boundary.
+_INSIDE = contextvars.ContextVar("repviz_estimator_inside", default=False)
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -39,12 +51,16 @@ class Estimator:
     _parameter_constraints: dict = {}
     #: Whether ``fit`` takes scipy sparse input (the tags say so).
     _accepts_sparse = False
+    #: Input dtypes whose outputs keep them (scikit-learn's ``preserves_dtype`` tag); any other input dtype gives
+    #: the first. Outputs are cast at the boundary (module docstring).
+    _preserves_dtype: tuple[str, ...] = ("float64", "float32")
 
     def __init_subclass__(cls, **kwargs):
-        """Wrap the ``fit``, ``transform`` and ``fit_transform`` a subclass defines (feature names, output)."""
+        """Wrap the ``fit``, ``transform``, ``fit_transform`` and ``inverse_transform`` a subclass defines
+        (feature names, output container, dtype)."""
         super().__init_subclass__(**kwargs)
         for name, wrap in (("fit", _recording_feature_names), ("transform", _wrapped_output),
-                           ("fit_transform", _wrapped_output)):
+                           ("fit_transform", _wrapped_output), ("inverse_transform", _dtype_boundary)):
             method = cls.__dict__.get(name)
             if method is not None and not getattr(method, "_repviz_wrapped", False):
                 setattr(cls, name, wrap(method))
@@ -87,10 +103,38 @@ class Estimator:
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "embedding_") or hasattr(self, "n_features_in_")
 
+    def _output_dtype(self, X) -> np.dtype:
+        """The dtype of what a call on ``X`` returns: X's if the class preserves it, else the first preserved."""
+        dtype = getattr(X, "dtype", None)
+        if dtype is None and hasattr(X, "dtypes"):  # a DataFrame: its columns' common numpy dtype, if any
+            try:
+                dtype = np.result_type(*X.dtypes)
+            except (TypeError, ValueError):
+                dtype = None
+        names = self._preserves_dtype
+        return np.dtype(dtype.name if dtype is not None and dtype.name in names else names[0])
+
+    def _cast_fitted(self, dtype: np.dtype) -> None:
+        """``embedding_`` as ``dtype``, and the other public float32 arrays (dense or sparse) and scalars widened
+        to float64 when ``dtype`` is float64. Statistics repviz computes in float64 stay float64 for float32 input
+        (its transforms use them as they are)."""
+        self._fitted_dtype = dtype
+        parameters = self._get_param_names()  # the elastic embedding's lambda_ is one
+        for name, value in list(vars(self).items()):
+            if name.startswith("_") or not name.endswith("_") or name in parameters:
+                continue
+            if name == "embedding_" or (dtype == np.float64 and getattr(value, "dtype", None) == np.float32):
+                setattr(self, name, _as_dtype(value, dtype))
+
+    def _as_fitted_dtype(self, value):
+        """An attribute computed after the fit (on first access) widened as :meth:`_cast_fitted` widens."""
+        widen = getattr(self, "_fitted_dtype", None) == np.float64
+        return _as_dtype(value, np.dtype(np.float64)) if widen else value
+
     def __sklearn_tags__(self):
-        """scikit-learn's ``Tags`` of a transformer that needs no ``y``, outputs float32, takes a precomputed
-        (pairwise) matrix when ``metric`` or ``affinity`` is "precomputed"; a namespace with the same fields when
-        scikit-learn is not installed."""
+        """scikit-learn's ``Tags`` of a transformer that needs no ``y``, preserves the dtypes of
+        ``_preserves_dtype``, takes a precomputed (pairwise) matrix when ``metric`` or ``affinity`` is
+        "precomputed"; a namespace with the same fields when scikit-learn is not installed."""
         pairwise = (getattr(self, "metric", None) == "precomputed"
                     or getattr(self, "affinity", None) in ("precomputed", "precomputed_nearest_neighbors"))
         try:
@@ -98,7 +142,8 @@ class Estimator:
         except ImportError:
             InputTags, Tags, TargetTags, TransformerTags = (SimpleNamespace,) * 4
         return Tags(estimator_type=None, target_tags=TargetTags(required=False),
-                    transformer_tags=TransformerTags(preserves_dtype=["float32"]), regressor_tags=None,
+                    transformer_tags=TransformerTags(preserves_dtype=list(self._preserves_dtype)),
+                    regressor_tags=None,
                     classifier_tags=None, input_tags=InputTags(pairwise=pairwise, sparse=self._accepts_sparse),
                     array_api_support=False, no_validation=False, non_deterministic=False, requires_fit=True,
                     _skip_test=False)
@@ -156,11 +201,46 @@ def _check_feature_names(est, X) -> None:
                          f"with {list(fitted)[:5]}... and got {list(names)[:5]}...")
 
 
+def _as_dtype(value, dtype: np.dtype):
+    """A float array (dense or scipy sparse) or numpy float scalar as ``dtype``; anything else unchanged."""
+    if isinstance(value, np.floating):
+        return dtype.type(value)
+    if (isinstance(value, np.ndarray) or sp.issparse(value)) and value.dtype.kind == "f" and value.dtype != dtype:
+        return value.astype(dtype)
+    return value
+
+
+@contextlib.contextmanager
+def _call():
+    """Marks a wrapped call as running; yields whether it is the outermost one (the user's boundary). A context
+    manager rather than a function that calls the method, so warnings' stack levels still reach the user's line."""
+    token = _INSIDE.set(True)
+    try:
+        yield token.old_value is not True
+    finally:
+        _INSIDE.reset(token)
+
+
+def _dtype_boundary(method):
+    """``method``'s array output cast to the dtype its input asks for, at the user's boundary."""
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        with _call() as outermost:
+            result = method(self, X, *args, **kwargs)
+        return _as_dtype(result, self._output_dtype(X)) if outermost else result
+
+    wrapper._repviz_wrapped = True
+    return wrapper
+
+
 def _recording_feature_names(fit):
     @functools.wraps(fit)
     def wrapper(self, X, *args, **kwargs):
         names = _column_names(X)
-        result = fit(self, X, *args, **kwargs)
+        with _call() as outermost:
+            result = fit(self, X, *args, **kwargs)
+        if outermost:
+            self._cast_fitted(self._output_dtype(X))
         if names is not None:
             self.feature_names_in_ = names
         elif hasattr(self, "feature_names_in_"):
@@ -190,10 +270,19 @@ def _wrapped_output(method):
             shape = X.shape if hasattr(X, "shape") else np.asarray(X).shape
             if len(shape) == 2:
                 check_n_features(self, SimpleNamespace(shape=shape))
-        names = _column_names(X) if method.__name__ == "fit_transform" else None
-        result = method(self, X, *args, **kwargs)
+        fitting = method.__name__ == "fit_transform"
+        names = _column_names(X) if fitting else None
+        with _call() as outermost:
+            result = method(self, X, *args, **kwargs)
         if names is not None:
             self.feature_names_in_ = names
+        if outermost:
+            dtype = self._output_dtype(X)
+            if fitting:
+                fitted = vars(self).get("embedding_")
+                self._cast_fitted(dtype)
+                result = self.embedding_ if result is fitted else result
+            result = result if isinstance(result, tuple) else _as_dtype(result, dtype)
         container = _output_container(self)
         if container == "default" or isinstance(result, tuple) or type(result).__name__ == "DataFrame":
             return result

@@ -68,7 +68,7 @@ class AutoencoderEmbedding(Estimator):
         Input standardisation (the mean, and one scale for all features, which keeps their relative sizes).
     loss_ : float
         Mean squared reconstruction error of the standardised data over the batches of the last epoch.
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
 
     References
     ----------

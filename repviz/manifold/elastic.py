@@ -119,7 +119,7 @@ class ElasticEmbedding(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     energy_ : float
         Final value of E.
     n_iter_ : int

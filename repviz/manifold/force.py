@@ -80,7 +80,7 @@ class ForceDirectedLayout(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     n_connected_components_ : int
         Components of the kNN graph before joining.
     """

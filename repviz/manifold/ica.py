@@ -124,7 +124,7 @@ class FastICA(Estimator):
     whitening_ : ndarray (n_components_, n_features) or None
     n_iter_ : int
         Iterations run (the most over components for "deflation").
-    embedding_ : float32 ndarray (n_samples, n_components_)
+    embedding_ : ndarray (n_samples, n_components_), float32 for float32 input, else float64
         The estimated sources.
 
     References

@@ -240,11 +240,11 @@ class Isomap(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Columns signed so their largest-magnitude entry is positive.
     eigenvalues_ : ndarray (n_components,)
-    dist_matrix_ : float32 ndarray (n_samples, n_samples), or (n_landmarks, n_samples) for landmark Isomap
-        Geodesic distances on the graph.
+    dist_matrix_ : ndarray (n_samples, n_samples), or (n_landmarks, n_samples) for landmark Isomap
+        Geodesic distances on the graph (computed in float32; float32 for float32 input, else float64).
     n_connected_components_ : int
         Components of the graph before connecting.
     landmarks_ : int ndarray (n_landmarks,) or None

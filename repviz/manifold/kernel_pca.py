@@ -72,7 +72,7 @@ class KernelPCA(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Projections of the training points, V sqrt(lambda); columns signed so their largest-magnitude entry is
         positive.
     eigenvalues_ : ndarray (n_components,)

@@ -34,7 +34,7 @@ class LinearDiscriminantAnalysis(Estimator):
         Share of the between-class variance (in within-class units) along each direction.
     classes_ : ndarray
     mean_ : ndarray (n_features,)
-    embedding_ : float32 ndarray (n_samples, n_components_)
+    embedding_ : ndarray (n_samples, n_components_), float32 for float32 input, else float64
     """
 
     _parameter_constraints = {

@@ -231,7 +231,7 @@ class LocallyLinearEmbedding(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Columns signed so their largest-magnitude entry is positive.
     reconstruction_error_ : float
         Sum of the eigenvalues of M kept (the alignment cost of the embedding).

@@ -142,12 +142,12 @@ class ClassicalMDS(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Columns signed so that their largest-magnitude entry is positive.
     eigenvalues_ : ndarray (n_components,)
     explained_variance_ratio_ : ndarray (n_components,)
         Each eigenvalue over trace(B) (for Euclidean distances, the share of the total variance).
-    dissimilarity_matrix_ : float32 ndarray (n_samples, n_samples)
+    dissimilarity_matrix_ : ndarray (n_samples, n_samples), float32 for float32 input, else float64
         The dissimilarities embedded. Euclidean data are embedded as PCA scores, without them: they are computed
         on first access then (time O(n² d), memory 4 n² bytes).
     """
@@ -207,6 +207,7 @@ class ClassicalMDS(Estimator):
         if self._dissimilarity_matrix is None:
             D, scale = _dissimilarities(self._fit_X, "euclidean", "ClassicalMDS")
             self._dissimilarity_matrix = D * np.float32(scale) if scale != 1.0 else D
+        self._dissimilarity_matrix = self._as_fitted_dtype(self._dissimilarity_matrix)
         return self._dissimilarity_matrix
 
 
@@ -280,13 +281,13 @@ class MDS(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     stress_ : float
         Raw stress at the end (against the disparities for non-metric MDS), or stress-1 with
         ``normalized_stress``.
     normalized_stress_ : float
         Kruskal's stress-1, sqrt(stress / sum_{i<j} d_ij²) with d the distances of the embedding.
-    dissimilarity_matrix_ : float32 ndarray (n_samples, n_samples)
+    dissimilarity_matrix_ : ndarray (n_samples, n_samples), float32 for float32 input, else float64
         Kept as scikit-learn keeps it (4 n² bytes while the estimator lives).
     n_iter_ : int
         Iterations of the run kept.
@@ -492,7 +493,7 @@ class Sammon(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     stress_ : float
         Sammon's error E at the end.
     n_iter_ : int

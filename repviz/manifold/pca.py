@@ -105,7 +105,7 @@ class PCA(Estimator):
     mean_ : ndarray (n_features,)
     noise_variance_ : float
         Mean of the discarded eigenvalues of the covariance (what Probabilistic PCA calls sigma²).
-    embedding_ : float32 ndarray (n_samples, n_components_)
+    embedding_ : ndarray (n_samples, n_components_), float32 for float32 input, else float64
 
     Examples
     --------
@@ -222,7 +222,7 @@ class ProbabilisticPCA(Estimator):
     mean_ : ndarray (n_features,)
     log_likelihood_ : float
         Total log-likelihood of the training data under the fitted model.
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Posterior means of the latent variables.
     """
 

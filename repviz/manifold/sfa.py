@@ -70,7 +70,7 @@ class SlowFeatureAnalysis(Estimator):
         Slowness of each output: its mean squared difference between consecutive rows (ascending).
     mean_, scale_ : ndarray (n_features,), float
         Input centring and scaling applied before the expansion; ``expanded_mean_`` is the mean after it.
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
 
     References
     ----------

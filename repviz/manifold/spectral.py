@@ -129,7 +129,7 @@ or callable, default="binary"
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
         Columns signed so their largest-magnitude entry is positive.
     eigenvalues_ : ndarray (n_components,)
         Laplacian eigenvalues of the kept eigenvectors (the first, trivial one dropped).
@@ -292,7 +292,7 @@ class DiffusionMap(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 ndarray (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     eigenvalues_ : ndarray (n_components,)
         Eigenvalues of P for the kept eigenvectors (in (-1, 1)).
     epsilon_ : float

@@ -106,7 +106,7 @@ class UMAP(Estimator):
 
     Attributes
     ----------
-    embedding_ : float32 array (n_samples, n_components)
+    embedding_ : ndarray (n_samples, n_components), float32 for float32 input, else float64
     umap_ : umap.UMAP
         The fitted umap-learn estimator (its ``graph_``, ``transform``).
     n_neighbors_ : int

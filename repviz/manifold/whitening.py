@@ -75,7 +75,7 @@ class Whitening(Estimator):
         ``inverse_transform(Y) = Y @ inverse_components_ + mean_``.
     mean_ : ndarray (n_features,)
     n_components_ : int
-    embedding_ : float32 ndarray (n_samples, n_components_)
+    embedding_ : ndarray (n_samples, n_components_), float32 for float32 input, else float64
 
     Examples
     --------

@@ -114,6 +114,9 @@ class _BaseSNE(Estimator):
     """The fit shared by TSNE and SNE; subclasses define ``_kernel_dof`` (the embedding kernel),
     ``_resolve_method`` (the gradient methods they allow) and ``_auto_learning_rate``."""
 
+    #: Float32 outputs whatever the input, as scikit-learn's TSNE returns (its tests assert it).
+    _preserves_dtype = ("float32",)
+
     def _check_input(self, X) -> tuple[np.ndarray, bool, float]:
         """X (dense, or a scipy sparse matrix) checked and rescaled, whether all its points are identical (with
         a warning), and what X was divided by."""
