@@ -25,7 +25,7 @@ from .datasets import BUNDLED_MNIST, load_mnist, stratified_indices
 from .networks import ARCHITECTURES
 
 OUTPUT_LAYER = "logits"  # every network's softmax layer (repviz.networks): left out of architecture separation
-# The targets at the default size: (check, the transforms it applies to, the least fraction).
+# The showcase's targets at the default size: (check, the transforms it applies to, the least fraction).
 TARGETS = (("layer_identification", ("cka",), 0.9), ("architecture_separation", ("dist", "cka"), 1.0))
 TRANSFORMS = ("dist", "cka")
 #: ActivationLogger's max_width for the showcase: every map of its networks is kept whole (see train_networks).
