@@ -58,11 +58,53 @@ def test_a_crashed_fit_leaves_readable_logs_that_get_embedded(tmp_path, tiny_cla
     logger = repviz.ActivationLogger(tmp_path / "crash", probe=(x[:N], y[:N]), embed=["pca", "cmds"])
     with pytest.raises(RuntimeError, match="training crashed"):
         model.fit(x, y, epochs=4, batch_size=20, verbose=0, callbacks=[logger, Crash()])
+    assert logger.wait_embeddings(timeout=300)  # stores the snapshot still being written, then embeds it
     run = repviz.open_logdir(tmp_path).run("crash")
     assert run.steps() == [0, 1, 2] and run.activations("hidden", 2).shape == (N, 8)  # the crash after step 2
-    assert logger.wait_embeddings(timeout=300)
     for method in ("pca", "cmds"):
         assert run.embeddings.steps(run.embeddings.key(method), "out") == [0, 1, 2]
+
+
+CRASHING_SCRIPT = """
+import sys, time
+import numpy as np, keras
+import repviz
+from repviz.capture import writer
+
+class Crash(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == 1:
+            raise RuntimeError("training crashed")
+
+slow = writer.SnapshotWriter.store
+def store(self, *args, **kwargs):  # a disk that falls behind: the snapshot is still being written at the crash
+    time.sleep(1.0)
+    return slow(self, *args, **kwargs)
+writer.SnapshotWriter.store = store
+
+rng = np.random.default_rng(0)
+x = rng.random((40, 6), dtype=np.float32)
+y = (x[:, 0] > 0.5).astype(np.int64)
+model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, name="hidden"), keras.layers.Dense(2, name="out")])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+model.fit(x, y, epochs=4, batch_size=20, verbose=0,
+          callbacks=[repviz.ActivationLogger(sys.argv[1], probe=(x, y)), Crash()])
+"""
+
+
+def test_a_script_that_crashes_keeps_its_last_snapshot(tmp_path, repo):
+    """The writer's thread is a daemon: a script ended by the exception of a crashed fit (no on_train_end) still
+    stores the snapshot it was writing, before the interpreter exits."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "crash.py"
+    script.write_text(CRASHING_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs" / "crash")], cwd=repo,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "training crashed" in done.stderr
+    run = repviz.open_logdir(tmp_path / "logs").run("crash")
+    assert run.steps() == [0, 1, 2] and run.activations("hidden", 2).shape == (40, 4)
 
 
 def test_embed_is_checked_before_training(tmp_path, tiny_classifier):

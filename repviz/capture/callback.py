@@ -302,7 +302,11 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     def wait_embeddings(self, timeout: float | None = None) -> bool:
         """Wait until the background embedding of ``embed=`` has embedded every stored snapshot and exited (at most
         ``timeout`` seconds); True when it has, or when there is none. Training being over is implied: call it
-        after ``fit`` (also after a ``fit`` that raised, whose snapshots are then embedded)."""
+        after ``fit`` (also after a ``fit`` that raised: the snapshots still being written are stored first, then
+        embedded)."""
+        background = getattr(self, "_background", None)
+        if background is not None:
+            self._report(background.close())
         follower = self._end_follower()
         if follower is None:
             return True

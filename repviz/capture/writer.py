@@ -6,8 +6,11 @@ it while training goes on.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -61,12 +64,26 @@ def abandon(blocks: list[store.ArrayBlocks]) -> None:
         b.abandon()
 
 
+#: The writers whose thread may still hold a snapshot; each is finished when the interpreter exits.
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_live_writers() -> None:
+    """Store the snapshots still being written when a script ends, also after ``fit`` raised (Keras then calls no
+    ``on_train_end``): the writer's thread is a daemon, which the interpreter would stop mid-snapshot."""
+    for writer in list(_LIVE):
+        with contextlib.suppress(BaseException):
+            writer.close()
+
+
 class BackgroundWriter:
     """One thread that runs the snapshot writes handed to it, in order, at most ``depth`` waiting besides the one
     being written (so memory stays bounded: the training thread waits when the disk falls behind).
 
     A failed write stops the writes after it (a later snapshot must not be stored without an earlier one) and is
-    raised on the training thread by the next :meth:`submit`, :meth:`done` or :meth:`close`.
+    raised on the training thread by the next :meth:`submit`, :meth:`done` or :meth:`close`. The thread is a
+    daemon, so a training that hangs cannot keep the interpreter alive; what it still holds is stored at exit.
     """
 
     def __init__(self, depth: int = 1):
@@ -76,6 +93,7 @@ class BackgroundWriter:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="repviz-writer", daemon=True)
         self._thread.start()
+        _LIVE.add(self)
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
