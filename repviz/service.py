@@ -54,9 +54,9 @@ from repviz.targets import class_codes, with_target_column
 
 __all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "META_RESULT",
            "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
-           "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "class_codes", "common_rows",
-           "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to", "neighbor_change",
-           "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job", "shared_probe_ids"]
+           "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "class_codes",
+           "common_rows", "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to",
+           "neighbor_change", "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job", "shared_probe_ids"]
 
 #: How the tab draws each kind of metadata column (:func:`repviz.metadata.kinds_table`).
 METADATA_KINDS = kinds_table()

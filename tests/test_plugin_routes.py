@@ -30,8 +30,7 @@ from werkzeug import wrappers  # noqa: E402
 
 import repviz  # noqa: E402
 from repviz.meta.result import MetaResult  # noqa: E402
-from repviz.store import Probe  # noqa: E402
-from repviz.store import RunWriter  # noqa: E402
+from repviz.store import Probe, RunWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 N = 48  # probe points

@@ -87,7 +87,12 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.Probe` (inputs, labels,
         ``size``, ``ids``, ``metadata``, ``batch_subset``, ``batch_size``; see there), or just the data, read as
         ``Probe(x, y)`` for a pair ``(x, y)`` and ``Probe(probe)`` otherwise (so pass ``(x, None)`` for a
-        multi-input probe without labels).
+        multi-input probe without labels). Inputs are numbers or, for a model that takes raw strings (a
+        ``TextVectorization`` inside; TensorFlow only), strings: numpy ``<U`` or bytes, object arrays of ``str``,
+        ``tf.constant`` strings, a string dataset. Strings go through the model as given, get no thumbnail and
+        become the metadata column ``"text"`` (kind text: shown on hover, searched; stored as JSON, never
+        pickled). Labels of any shape are stored by their target policy (:mod:`repviz.targets`: one class per
+        example, multi-label, scalar, per pixel, per step), named in ``manifest["probe"]["target"]``.
     layers : None, str, layer class, callable or list of str / classes, default=None
         Which layers to record. Names are paths such as ``"dense"`` or ``"encoder/dense"`` for layers of nested
         models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each

@@ -37,10 +37,11 @@ def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, An
     else:
         source = x
     try:
-        x = keras.tree.map_structure(input_array, x)
-    except (TypeError, ValueError) as e:
+        x = keras.tree.map_structure(np.asarray, x)
+    except Exception as e:
         raise param_error("probe", OWNER, "an array, a list/dict of arrays, a pair (x, y), a tf.data.Dataset, a "
                           "generator or a keras.utils.PyDataset", type(source)) from e
+    x = keras.tree.map_structure(input_array, x)
     if any(a.dtype.kind in "US" for a in keras.tree.flatten(x)) and keras.backend.backend() != "tensorflow":
         raise ValueError(f"string probe inputs need the TensorFlow backend (a model taking raw strings runs "
                          f"TensorFlow ops, and fit on {keras.backend.backend()} takes no strings); vectorise the text "
@@ -53,28 +54,32 @@ def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, An
 
 
 def input_array(a: Any) -> np.ndarray:
-    """One probe input (or label) array as numpy: numbers as given; strings (numpy ``<U``, Python ``str`` in an
-    object array, ``tf.constant`` strings) as ``<U``, bytes as ``S``, so that they hash and slice as fixed-width
-    arrays; anything else, or a mix, is refused."""
-    a = np.asarray(a)
-    if a.dtype.kind in "biufUS":
-        return a
-    if a.dtype.kind == "O":
+    """One probe input array as numpy: numbers as given; strings (numpy ``<U``, Python ``str`` in an object array,
+    ``tf.constant`` strings) as ``<U``, bytes as ``S``, so that they hash and slice as fixed-width arrays; anything
+    else, or a mix, is refused."""
+    a = fixed_width(np.asarray(a))
+    if a.dtype.kind not in "biufUS":
+        raise ValueError(f"probe inputs must hold numbers or strings (as model.fit takes them); got dtype "
+                         f"{a.dtype}" + (" mixing types" if a.dtype.kind == "O" else ""))
+    return a
+
+
+def fixed_width(a: np.ndarray) -> np.ndarray:
+    """An object array of ``str`` (or of ``bytes``) as ``<U`` (``S``); any other array as it is."""
+    if a.dtype.kind == "O" and a.size:
         items = a.ravel().tolist()
-        if items and all(isinstance(v, str) for v in items):
-            return a.astype(np.str_)
-        if items and all(isinstance(v, bytes) for v in items):
-            return a.astype(np.bytes_)
-    raise ValueError(f"probe arrays must hold numbers or strings (as model.fit takes them); got dtype {a.dtype}"
-                     + (" mixing types" if a.dtype.kind == "O" else ""))
+        for kind, dtype in ((str, np.str_), (bytes, np.bytes_)):
+            if all(isinstance(v, kind) for v in items):
+                return a.astype(dtype)
+    return a
 
 
 def targets(y: Any) -> Any:
     """The probe's labels as arrays: one array, or a dict / list of arrays with one target per model output (as
     ``fit`` takes them for a multi-output model; the primary output's become the labels, see :func:`labels`)."""
     if isinstance(y, dict) or (isinstance(y, (list, tuple)) and y and all(np.ndim(t) >= 1 for t in y)):
-        return keras.tree.map_structure(input_array, y)
-    return input_array(y)
+        return keras.tree.map_structure(lambda t: fixed_width(np.asarray(t)), y)
+    return fixed_width(np.asarray(y))
 
 
 def leaves(y: Any) -> list[np.ndarray]:
@@ -101,9 +106,9 @@ def take_examples(source: Any, n: int) -> tuple[Any, Any]:
     xs, ys, rows = [], [], 0
     for batch in batches:
         x, y, _ = keras.utils.unpack_x_y_sample_weight(tuple(batch) if isinstance(batch, list) else batch)
-        x = keras.tree.map_structure(_batch_array, x)
+        x = keras.tree.map_structure(lambda a: input_array(_host(a)), x)
         xs.append(x)
-        ys.append(None if y is None else keras.tree.map_structure(_batch_array, y))
+        ys.append(None if y is None else keras.tree.map_structure(lambda a: fixed_width(_host(a)), y))
         rows += len(keras.tree.flatten(x)[0])
         if rows >= n:
             break
@@ -114,9 +119,9 @@ def take_examples(source: Any, n: int) -> tuple[Any, Any]:
     return x, y
 
 
-def _batch_array(a: Any) -> np.ndarray:
+def _host(a: Any) -> np.ndarray:
     """One array of a batch a stream yielded, as numpy (a backend tensor converted by Keras)."""
-    return input_array(a if isinstance(a, np.ndarray) else keras.ops.convert_to_numpy(a))
+    return a if isinstance(a, np.ndarray) else keras.ops.convert_to_numpy(a)
 
 
 def probe_length(x: Any, y: Any) -> int:
