@@ -118,7 +118,8 @@ def read_target(entry: object, labels: np.ndarray | None, output_shape: Sequence
     if isinstance(entry, dict) and entry.get("kind") in POLICIES:
         shape = entry.get("shape") or []
         return Target(entry["kind"], tuple(shape), tuple(labels.shape[1:]))
-    return decide(labels, output_shape)[0]
+    stored = tuple(int(s) for s in labels.shape[1:])
+    return Target(decide(labels, output_shape)[0].kind, stored, stored)
 
 
 def class_labels(labels: np.ndarray | None, target: Target | None) -> np.ndarray | None:
