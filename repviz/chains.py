@@ -28,6 +28,7 @@ from .methods import Resolved
 from .narrow import narrow_layout
 from .store import NEIGHBOR_GRAPH, Run, checksum
 from .subsets import common_rows
+from .targets import class_labels
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,10 @@ def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
 
 
 def _labels(run: Run) -> np.ndarray | None:
-    labels = run.probe.labels
-    if labels is None:
-        return None
-    labels = np.asarray(labels)
-    return labels.argmax(axis=1) if labels.ndim == 2 else labels.reshape(len(labels))
+    """The class of each probe point for a class target (:mod:`repviz.targets`), else None: other targets are
+    kept but give no k-NN accuracy."""
+    probe = run.probe
+    return class_labels(probe.labels, probe.target)
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,8 @@ def _fit(resolved: Resolved, X: np.ndarray, labels: np.ndarray | None,
     ``memo`` what the method carries to the next snapshot of the same points (see
     :attr:`repviz.methods.Method.continue_with`), updated."""
     if resolved.method.supervised and labels is None:
-        raise RepresentationError(f"{resolved.method.name} needs the probe labels, and this run stored none")
+        raise RepresentationError(f"{resolved.method.name} needs a class per probe point, and this run stored "
+                                  f"none (no labels, or a target of another kind: see repviz info)")
     method, params = resolved.method, dict(resolved.params)
     if X.shape[1] < (params.get("n_components") or 2):  # a 1-wide layer: its values, a strip per class
         flag = "one_dimensional" if X.shape[1] == 1 else "narrow"

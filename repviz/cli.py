@@ -100,6 +100,14 @@ def _run_info(args) -> int:
     return 0
 
 
+def _readable_target(run):
+    """The policy of the run's labels, or None (no labels, or no probe readable)."""
+    try:
+        return run.probe.target
+    except (ValueError, LookupError, OSError):
+        return None
+
+
 def _print_run(name: str, run, shown: dict) -> None:
     """The lines of one run: a summary, then its predictions, layers and embedding keys (up to ``shown``)."""
     m = run.manifest
@@ -119,6 +127,8 @@ def _print_run(name: str, run, shown: dict) -> None:
         print(f"  {line}")
     if meta := info_line(run):  # the probe's metadata columns (repviz.metadata)
         print(f"  {meta}")
+    if (target := _readable_target(run)) is not None:  # the labels' policy (repviz.targets)
+        print(f"  target: {target.describe()}")
     for layer in run.layers[:shown["layers"]]:
         info = run.layer_info(layer)
         red = info.get("reduction", {}).get("kind", "none")

@@ -42,7 +42,8 @@ from .meta.sources import INPUT_KEY
 from .similarity.figures import heatmap
 from .similarity.matrix import cached_similarity, similarity
 from .similarity.result import SimilarityMatrix
-from .store import META_RESULT, DamagedFileError, LogDir, NotFoundError, atomic_path, open_logdir
+from .store import META_RESULT, DamagedFileError, LogDir, NotFoundError, Probe, atomic_path, open_logdir
+from .targets import class_labels, scalar_values
 
 SCORES = ("trustworthiness", "continuity", "knn_preservation", "knn_accuracy")
 _INPUT_RUN = INPUT_KEY[0]
@@ -99,10 +100,17 @@ def _save(fig: Figure, out: Path, stem: str, formats: Sequence[str]) -> list[Pat
     return paths
 
 
-def _digit_colours(labels: np.ndarray | None, n: int) -> np.ndarray:
-    if labels is None:
-        return np.full((n, 4), (0.3, 0.3, 0.3, 1.0))
-    return matplotlib.colormaps["tab10"](np.asarray(labels) % 10)
+def _target_colours(probe: Probe) -> np.ndarray:
+    """A colour per probe point from its target (:mod:`repviz.targets`): a class by class, a scalar on viridis
+    from its smallest to its largest value, anything else (or none) grey."""
+    n = len(probe)
+    classes, values = class_labels(probe.labels, probe.target), scalar_values(probe.labels, probe.target)
+    if classes is not None:
+        return matplotlib.colormaps["tab10"](np.asarray(classes) % 10)
+    if values is not None and np.isfinite(values).any():
+        lo, hi = np.nanmin(values), np.nanmax(values)
+        return matplotlib.colormaps["viridis"](np.nan_to_num((values - lo) / max(hi - lo, 1e-12)))
+    return np.full((n, 4), (0.3, 0.3, 0.3, 1.0))
 
 
 def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Figure | None:
@@ -116,7 +124,7 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
     fig = Figure(figsize=(1.7 * len(steps) + 0.6, 1.7 * len(runs) + 0.5))
     axes = fig.subplots(len(runs), len(steps), squeeze=False)
     for r, run in enumerate(runs):
-        colours = _digit_colours(run.probe.labels, len(run.probe))
+        colours = _target_colours(run.probe)
         size = float(np.clip(2000 / len(run.probe), 0.5, 4))  # dots shrink as the probe set grows
         have = set(run.embeddings.steps(key, layer))
         for c, step in enumerate(steps):
@@ -130,8 +138,8 @@ def embedding_grid(logdir: LogDir, layer: str, key: str, title: str = "") -> Fig
                 ax.set_title(f"{unit} {step}", fontsize=9)
             if c == 0:
                 ax.set_ylabel(run.name, fontsize=8)
-    if runs[0].probe.labels is not None:
-        classes = np.unique(runs[0].probe.labels)
+    if (known := class_labels(runs[0].probe.labels, runs[0].probe.target)) is not None:
+        classes = np.unique(known)
         handles = [Line2D([], [], ls="", marker="o", ms=4, color=matplotlib.colormaps["tab10"](int(k) % 10))
                    for k in classes]
         fig.legend(handles, [str(k) for k in classes], loc="center right", fontsize=7, frameon=False,

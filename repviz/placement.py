@@ -33,6 +33,7 @@ from .align import mean_displacement, procrustes_rotation
 from .chains import verified_activations
 from .methods import METHODS, Method
 from .store import PLACED, LogDir, NotFoundError, Run, checksum, open_logdir
+from .targets import class_labels
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,9 @@ def _matrix(run: Run, layer: str, step: int) -> np.ndarray:
 
 
 def _labels(run: Run, layer: str, step: int) -> np.ndarray | None:
-    labels = run.probe.labels
-    if labels is None:
-        return None
-    labels = np.asarray(labels)
-    labels = labels.argmax(axis=1) if labels.ndim == 2 and labels.shape[1] > 1 else labels.reshape(len(labels))
-    return labels[run.rows(layer, step)]
+    probe = run.probe
+    labels = class_labels(probe.labels, probe.target)
+    return None if labels is None else labels[run.rows(layer, step)]
 
 
 def _check_same_model(new: Run, into: Run, layer: str) -> None:

@@ -4,7 +4,8 @@ A TensorBoard plugin talks to a data provider rather than to the storage behind 
 imports this module and no other of repviz (``tests/test_plugin_imports.py`` checks it). It offers:
 
 - the log directory and its runs: :class:`LogDir`, :func:`open_run`, :class:`Run` (layers, steps, probes,
-  metadata, embeddings, placed points, cached k-NN graphs and density contours), :func:`checksum`,
+  metadata, embeddings, placed points, cached k-NN graphs and density contours), the probe's classes and columns
+  by its target policy (:func:`class_codes`, :func:`probe_columns`), :func:`checksum`,
   :func:`path_key`, and the errors the routes map to HTTP (:class:`NotFoundError`, :class:`ProbeMismatchError`);
 - the choices the page offers and the server decides (:func:`choices`, :data:`METHODS`, :data:`META_OPTIONS`,
   :data:`MEASURES`, :data:`KERNELS`, :func:`measure_options`);
@@ -25,7 +26,7 @@ from repviz.density import density_contours
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.meta.result import MetaResult
 from repviz.meta.sources import INPUT_KEY, ProbeMismatchError, landmark_inputs, shared_probe_ids
-from repviz.metadata import kinds_table
+from repviz.metadata import Metadata, kinds_table
 from repviz.methods import DEFAULT_METHOD, METHODS
 from repviz.neighbor_change import graph_method, nearest_to, neighbor_change, neighbor_graph
 from repviz.progress import ProgressState
@@ -49,12 +50,13 @@ from repviz.store import (
     path_key,
 )
 from repviz.subsets import common_rows
+from repviz.targets import class_codes, with_target_column
 
 __all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "META_RESULT",
            "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
-           "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "common_rows",
-           "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to", "neighbor_change",
-           "neighbor_graph", "open_run", "path_key", "run_job", "shared_probe_ids"]
+           "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "class_codes",
+           "common_rows", "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to",
+           "neighbor_change", "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job", "shared_probe_ids"]
 
 #: How the tab draws each kind of metadata column (:func:`repviz.metadata.kinds_table`).
 METADATA_KINDS = kinds_table()
@@ -85,6 +87,12 @@ def choices() -> dict:
                   "options": {m: measure_options(m) for m in MEASURES}}
     return {"methods": methods, "default_method": DEFAULT_METHOD,
             "meta": {field: list(options) for field, options in META_OPTIONS.items()}, "similarity": similarity}
+
+
+def probe_columns(probe: Probe) -> Metadata:
+    """The probe's metadata columns as the tab shows them: those stored, and a scalar target's values as a number
+    column (:func:`repviz.targets.with_target_column`)."""
+    return with_target_column(probe.metadata, probe.labels, probe.target)
 
 
 def meta_result(log: LogDir, name: str) -> MetaResult:

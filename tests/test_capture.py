@@ -102,7 +102,8 @@ def test_read_back_probe_records_and_manifest(mlp_run):
     assert m["format_version"] == 1 and m["model"]["params"] == model.count_params()
     assert m["layers"]["hidden"]["stored_shape"] == [N, 16]
     assert m["layers"]["hidden"]["reduction"] == {"kind": "none"}
-    assert m["probe"] == {"n": N, "shape": [N, 28, 28], "has_labels": True}
+    assert m["probe"] == {"n": N, "shape": [N, 28, 28], "has_labels": True,
+                          "target": {"kind": "class", "shape": [], "stored_shape": []}}
     assert set(m["fingerprint"]) == {"model", "probe"}
     for layer in run.layers:
         for step in run.steps(layer):

@@ -24,8 +24,8 @@ PACKAGES = {"repviz": REPO / "repviz", "tensorboard_plugin_repviz": REPO / "tb_p
 # "pkg.*" before a shorter one ("pkg.*" matches the package and everything in it).
 FLOORS = [
     ("foundations", ["repviz.version", "repviz._validation", "repviz._kernels", "repviz._rows", "repviz.progress",
-                     "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.datasets", "repviz.align", "repviz.chief",
-                     "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
+                     "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.targets", "repviz.datasets",
+                     "repviz.align", "repviz.chief", "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
     ("numerics", ["repviz.neighbors", "repviz.metrics", "repviz.manifold.*", "repviz.density",
                   "repviz.neighbor_change", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",

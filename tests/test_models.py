@@ -294,3 +294,189 @@ def test_narrow_layout_is_the_values_and_a_strip_per_class():
     assert np.ptp(narrow_layout(x, np.array([0.1, 0.7, 0.2, 0.3]), 2)[:, 1]) <= 0.6 * 5 * 0.7  # floats: one strip
     wide = narrow_layout(np.array([[1, 2], [3, 5], [5, 2]], np.float32), None, 3)
     np.testing.assert_allclose(wide, [[-2, -1, 0], [0, 2, 0], [2, -1, 0]])  # 2 columns for 3 components
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Targets of every shape (repviz.targets) and raw-string probes: each through fit, info, embed (0 failed), meta,
+# similarity, export and the tab's index, labels and metadata routes
+# ---------------------------------------------------------------------------------------------------------------
+
+def _everywhere(root, run: str, kind: str) -> tuple[dict, np.ndarray, dict]:
+    """:func:`_end_to_end`, then ``repviz info`` (the target's line), similarity, export and the plugin's labels and
+    metadata routes of ``run``; the index entry, the class codes and the metadata columns."""
+    import contextlib
+    import io
+
+    from repviz.cli import main
+
+    entry = _end_to_end(root, run)
+    assert entry["target"]["kind"] == kind
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["info", str(root)]) == 0
+        assert main(["similarity", str(root), "--runs", run]) == 0
+    assert f"target: {kind} (" in out.getvalue()
+    pytest.importorskip("matplotlib")
+    from repviz.export import export_figures
+
+    assert export_figures(root, root / "figures", formats=["png"])
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz import loader
+    from werkzeug import test as wtest
+    from werkzeug import wrappers
+
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(root)))
+    try:
+        client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        labels = client.get(f"/data/plugin/repviz/labels?run={run}")
+        columns = client.get(f"/data/plugin/repviz/metadata?run={run}")
+    finally:
+        plugin.jobs.close()
+    assert labels.status_code == 200 and columns.status_code == 200
+    return entry, np.frombuffer(labels.data, "<i4"), {c["name"]: c for c in columns.json["columns"]}
+
+
+def test_unet_per_pixel_softmax(tmp_path):
+    keras.utils.set_random_seed(4)
+    rng = np.random.default_rng(4)
+    x = rng.random((32, 8, 8, 1), dtype=np.float32)
+    y = np.eye(3, dtype=np.float32)[(x[..., 0] * 3).astype(int).clip(0, 2)]  # one-hot masks (n, 8, 8, 3)
+    inp = keras.Input((8, 8, 1))
+    down = L.Conv2D(4, 3, padding="same", activation="relu", name="down")(inp)
+    up = L.UpSampling2D(name="up")(L.MaxPooling2D(name="pool")(down))
+    h = L.Conv2D(4, 3, padding="same", activation="relu", name="merge")(L.concatenate([down, up], name="skip"))
+    model = keras.Model(inp, L.Conv2D(3, 1, activation="softmax", name="mask")(h))
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    run = _fit(model, x, y, ActivationLogger(tmp_path / "unet", probe=(x[:N], y[:N])))
+    assert run.manifest["probe"]["target"] == {"kind": "per_pixel", "shape": [8, 8, 3], "stored_shape": [8, 8]}
+    np.testing.assert_array_equal(run.probe.labels, y[:N].argmax(-1))  # a class per pixel, as uint8
+    assert run.probe.labels.dtype == np.uint8
+    entry, labels, _ = _everywhere(tmp_path, "unet", "per_pixel")
+    assert labels.tolist() == [-1] * N and not entry["has_labels"]  # kept, not a class per example
+    assert entry["target"]["colours"] is None
+
+
+def test_lstm_forecaster_per_step(tmp_path):
+    keras.utils.set_random_seed(5)
+    t = np.linspace(0, 6, 13, dtype=np.float32)
+    phase = np.random.default_rng(5).random((40, 1), dtype=np.float32) * 6
+    series = np.sin(t[None, :] + phase)[..., None]  # (n, 13, 1)
+    x, y = series[:, :-1], series[:, 1:]  # the next value at every step
+    model = keras.Sequential([keras.Input((12, 1)), L.LSTM(6, return_sequences=True, name="lstm"),
+                              L.TimeDistributed(L.Dense(1), name="next")])
+    model.compile(optimizer="adam", loss="mse")
+    run = _fit(model, x, y, ActivationLogger(tmp_path / "forecast", probe=(x[:N], y[:N])))
+    assert run.manifest["probe"]["target"]["kind"] == "per_step"
+    np.testing.assert_array_equal(run.probe.labels, y[:N])  # as given
+    _, labels, _ = _everywhere(tmp_path, "forecast", "per_step")
+    assert (labels == -1).all()
+
+
+def test_regression_mlp_colours_by_value(tmp_path):
+    keras.utils.set_random_seed(6)
+    x = np.random.default_rng(6).random((48, 5), dtype=np.float32)
+    y = x @ np.arange(1, 6, dtype=np.float32) + 0.5
+    model = keras.Sequential([keras.Input((5,)), L.Dense(8, activation="relu", name="hidden"), L.Dense(1, name="out")])
+    model.compile(optimizer="adam", loss="mse")
+    run = _fit(model, x, y, ActivationLogger(tmp_path / "regression", probe=(x[:N], y[:N])))
+    assert run.manifest["probe"]["target"] == {"kind": "scalar", "shape": [], "stored_shape": []}
+    entry, labels, columns = _everywhere(tmp_path, "regression", "scalar")
+    assert (labels == -1).all() and entry["target"]["colours"] == "scale"
+    column = columns[entry["target"]["column"]]  # the tab colours "label" by this column, on a scale
+    assert column["kind"] == "number" and column["colours"] == "scale"
+    np.testing.assert_allclose(column["values"], y[:N], rtol=1e-6)
+    scores = run.embedding_scores("hidden", 1, method="pca")
+    assert "knn_accuracy" not in scores  # k-NN accuracy only for classes
+
+
+def test_multilabel_and_one_hot_classes(tmp_path):
+    keras.utils.set_random_seed(7)
+    rng = np.random.default_rng(7)
+    x = rng.random((48, 6), dtype=np.float32)
+    y = (x[:, :3] > 0.5).astype(np.float32)  # several labels per example
+    model = keras.Sequential([keras.Input((6,)), L.Dense(8, activation="relu", name="hidden"),
+                              L.Dense(3, activation="sigmoid", name="out")])
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    _fit(model, x, y, ActivationLogger(tmp_path / "multilabel", probe=(x[:N], y[:N])))
+    _, labels, _ = _everywhere(tmp_path, "multilabel", "multilabel")
+    assert (labels == -1).all()
+    onehot = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 48)]  # one class per example, as today
+    model = keras.Sequential([keras.Input((6,)), L.Dense(8, activation="relu", name="hidden"),
+                              L.Dense(3, activation="softmax", name="out")])
+    model.compile(optimizer="adam", loss="categorical_crossentropy")
+    run = _fit(model, x, onehot, ActivationLogger(tmp_path / "onehot", probe=(x[:N], onehot[:N])))
+    assert run.probe.labels.dtype == np.int64
+    np.testing.assert_array_equal(run.probe.labels, onehot[:N].argmax(1))
+    entry, labels, _ = _everywhere(tmp_path, "onehot", "class")
+    assert labels.tolist() == onehot[:N].argmax(1).tolist() and entry["has_labels"]
+    assert "knn_accuracy" in run.embedding_scores("hidden", 1, method="pca")
+
+
+WORDS = ["good", "great", "fun", "bad", "awful", "boring", "film", "plot", "actors", "music"]
+
+
+def _texts(n=50, seed=8):
+    """Short reviews and whether they are positive (more of the first three words than of the next three)."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 7))) for _ in range(n)]
+    y = np.array([sum(w in WORDS[:3] for w in t.split()) > sum(w in WORDS[3:6] for w in t.split()) for t in texts])
+    return texts, y.astype(np.int64)
+
+
+def _text_model(texts):
+    vectorize = L.TextVectorization(max_tokens=len(WORDS) + 2, output_sequence_length=6, name="vectorize")
+    vectorize.adapt(texts)
+    inp = keras.Input((1,), dtype="string")
+    h = L.Embedding(len(WORDS) + 2, 8, mask_zero=True, name="emb")(vectorize(inp))
+    out = L.Dense(2, activation="softmax", name="out")(L.GlobalAveragePooling1D(name="gap")(h))
+    model = keras.Model(inp, out)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _needs_tensorflow():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a model taking raw strings (TextVectorization inside) runs TensorFlow ops: fit on "
+                    f"{keras.backend.backend()} takes no strings (see test_string_probe_refused_off_tensorflow)")
+
+
+@pytest.mark.parametrize("form", ["unicode", "object", "bytes", "tf.constant", "dataset"])
+def test_text_model_takes_raw_string_probes(tmp_path, form):
+    _needs_tensorflow()
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(8)
+    texts, y = _texts()
+    model = _text_model(texts)
+    given = {"unicode": np.array(texts), "object": np.array(texts, dtype=object),
+             "bytes": np.array([t.encode() for t in texts]), "tf.constant": tf.constant(texts)}
+    probe = (tf.data.Dataset.from_tensor_slices((texts, y)).batch(16) if form == "dataset" else
+             (given[form][:N], y[:N]))
+    logger = ActivationLogger(tmp_path / "text", probe=probe, probe_size=N if form == "dataset" else None)
+    run = _fit(model, np.array(texts, dtype=object), y, logger)
+    assert run.probe.thumbnails is None and run.manifest["probe"]["target"]["kind"] == "class"
+    metadata = run.probe.metadata
+    assert metadata.kinds == {"text": "text"} and metadata["text"].tolist() == texts[:N]  # no pickle: JSON
+    assert {"emb", "gap", "out"} <= set(run.layers)
+    entry, labels, columns = _everywhere(tmp_path, "text", "class")
+    assert labels.tolist() == y[:N].tolist()
+    assert columns["text"]["card_text"] and columns["text"]["values"] == texts[:N]  # hover and search
+
+
+def test_text_probe_keeps_given_metadata_first(tmp_path):
+    _needs_tensorflow()
+    texts, y = _texts()
+    source = ["a" if i % 2 else "b" for i in range(N)]
+    logger = ActivationLogger(tmp_path / "text", probe=(np.array(texts[:N], dtype=object), y[:N]),
+                              metadata={"source": source})
+    run = _fit(_text_model(texts), np.array(texts, dtype=object), y, logger)
+    assert list(run.probe.metadata) == ["source", "text"]
+
+
+def test_string_probe_refused_off_tensorflow(monkeypatch):
+    """On JAX or PyTorch, fit takes no strings: a string probe is refused in one line naming the remedy."""
+    if keras.backend.backend() == "tensorflow":
+        monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(ValueError, match="string probe inputs need the TensorFlow backend"):
+        ActivationLogger("unused", probe=(np.array(["good film", "bad plot"]), np.array([1, 0])))

@@ -30,7 +30,7 @@ from werkzeug import wrappers  # noqa: E402
 
 import repviz  # noqa: E402
 from repviz.meta.result import MetaResult  # noqa: E402
-from repviz.store import RunWriter  # noqa: E402
+from repviz.store import Probe, RunWriter  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 N = 48  # probe points
@@ -219,12 +219,18 @@ def test_predicted_classes_against_hand_computed_cases():
 
 
 def test_label_codes():
-    codes, names = data.label_codes(np.array(["cat", "dog", "cat"]), 3)
-    assert codes.tolist() == [0, 1, 0] and names == ["cat", "dog"]
-    assert data.label_codes(np.eye(3)[[2, 0]], 2)[0].tolist() == [2, 0]
-    assert data.label_codes(np.array([1.0, 2.0]), 2)[0].tolist() == [1, 2]
-    assert data.label_codes(np.array([0.3, 2.0]), 2)[0].tolist() == [-1, -1]
-    assert data.label_codes(None, 2)[0].tolist() == [-1, -1]
+    def codes(labels, n=2, **manifest):
+        return data.label_codes(Probe(np.arange(n), labels, None, manifest=manifest))
+
+    found, names = codes(np.array(["cat", "dog", "cat"]), 3)
+    assert found.tolist() == [0, 1, 0] and names == ["cat", "dog"]
+    assert codes(np.eye(3)[[2, 0]])[0].tolist() == [2, 0]
+    assert codes(np.array([1.0, 2.0]))[0].tolist() == [1, 2]
+    assert codes(np.array([0.3, 2.0]))[0].tolist() == [-1, -1]  # a regression target
+    assert codes(None)[0].tolist() == [-1, -1]
+    mask = np.ones((2, 4, 4, 1))  # a run recorded before the policy kept the U-Net's masks: no class, not class 0
+    assert codes(mask, predictions={"shape": [2, 4, 4, 2]})[0].tolist() == [-1, -1]
+    assert codes(np.array([1, 0]), probe={"target": {"kind": "scalar", "shape": []}})[0].tolist() == [-1, -1]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import numpy as np
 from .. import store
 from .._validation import INTEGER, NONE, Rule, check_option, check_param, choices, param_error
 from ..chief import ChiefOnly
-from ..metadata import columns_from
 from .layers import (
     check_callable,
     check_layers_spec,
@@ -42,6 +41,7 @@ from .probe import (
     fingerprint,
     labels,
     probe_length,
+    probe_metadata,
     shapes,
     split_probe,
     take,
@@ -87,7 +87,12 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.Probe` (inputs, labels,
         ``size``, ``ids``, ``metadata``, ``batch_subset``, ``batch_size``; see there), or just the data, read as
         ``Probe(x, y)`` for a pair ``(x, y)`` and ``Probe(probe)`` otherwise (so pass ``(x, None)`` for a
-        multi-input probe without labels).
+        multi-input probe without labels). Inputs are numbers or, for a model that takes raw strings (a
+        ``TextVectorization`` inside; TensorFlow only), strings: numpy ``<U`` or bytes, object arrays of ``str``,
+        ``tf.constant`` strings, a string dataset. Strings go through the model as given, get no thumbnail and
+        become the metadata column ``"text"`` (kind text: shown on hover, searched; stored as JSON, never
+        pickled). Labels of any shape are stored by their target policy (:mod:`repviz.targets`: one class per
+        example, multi-label, scalar, per pixel, per step), named in ``manifest["probe"]["target"]``.
     layers : None, str, layer class, callable or list of str / classes, default=None
         Which layers to record. Names are paths such as ``"dense"`` or ``"encoder/dense"`` for layers of nested
         models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each
@@ -177,7 +182,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         self._x, self._y = split_probe(options.x, options.y, options.size)
         self.n_probe = probe_length(self._x, self._y)
         self.probe_ids = check_ids(options.ids, self.n_probe, spelling)
-        self.metadata = None if options.metadata is None else columns_from(options.metadata, self.n_probe)
+        self.metadata = probe_metadata(options.metadata, self._x, self.n_probe)
         warn_nonfinite_inputs(self._x, stacklevel=2)
         self.layers_spec = check_layers_spec(layers)
         if freq is not None and batch_freq is not None and options.batch_subset is None:
@@ -215,8 +220,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             raise ValueError(f"{spelling.param('batch_subset')[0]} chooses the probe points of batch snapshots and "
                              f"this logger takes none; pass batch_freq= too, or {spelling.keyword('size')} to record "
                              f"fewer points at every snapshot.")
-        y = labels(self._y, []) if isinstance(self._y, np.ndarray) else None  # one target per output: by chance
-        classes = y if y is not None and y.dtype.kind in "iub" else None
+        target, y = labels(self._y, []) if isinstance(self._y, np.ndarray) else (None, None)  # several: by chance
+        classes = y if target is not None and target.kind == "class" and y.dtype.kind in "iub" else None
         return batch_subset(choice, self.n_probe, classes, self.seed, spelling)
 
     # ---------------------------------------------------------------------------------------------------------
@@ -231,9 +236,10 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             self._subset_x = take(self._x, self._subset)
             self._subset_batch_rows = self.batch_size or auto_batch_rows(len(self._subset), self._captures,
                                                                          self._outputs)
+        self._target_policy, stored_labels = labels(self._y, self._outputs)
         self._writer.begin(self._manifest(target))
         try:
-            self._writer.write_probe(self.probe_ids, labels(self._y, self._outputs), thumbnails(self._x))
+            self._writer.write_probe(self.probe_ids, stored_labels, thumbnails(self._x))
             if self.metadata is not None:
                 self._writer.write_metadata(self.metadata)
         except BaseException:
@@ -362,7 +368,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
                                 "output": c.output, "output_shape": [None, *c.sample_shape],
                                 "stored_shape": [self.n_probe, c.width], "reduction": c.reduction}
                        for c in self._captures},
-            "probe": {"n": self.n_probe, "shape": shapes(self._x), "has_labels": self._y is not None},
+            "probe": {"n": self.n_probe, "shape": shapes(self._x), "has_labels": self._y is not None,
+                      **({"target": self._target_policy.entry()} if self._target_policy else {})},
             "predictions": {"shape": [self.n_probe, *self._outputs[0].sample_shape], "output": self._outputs[0].name,
                             "outputs": {o.name: [self.n_probe, *o.sample_shape] for o in
                                         sorted(self._outputs, key=lambda o: o.index)}},

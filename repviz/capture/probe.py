@@ -17,7 +17,9 @@ import numpy as np
 
 from .._validation import check_param, param_error
 from ..datasets import thumbnails as image_thumbnails
+from ..metadata import Metadata, columns_from
 from ..subsets import stratified_subset
+from ..targets import Target, decide
 from .options import OWNER, POSITIVE, Spelling, is_int, user_stacklevel
 
 STREAM_ROWS = 1000  # Probe(size=None): the examples taken from a dataset, generator or PyDataset
@@ -39,9 +41,11 @@ def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, An
     except Exception as e:
         raise param_error("probe", OWNER, "an array, a list/dict of arrays, a pair (x, y), a tf.data.Dataset, a "
                           "generator or a keras.utils.PyDataset", type(source)) from e
-    for a in keras.tree.flatten(x):
-        if a.dtype.kind not in "biuf":
-            raise ValueError(f"probe inputs must be numeric arrays (as model.fit takes them); got dtype {a.dtype}")
+    x = keras.tree.map_structure(input_array, x)
+    if any(a.dtype.kind in "US" for a in keras.tree.flatten(x)) and keras.backend.backend() != "tensorflow":
+        raise ValueError(f"string probe inputs need the TensorFlow backend (a model taking raw strings runs "
+                         f"TensorFlow ops, and fit on {keras.backend.backend()} takes no strings); vectorise the text "
+                         f"in the data pipeline and pass the probe as the token ids the model takes")
     y = None if y is None else targets(y)
     if size is not None:
         x = keras.tree.map_structure(lambda a: a[:size], x)
@@ -49,12 +53,33 @@ def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, An
     return x, y
 
 
+def input_array(a: Any) -> np.ndarray:
+    """One probe input array as numpy: numbers as given; strings (numpy ``<U``, Python ``str`` in an object array,
+    ``tf.constant`` strings) as ``<U``, bytes as ``S``, so that they hash and slice as fixed-width arrays; anything
+    else, or a mix, is refused."""
+    a = fixed_width(np.asarray(a))
+    if a.dtype.kind not in "biufUS":
+        raise ValueError(f"probe inputs must hold numbers or strings (as model.fit takes them); got dtype "
+                         f"{a.dtype}" + (" mixing types" if a.dtype.kind == "O" else ""))
+    return a
+
+
+def fixed_width(a: np.ndarray) -> np.ndarray:
+    """An object array of ``str`` (or of ``bytes``) as ``<U`` (``S``); any other array as it is."""
+    if a.dtype.kind == "O" and a.size:
+        items = a.ravel().tolist()
+        for kind, dtype in ((str, np.str_), (bytes, np.bytes_)):
+            if all(isinstance(v, kind) for v in items):
+                return a.astype(dtype)
+    return a
+
+
 def targets(y: Any) -> Any:
     """The probe's labels as arrays: one array, or a dict / list of arrays with one target per model output (as
     ``fit`` takes them for a multi-output model; the primary output's become the labels, see :func:`labels`)."""
     if isinstance(y, dict) or (isinstance(y, (list, tuple)) and y and all(np.ndim(t) >= 1 for t in y)):
-        return keras.tree.map_structure(np.asarray, y)
-    return np.asarray(y)
+        return keras.tree.map_structure(lambda t: fixed_width(np.asarray(t)), y)
+    return fixed_width(np.asarray(y))
 
 
 def leaves(y: Any) -> list[np.ndarray]:
@@ -81,9 +106,9 @@ def take_examples(source: Any, n: int) -> tuple[Any, Any]:
     xs, ys, rows = [], [], 0
     for batch in batches:
         x, y, _ = keras.utils.unpack_x_y_sample_weight(tuple(batch) if isinstance(batch, list) else batch)
-        x = keras.tree.map_structure(keras.ops.convert_to_numpy, x)
+        x = keras.tree.map_structure(lambda a: input_array(_host(a)), x)
         xs.append(x)
-        ys.append(None if y is None else keras.tree.map_structure(keras.ops.convert_to_numpy, y))
+        ys.append(None if y is None else keras.tree.map_structure(lambda a: fixed_width(_host(a)), y))
         rows += len(keras.tree.flatten(x)[0])
         if rows >= n:
             break
@@ -92,6 +117,11 @@ def take_examples(source: Any, n: int) -> tuple[Any, Any]:
     x = keras.tree.map_structure(lambda *a: np.concatenate(a)[:n], *xs)
     y = None if any(v is None for v in ys) else keras.tree.map_structure(lambda *a: np.concatenate(a)[:n], *ys)
     return x, y
+
+
+def _host(a: Any) -> np.ndarray:
+    """One array of a batch a stream yielded, as numpy (a backend tensor converted by Keras)."""
+    return a if isinstance(a, np.ndarray) else keras.ops.convert_to_numpy(a)
 
 
 def probe_length(x: Any, y: Any) -> int:
@@ -178,17 +208,15 @@ def shapes(x: Any) -> Any:
     return keras.tree.map_structure(lambda a: [int(s) for s in a.shape], x)
 
 
-def labels(y: Any, outputs: Sequence[Any]) -> np.ndarray | None:
-    """The labels stored with the probe: class ids from one-hot rows (or scores), else the first column. ``y``
-    holding one target per model output gives the target of the primary output, ``outputs[0]``."""
+def labels(y: Any, outputs: Sequence[Any]) -> tuple[Target | None, np.ndarray | None]:
+    """The labels stored with the probe and their policy (:func:`repviz.targets.decide`: class ids from one-hot
+    rows, one value per example, masks and sequences as given...), judged against the primary output,
+    ``outputs[0]`` (none: unknown). ``y`` holding one target per model output gives the primary output's."""
     if y is None:
-        return None
+        return None, None
     if not isinstance(y, np.ndarray):  # one target per output, as fit takes them: the primary output's
         y = primary_target(y, outputs)
-    if y.ndim == 2 and y.shape[1] > 1:  # one-hot (or scores): store the class id
-        return np.argmax(y, axis=1).astype(np.int64)
-    y = y.reshape(len(y), -1)[:, 0] if y.ndim == 2 else y
-    return y.astype(np.int64) if y.dtype.kind in "iub" else y
+    return decide(y, outputs[0].sample_shape if outputs else None)
 
 
 def primary_target(y: Any, outputs: Sequence[Any]) -> np.ndarray:
@@ -208,8 +236,8 @@ def primary_target(y: Any, outputs: Sequence[Any]) -> np.ndarray:
 
 def thumbnails(x: Any) -> np.ndarray | None:
     """uint8 hover pictures of a single-array probe: images as :func:`repviz.datasets.thumbnails` makes them,
-    series ``(n, T, 1)`` as line plots; None for several input arrays."""
-    if not isinstance(x, np.ndarray):
+    series ``(n, T, 1)`` as line plots; None for several input arrays and for text (see :func:`probe_metadata`)."""
+    if not isinstance(x, np.ndarray) or x.dtype.kind in "US":
         return None
     return line_thumbnails(x) if x.ndim == 3 and x.shape[2] == 1 else image_thumbnails(x)
 
@@ -227,6 +255,26 @@ def line_thumbnails(x: np.ndarray, height: int = 32, width: int = 64) -> np.ndar
     r = np.arange(height)[None, :, None]
     on = (r >= np.minimum(before, rows)[:, None, :]) & (r <= np.maximum(before, rows)[:, None, :])
     return np.where(on, 0, 255).astype(np.uint8)
+
+
+def probe_metadata(given: Any, x: Any, n: int) -> Metadata | None:
+    """The probe's metadata columns: those ``given`` (a mapping or DataFrame, or None), then a ``"text"`` column
+    of kind text for each input array of strings (named ``text``, or ``text:<input>`` for several), so that a
+    text probe shows its text on hover and in search; a given column of the same name wins."""
+    texts = {path: a for path, a in keras.tree.flatten_with_path(x) if a.dtype.kind in "US"}
+    if given is None and not texts:
+        return None
+    columns = Metadata() if given is None else columns_from(given, n)
+    named = {("text" if len(texts) == 1 else "text:" + "/".join(map(str, path))): a for path, a in texts.items()}
+    named = {k: _text_rows(a) for k, a in named.items() if k not in columns}
+    extra = columns_from(named, n, kinds=dict.fromkeys(named, "text")) if named else Metadata()
+    return Metadata({**columns, **extra}, {**columns.kinds, **extra.kinds})
+
+
+def _text_rows(a: np.ndarray) -> np.ndarray:
+    """One string per example of a string input (n, ...): bytes decoded as UTF-8, several strings joined."""
+    a = np.char.decode(a, "utf-8", errors="replace") if a.dtype.kind == "S" else a
+    return np.array([" | ".join(row) for row in a.reshape(len(a), -1).tolist()], dtype=np.str_)
 
 
 def fingerprint(x: Any, ids: np.ndarray, y: Any) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from repviz.metadata import Metadata, from_json
+from repviz.targets import Target, read_target
 
 from .._validation import choices
 from .artifacts import EMBEDDING, KINDS, PLACED, Artifact, ArtifactKind, Embeddings
@@ -58,12 +59,13 @@ class RunPlaces:
 @dataclass(frozen=True)
 class Probe:
     """The fixed inputs recorded at every snapshot: stable ids, labels (or None), uint8 thumbnails (or None), and
-    :attr:`metadata`, read when first asked for."""
+    :attr:`metadata` and :attr:`target`, read when first asked for."""
 
     ids: np.ndarray
     labels: np.ndarray | None
     thumbnails: np.ndarray | None
     read_metadata: Callable[[], Metadata] | None = field(default=None, repr=False, compare=False)
+    manifest: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -74,10 +76,18 @@ class Probe:
         A damaged metadata file raises :class:`DamagedFileError` here; the probe's arrays stay readable."""
         return Metadata() if self.read_metadata is None else self.read_metadata()
 
+    @cached_property
+    def target(self) -> Target | None:
+        """The policy of :attr:`labels` (:mod:`repviz.targets`): the manifest's, or decided from the stored labels
+        for a run recorded before it; None without labels."""
+        output = (self.manifest.get("predictions") or {}).get("shape")
+        return read_target((self.manifest.get("probe") or {}).get("target"), self.labels,
+                           output[1:] if isinstance(output, list) and output else None)
 
-def read_probe(places: RunPlaces, name: str) -> Probe:
-    """The probe of the run at ``places`` (called ``name`` in messages), memory-mapped; its metadata is read when
-    first asked for."""
+
+def read_probe(places: RunPlaces, name: str, manifest: dict | None = None) -> Probe:
+    """The probe of the run at ``places`` (called ``name`` in messages, its manifest ``manifest``), memory-mapped;
+    its metadata and target policy are read when first asked for."""
     root, own = places.root, places.own
     ids_path = root / probe_file("ids")
     if not ids_path.exists():
@@ -91,7 +101,8 @@ def read_probe(places: RunPlaces, name: str) -> Probe:
         if array is not None and (array.ndim < 1 or len(array) != len(ids)):
             raise DamagedFileError(root / probe_file(k), f"holds shape {array.shape}, not one row per probe point "
                                                          f"({len(ids)})")
-    return Probe(ids=ids, **opt, read_metadata=lambda: _read_metadata(root / METADATA, own, len(ids)))
+    return Probe(ids=ids, **opt, read_metadata=lambda: _read_metadata(root / METADATA, own, len(ids)),
+                 manifest=manifest or {})
 
 
 def _read_metadata(path: Path, bounds: tuple[str, ...], n: int) -> Metadata:
@@ -293,7 +304,7 @@ class Run:
     @property
     def probe(self) -> Probe:
         """The probe set (ids, labels, thumbnails), memory-mapped."""
-        return read_probe(self.places, self.name)
+        return read_probe(self.places, self.name, self.manifest)
 
     # artifacts ------------------------------------------------------------------------------------------------
     def artifact(self, kind: ArtifactKind | str) -> Artifact:

@@ -204,7 +204,7 @@ def density_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: st
     cached = run.artifact(DENSITY).cached(key, layer, step, variant)
     if cached is not None:
         return cached
-    classes = label_codes(run.probe.labels, len(run.probe))[0][run.rows(layer, step)] if by == "class" else None
+    classes = label_codes(run.probe)[0][run.rows(layer, step)] if by == "class" else None
     out = density_contours(Y, classes, levels)
     try:
         run.artifact(DENSITY).write(key, layer, step, variant, out)

@@ -13,7 +13,18 @@ import zlib
 
 import numpy as np
 
-from repviz.service import INPUT_KEY, META_RESULT, PLACED, NotFoundError, Run, checksum, meta_result, path_key
+from repviz.service import (
+    INPUT_KEY,
+    META_RESULT,
+    PLACED,
+    NotFoundError,
+    Probe,
+    Run,
+    checksum,
+    class_codes,
+    meta_result,
+    path_key,
+)
 
 from . import metadata
 from .catalog import Catalog, inside
@@ -58,25 +69,11 @@ def known_step(value: int, have: list[int], what: str) -> int:
 # Labels and predictions
 # --------------------------------------------------------------------------------------------------------------
 
-def label_codes(labels: np.ndarray | None, n: int) -> tuple[np.ndarray, list[str] | None]:
-    """Class codes (int32, -1 = none) and class names (None when the labels are already integer codes).
-
-    One-hot labels give their argmax; strings are numbered in sorted order; integral floats are codes;
-    anything else (regression targets) has no class.
-    """
-    if labels is None:
-        return np.full(n, -1, dtype=np.int32), None
-    labels = np.asarray(labels)
-    if labels.ndim == 2 and labels.shape[1] > 1:
-        return labels.argmax(axis=1).astype(np.int32), None
-    labels = labels.reshape(len(labels), -1)[:, 0]
-    if labels.dtype.kind in "US":
-        names, codes = np.unique(labels, return_inverse=True)
-        return codes.astype(np.int32), [str(x) for x in names]
-    if labels.dtype.kind in "iub" or (labels.dtype.kind == "f" and np.all(np.isfinite(labels))
-                                      and np.all(labels == np.round(labels)) and np.all(labels >= 0)):
-        return labels.astype(np.int32), None
-    return np.full(n, -1, dtype=np.int32), None
+def label_codes(probe: Probe) -> tuple[np.ndarray, list[str] | None]:
+    """Class codes (int32, -1 = none) and class names (None when the labels are already integer codes) of the
+    probe points: those of a class target (one-hot labels give their argmax, strings are numbered in sorted order,
+    integral floats are codes); every code -1 for a target of another kind (:mod:`repviz.targets`) or none."""
+    return class_codes(probe.labels, probe.target, len(probe))
 
 
 def predicted_classes(outputs: np.ndarray, binary: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -108,7 +105,7 @@ def predicted_classes(outputs: np.ndarray, binary: bool) -> tuple[np.ndarray, np
 def _run_summary(run: Run) -> dict:
     probe = run.probe
     n = len(probe)
-    codes, names = label_codes(probe.labels, n)
+    codes, names = label_codes(probe)
     thumbs = probe.thumbnails
     layers = [{"name": name, "class": info.get("class"), "stored_shape": info.get("stored_shape"),
                "output_shape": info.get("output_shape"), "reduction": info.get("reduction", {"kind": "none"}),
@@ -122,7 +119,8 @@ def _run_summary(run: Run) -> dict:
                            "params": method.get("params", {}), "align": method.get("align"),
                            "default": bool(method.get("default")), "steps": steps})
     return {"name": run.name, "n_probe": n, "step_unit": run.manifest.get("step_unit", "epoch"),
-            "has_labels": probe.labels is not None,
+            "has_labels": probe.target is not None and probe.target.kind == "class",  # classes to colour by
+            "target": None if probe.target is None else probe.target.index(),  # the labels' policy
             "n_classes": len(names) if names is not None else int(codes.max()) + 1 if n else 0,
             "class_names": names, "has_thumbnails": thumbs is not None,
             "thumbnail_shape": list(thumbs.shape[1:]) if thumbs is not None else None,
@@ -266,7 +264,7 @@ def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
         rows = other.rows(layer, step) if current else np.arange(len(Y))
         xy = np.zeros((len(Y), 2), dtype=np.float32)
         xy[:, :min(2, Y.shape[1])] = Y[:, :2]
-        codes = label_codes(other.probe.labels, len(other.probe))[0]
+        codes = label_codes(other.probe)[0]
         placed.append({"run": other.name, "n": len(Y), "coords": xy.ravel().tolist(), "rows": rows.tolist(),
                        "labels": codes[rows].tolist() if current else [-1] * len(Y),
                        "stale": not current or source.get("layout_crc32") != layout, "scores": info.get("scores", {})})
@@ -276,7 +274,7 @@ def placed_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str
 def labels_impl(catalog: Catalog, run_name: str) -> np.ndarray:
     """Class codes of the probe points, int32 (-1: none)."""
     probe = catalog.run(run_name).probe
-    return label_codes(probe.labels, len(probe))[0].astype("<i4")
+    return label_codes(probe)[0].astype("<i4")
 
 
 def predictions_impl(catalog: Catalog, run_name: str, step: int) -> np.ndarray:
@@ -286,7 +284,7 @@ def predictions_impl(catalog: Catalog, run_name: str, step: int) -> np.ndarray:
     known_step(step, run.prediction_steps(), f"the predictions of run {run_name!r}")
     probe = run.probe
     n = len(probe)
-    codes, names = label_codes(probe.labels, n)
+    codes, names = label_codes(probe)
     n_classes = len(names) if names is not None else int(codes.max()) + 1 if len(codes) else 0
     classes, confidence = predicted_classes(np.asarray(run.predictions(step)), binary=n_classes == 2)
     rows = run.prediction_rows(step)

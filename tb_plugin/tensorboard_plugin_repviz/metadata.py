@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from repviz.service import METADATA_KINDS, Probe
+from repviz.service import METADATA_KINDS, Probe, probe_columns
 
 from .catalog import Catalog
 
@@ -17,7 +17,7 @@ def index_entry(probe: Probe) -> dict:
     """The run index's fields: ``metadata`` (name, kind, distinct values of each column) and ``metadata_error``
     (the one-line error of a damaged metadata file, whose run stays browsable; else None)."""
     try:
-        return {"metadata": probe.metadata.summary(), "metadata_error": None}
+        return {"metadata": probe_columns(probe).summary(), "metadata_error": None}
     except (ValueError, LookupError) as e:  # DamagedFileError, UnsafeFileError
         return {"metadata": [], "metadata_error": str(e).splitlines()[0]}
 
@@ -27,7 +27,7 @@ def metadata_impl(catalog: Catalog, run_name: str) -> dict:
     "palette"; ``card_text``: shown as the probe's text on the hover card), number of distinct values and the
     values in probe order."""
     probe = catalog.run(run_name).probe
-    metadata = probe.metadata
+    metadata = probe_columns(probe)
     columns = []
     for column in metadata.summary():
         values = metadata[column["name"]].tolist()

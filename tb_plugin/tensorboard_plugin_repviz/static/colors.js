@@ -45,13 +45,15 @@ export function changeRamp(count) {
  * snapshot of another probe subset does not hold, or one without a prediction).
  * @param {{run: object, labels: Int32Array, preds: ?{cls: Float32Array, conf: Float32Array},
  *          change?: ?Float32Array, n: number}} data
- * `colorBy` "meta:<column>" colours by a probe metadata column (`data.metadata`, see metaEncoding).
+ * `colorBy` "meta:<column>" colours by a probe metadata column (`data.metadata`, see metaEncoding); "label" of a
+ * run whose target has no classes but a column of values (`run.target.column`, a scalar target) colours by it.
  * @param {"label"|"prediction"|"correct"|"confidence"|"change"|string} colorBy
  */
 export function colorEncoding(data, colorBy) {
   const { run, labels, preds, change, n } = data;
-  const column = colorBy.startsWith("meta:") && data.metadata
-    ? data.metadata.columns.find((c) => c.name === colorBy.slice(5)) : null;
+  const targetColumn = colorBy === "label" && run.target ? run.target.column : null;
+  const name = colorBy.startsWith("meta:") ? colorBy.slice(5) : targetColumn;
+  const column = name && data.metadata ? data.metadata.columns.find((c) => c.name === name) : null;
   if (column && column.values.length === n) return metaEncoding(column, colorBy);
   const usable = colorBy === "change" ? Boolean(change) : colorBy === "label" || (Boolean(preds) && !colorBy.startsWith("meta:"));
   const mode = usable ? colorBy : "label";
