@@ -40,6 +40,7 @@ from .probe import (
     check_ids,
     conform_probe,
     fingerprint,
+    inputs_fingerprint,
     labels,
     probe_length,
     shapes,
@@ -352,7 +353,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     def _manifest(self, model) -> dict:
         schedule = manifest_entry(self.freq, self.batch_freq, self._mixed)
         return {
-            "fingerprint": {"model": model_fingerprint(model), "probe": fingerprint(self._x, self.probe_ids, self._y)},
+            "fingerprint": {"model": model_fingerprint(model), "probe": fingerprint(self._x, self.probe_ids, self._y),
+                            "inputs": inputs_fingerprint(self._x)},
             "model": {"name": model.name, "class": type(model).__name__, "params": int(model.count_params())},
             "layers": {c.name: {"class": type(c.layer).__name__, "layer": c.path, "call": c.call,
                                 "output": c.output, "output_shape": [None, *c.sample_shape],

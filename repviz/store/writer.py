@@ -34,6 +34,10 @@ from .layout import (
 from .records import append_record, parse_records
 from .schema import check_manifest
 
+#: The fingerprint's parts that make a run (its other parts, such as the digest of the probe inputs alone, are
+#: read by the comparisons and may be missing from runs recorded before they were stored).
+IDENTITY = ("model", "probe")
+
 
 class RunWriter:
     """Writes one run: manifest, probe, activations, predictions (the capture callback's side of the store).
@@ -75,9 +79,9 @@ class RunWriter:
             self.manifest = fresh
             return
         old = check_manifest(path, json_inside(path, self._own))  # a damaged one: refused, naming it
-        if old.get("fingerprint") != manifest.get("fingerprint"):
-            what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
-                    != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
+        was, now = old.get("fingerprint") or {}, manifest.get("fingerprint") or {}
+        if any(was.get(k) != now.get(k) for k in IDENTITY):
+            what = [k for k in IDENTITY if was.get(k) != now.get(k)]
             raise IncompatibleRunError(
                 f"{str(self.run_dir)!r} already holds a repviz run of a different {' and '.join(what)}; "
                 f"snapshots of the two could not be compared. Log to a new directory "
