@@ -103,7 +103,7 @@ def test_read_back_probe_records_and_manifest(mlp_run):
     assert m["layers"]["hidden"]["stored_shape"] == [N, 16]
     assert m["layers"]["hidden"]["reduction"] == {"kind": "none"}
     assert m["probe"] == {"n": N, "shape": [N, 28, 28], "has_labels": True}
-    assert set(m["fingerprint"]) == {"model", "probe"}
+    assert set(m["fingerprint"]) == {"model", "probe", "inputs"}
     for layer in run.layers:
         for step in run.steps(layer):
             rec = run.record(layer, step)

@@ -232,9 +232,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         writer, note = writer_for_fit(self._home, model_fingerprint(target), weights_digest(target))
         if note:  # a new initialisation: a new run beside log_dir's (see repviz.capture.rerun)
             warnings.warn(note, RuntimeWarning, stacklevel=user_stacklevel())
-        if writer.run_dir != self._writer.run_dir:
-            self._marker_written, self._follower = False, None
-        self._writer = writer
+        if str(writer) != str(self._writer):
+            self._writer, self._marker_written, self._follower = writer, False, None
         stored = self._writer.stored_manifest() or {}
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or auto_batch_rows(self.n_probe, self._captures, self._outputs)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store import RunWriter
+from .. import store
 
 
 def weights_digest(model: Any) -> str:
@@ -52,7 +52,8 @@ def _reached(manifest: dict) -> list | None:
     return weights.get("reached") if isinstance(weights, dict) and isinstance(weights.get("reached"), list) else None
 
 
-def writer_for_fit(writer: RunWriter, model_fingerprint: str, weights: str) -> tuple[RunWriter, str | None]:
+def writer_for_fit(writer: store.RunWriter, model_fingerprint: str,
+                   weights: str) -> tuple[store.RunWriter, str | None]:
     """The writer of the run a fit starting from the weights of digest ``weights`` records into, and the line
     saying so when it is not ``writer``'s: ``writer``'s run if the fit continues it (or it holds no snapshot),
     else the first of ``<run>-2``, ``<run>-3``, ... that the fit continues or that holds no snapshot. A run of
@@ -68,8 +69,8 @@ def writer_for_fit(writer: RunWriter, model_fingerprint: str, weights: str) -> t
             break
         if not same_model and writer is first:
             break
-        writer = RunWriter(first.run_dir.with_name(f"{first.run_dir.name}-{n}"))
+        writer = first.beside(n)
     if writer is first:
         return writer, None
-    return writer, (f"repviz: {str(first.run_dir)!r} holds another training (the model does not start from a "
-                    f"state that run reached), so this fit is recorded as the new run {str(writer.run_dir)!r}")
+    return writer, (f"repviz: {str(first)!r} holds another training (the model does not start from a state that "
+                    f"run reached), so this fit is recorded as the new run {str(writer)!r}")

@@ -150,6 +150,14 @@ class RunWriter:
             for event in events:
                 records.write(event.SerializeToString())
 
+    def __str__(self) -> str:
+        return str(self.run_dir)
+
+    def beside(self, n: int) -> RunWriter:
+        """The writer of the run ``<this run's name>-<n>`` beside this one, where a new training goes when this
+        directory holds another (:mod:`repviz.capture.rerun`)."""
+        return RunWriter(self.run_dir.with_name(f"{self.run_dir.name}-{n}"))
+
     def reader_location(self) -> tuple[str, str]:
         """A log directory that lists this run and the run's name in it (its parent directory and its own name),
         for a reader started beside the writer (the live embedding of ``ActivationLogger(embed=...)``)."""
