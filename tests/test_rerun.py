@@ -45,7 +45,8 @@ def test_the_same_script_run_again_is_a_new_run_beside_never_spliced(tmp_path, t
     first = {s: np.array(repviz.open_logdir(tmp_path).run("run").activations("hidden", s)) for s in (0, 1, 2)}
     again, _, _ = tiny_classifier(seed=0)  # the same initial weights
     with pytest.warns(RuntimeWarning, match=NEW_RUN) as caught:
-        _fit(again, x, y, tmp_path / "run")
+        logger = _fit(again, x, y, tmp_path / "run")
+    assert logger.log_dir == str(tmp_path / "run-2")
     assert sum("holds another training" in str(w.message) for w in caught) == 1
     assert "\n" not in str(caught[0].message)
     assert _steps(tmp_path) == [0, 1, 2] and _steps(tmp_path, "run-2") == [0, 1, 2]

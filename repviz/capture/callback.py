@@ -86,8 +86,9 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         The run directory. A directory that already holds a run of the same model and probe continues it when
         the model starts from a state that run reached (a second fit of the same model, ``initial_epoch=``, a new
         logger on it, a checkpoint of a snapshotted epoch); a new initialisation (the script run again) is
-        recorded as a new run beside it, ``<log_dir>-2``, said in one line (:mod:`repviz.capture.rerun`). One of
-        a different model or probe set is refused with ``IncompatibleRunError``.
+        recorded as a new run beside it, ``<log_dir>-2``, said in one line (:mod:`repviz.capture.rerun`), and
+        ``logger.log_dir`` then names it. One of a different model or probe set is refused with
+        ``IncompatibleRunError``.
     probe : Probe, array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
         Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.Probe` (inputs, labels,
         ``size``, ``ids``, ``metadata``, ``batch_subset``, ``batch_size``; see there), or just the data, read as
@@ -234,6 +235,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             warnings.warn(note, RuntimeWarning, stacklevel=user_stacklevel())
         if str(writer) != str(self._writer):
             self._writer, self._marker_written, self._follower = writer, False, None
+            self.log_dir = str(writer)  # where this fit records
         stored = self._writer.stored_manifest() or {}
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or auto_batch_rows(self.n_probe, self._captures, self._outputs)
