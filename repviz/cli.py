@@ -423,6 +423,7 @@ def _add_meta(sub) -> None:
                    help="snapshots of a probe subset (batch_probe): common (default) compares every representation "
                         "on the probe points all hold; whole leaves them out and compares the rest on the whole "
                         "probe")
+    _add_probe_check(p)
     p.add_argument("--no-robustness", action="store_true",
                    help="skip the rank correlation between the dist and cka distances (saves a second set of "
                         "vectors)")
@@ -454,7 +455,8 @@ def _run_meta(args) -> int:
                    subsets=args.subsets, random_state=args.seed, progress=bar)
     with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
-        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor)
+        result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor,
+                          probe_check=not args.allow_different_probes)
     bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:
@@ -470,6 +472,12 @@ def _run_meta(args) -> int:
     return 0
 
 
+def _add_probe_check(p) -> None:
+    p.add_argument("--allow-different-probes", action="store_true",
+                   help="compare runs recorded on different probe inputs (their stored digests differ) when you "
+                        "know the inputs correspond, e.g. the same examples preprocessed differently")
+
+
 def _add_similarity(sub) -> None:
     p = sub.add_parser("similarity", help="layer-by-layer similarity (CKA, Procrustes) of two runs, or of one "
                                           "layer over training",
@@ -480,6 +488,7 @@ def _add_similarity(sub) -> None:
     p.add_argument("logdir", help="a log directory written by repviz.ActivationLogger")
     p.add_argument("--runs", required=True, help="one run or two, comma-separated: a,b (rows from a, columns "
                                                  "from b); they must hold the same probe ids")
+    _add_probe_check(p)
     p.add_argument("--step", type=int, help="the snapshot (default: the latest both runs have)")
     p.add_argument("--layers", help="comma-separated layers to compare (default: all, in model order)")
     p.add_argument("--layer", help="instead: this layer's snapshots against each other (one run in --runs)")
@@ -519,7 +528,7 @@ def _run_similarity(args) -> int:
             matrix = similarity_over_training(logdir, runs[0], args.layer, steps, executor=executor, **options)
         else:
             matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), executor=executor,
-                                **options)
+                                probe_check=not args.allow_different_probes, **options)
     bar.close()
     print(matrix.title)
     print(matrix.table())

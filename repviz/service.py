@@ -9,7 +9,8 @@ imports this module and no other of repviz (``tests/test_plugin_imports.py`` che
   :func:`path_key`, and the errors the routes map to HTTP (:class:`NotFoundError`, :class:`ProbeMismatchError`);
 - the choices the page offers and the server decides (:func:`choices`, :data:`METHODS`, :data:`META_OPTIONS`,
   :data:`MEASURES`, :data:`KERNELS`, :func:`measure_options`);
-- stored cross-run results: :func:`meta_result`, :func:`cached_similarity`, :func:`shared_probe_ids`;
+- stored cross-run results: :func:`meta_result`, :func:`cached_similarity`, :func:`shared_probe_ids` (ids and
+  inputs checked), :func:`inputs_fingerprint`;
 - the numerics of the comparison routes: :func:`nearest_to`, :func:`neighbor_graph`, :func:`neighbor_change`,
   :func:`graph_method`, :func:`common_rows`, :func:`density_contours`;
 - the background jobs, by kind (:data:`JOBS`), run with their progress reported by :func:`run_job`.
@@ -25,7 +26,13 @@ from collections.abc import Callable
 from repviz.density import density_contours
 from repviz.meta.options import EMBEDDINGS, METRICS, TRANSFORMS
 from repviz.meta.result import MetaResult
-from repviz.meta.sources import INPUT_KEY, ProbeMismatchError, landmark_inputs, shared_probe_ids
+from repviz.meta.sources import (
+    INPUT_KEY,
+    ProbeMismatchError,
+    inputs_fingerprint,
+    landmark_inputs,
+    shared_probe_ids,
+)
 from repviz.metadata import Metadata, kinds_table
 from repviz.methods import DEFAULT_METHOD, METHODS
 from repviz.neighbor_change import graph_method, nearest_to, neighbor_change, neighbor_graph
@@ -55,8 +62,9 @@ from repviz.targets import class_codes, with_target_column
 __all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "META_RESULT",
            "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
            "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "class_codes",
-           "common_rows", "density_contours", "graph_method", "measure_options", "meta_result", "nearest_to",
-           "neighbor_change", "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job", "shared_probe_ids"]
+           "common_rows", "density_contours", "graph_method", "inputs_fingerprint", "measure_options", "meta_result",
+           "nearest_to", "neighbor_change", "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job",
+           "shared_probe_ids"]
 
 #: How the tab draws each kind of metadata column (:func:`repviz.metadata.kinds_table`).
 METADATA_KINDS = kinds_table()

@@ -104,7 +104,7 @@ def test_read_back_probe_records_and_manifest(mlp_run):
     assert m["layers"]["hidden"]["reduction"] == {"kind": "none"}
     assert m["probe"] == {"n": N, "shape": [N, 28, 28], "has_labels": True,
                           "target": {"kind": "class", "shape": [], "stored_shape": []}}
-    assert set(m["fingerprint"]) == {"model", "probe"}
+    assert set(m["fingerprint"]) == {"model", "probe", "inputs"}
     for layer in run.layers:
         for step in run.steps(layer):
             rec = run.record(layer, step)

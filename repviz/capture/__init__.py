@@ -11,9 +11,10 @@ while training goes on, so the training thread waits only for the forward passes
 
 Modules, one job each: :mod:`.callback` (``ActivationLogger`` and its batch-schedule variant: the Keras hooks),
 :mod:`.options` (the grouped options :class:`Probe` and :class:`Reduction`, and the older flat keywords mapped
-onto them), :mod:`.probe` (taking, conforming and labelling the probe; its fingerprint), :mod:`.layers` (walking
+onto them), :mod:`.probe` (taking, conforming and labelling the probe; its fingerprints), :mod:`.layers` (walking
 the model, choosing and naming the recorded tensors), :mod:`.reduction` (pooling, the count sketch),
-:mod:`.schedule` (when snapshots are taken) and :mod:`.writer` (snapshots written through the store).
+:mod:`.schedule` (when snapshots are taken), :mod:`.writer` (snapshots written through the store) and
+:mod:`.rerun` (whether a fit continues the run in its directory or is a new run beside it).
 Keras is imported here (and in :mod:`repviz.datasets`, :mod:`repviz.networks` and
 :mod:`repviz.manifold.autoencoder`), never in the store or the TensorBoard plugin.
 """

@@ -39,6 +39,7 @@ from .probe import (
     check_ids,
     conform_probe,
     fingerprint,
+    inputs_fingerprint,
     labels,
     probe_length,
     probe_metadata,
@@ -49,6 +50,7 @@ from .probe import (
     warn_nonfinite_inputs,
 )
 from .reduction import SKETCH_KERNEL, Capture, CaptureCall, auto_batch_rows, capture
+from .rerun import reached, weights_digest, writer_for_fit
 from .schedule import CostJudge, check_freq, epoch_scheduled, manifest_entry, warn_empty_schedule
 from .writer import BackgroundWriter, SnapshotWriter, abandon
 
@@ -81,8 +83,12 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     Parameters
     ----------
     log_dir : path
-        The run directory. A directory that already holds a run of the same model and probe continues it
-        (resumed training); one of a different model or probe set is refused with ``IncompatibleRunError``.
+        The run directory. A directory that already holds a run of the same model and probe continues it when
+        the model starts from a state that run reached (a second fit of the same model, ``initial_epoch=``, a new
+        logger on it, a checkpoint of a snapshotted epoch); a new initialisation (the script run again) is
+        recorded as a new run beside it, ``<log_dir>-2``, said in one line (:mod:`repviz.capture.rerun`), and
+        ``logger.log_dir`` then names it. One of a different model or probe set is refused with
+        ``IncompatibleRunError``.
     probe : Probe, array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
         Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.Probe` (inputs, labels,
         ``size``, ``ids``, ``metadata``, ``batch_subset``, ``batch_size``; see there), or just the data, read as
@@ -206,7 +212,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         self.prediction_output = check_param(prediction_output, [_STRING, NONE], "prediction_output", OWNER)
         self.embed = _check_embed(embed)
         self._subset, self._subset_info = self._batch_subset(options.batch_subset, spelling)
-        self._writer = store.RunWriter(log_dir)
+        self._writer = self._home = store.RunWriter(log_dir)  # _home: log_dir's run; _writer: the one recorded
         self._writer.check_writable()
         self._captures: list[Capture] | None = None
         self._marker_written = False
@@ -228,8 +234,14 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     # Keras hooks
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
-        stored = self._writer.stored_manifest() or {}
         target = self._target()
+        writer, note = writer_for_fit(self._home, model_fingerprint(target), weights_digest(target))
+        if note:  # a new initialisation: a new run beside log_dir's (see repviz.capture.rerun)
+            warnings.warn(note, RuntimeWarning, stacklevel=user_stacklevel())
+        if str(writer) != str(self._writer):
+            self._writer, self._marker_written, self._follower = writer, False, None
+            self.log_dir = str(writer)  # where this fit records
+        stored = self._writer.stored_manifest() or {}
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or auto_batch_rows(self.n_probe, self._captures, self._outputs)
         if self._subset is not None:  # the inputs of batch snapshots, taken once
@@ -285,7 +297,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
                 first = self._batches
                 self._snapshot(first, epoch=epoch, batch=0)
             self._writer.update_manifest(fits=[*fits, {"first_step": first, "end_step": None,
-                                                       "initial_epoch": int(epoch), "started": time.time()}])
+                                                       "initial_epoch": int(epoch), "started": time.time()}],
+                                         weights=reached(self._writer.manifest))
 
     def on_epoch_end(self, epoch, logs=None):
         step = epoch + 1
@@ -293,6 +306,9 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             self._snapshot(self._offset + step, epoch=step)
         elif self._mixed and epoch_scheduled(self.freq, step):  # the whole probe, at the batch count
             self._snapshot(self._batches, epoch=step)
+        else:
+            return
+        self._writer.update_manifest(weights=reached(self._writer.manifest, self._target()))  # a state to resume
 
     def on_train_end(self, logs=None):
         try:
@@ -302,7 +318,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             if fits and not self._first:
                 end = self._batches if self.batch_freq is not None else self._offset + self._epoch + 1
                 fits[-1] = {**fits[-1], "end_step": int(end)}
-            self._writer.update_manifest(finished=time.time(), fits=fits)
+            self._writer.update_manifest(finished=time.time(), fits=fits,
+                                         weights=reached(self._writer.manifest, self._target()))
             self._end_follower()
 
     def wait_embeddings(self, timeout: float | None = None) -> bool:
@@ -362,7 +379,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     def _manifest(self, model) -> dict:
         schedule = manifest_entry(self.freq, self.batch_freq, self._mixed)
         return {
-            "fingerprint": {"model": model_fingerprint(model), "probe": fingerprint(self._x, self.probe_ids, self._y)},
+            "fingerprint": {"model": model_fingerprint(model), "probe": fingerprint(self._x, self.probe_ids, self._y),
+                            "inputs": inputs_fingerprint(self._x)},
             "model": {"name": model.name, "class": type(model).__name__, "params": int(model.count_params())},
             "layers": {c.name: {"class": type(c.layer).__name__, "layer": c.path, "call": c.call,
                                 "output": c.output, "output_shape": [None, *c.sample_shape],

@@ -287,6 +287,20 @@ def fingerprint(x: Any, ids: np.ndarray, y: Any) -> str:
     return digest.hexdigest()[:16]
 
 
+def inputs_fingerprint(x: Any) -> str:
+    """A digest of the probe's input values alone, in probe order: what two runs must share for their
+    representations to be compared (not their labels or ids). Each array counts as its values per example, as
+    float32 when numeric, so the same images fed to an MLP flattened and to a CNN with a channel axis agree."""
+    digest = hashlib.sha256()
+    for a in keras.tree.flatten(x):
+        a = np.asarray(a)
+        numeric = a.dtype.kind in "biuf"
+        digest.update(str((len(a), numeric)).encode())
+        digest.update(np.ascontiguousarray(a, dtype=np.float32).data if numeric else
+                      "\0".join(map(str, a.reshape(-1).tolist())).encode())
+    return digest.hexdigest()[:16]
+
+
 def batch_subset(choice: Any, n: int, classes: np.ndarray | None, seed: int,
                  spelling: Spelling) -> tuple[np.ndarray | None, dict | None]:
     """The probe positions that batch snapshots record (None: all) and the manifest's note of the choice: a size

@@ -157,7 +157,7 @@ class MetaSNE:
         return VectorBank(art, vector_length(n, transform, pairs), block_bytes=self.block_bytes)
 
     def fit(self, source, *, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
-            inputs=None, executor: Executor | None = None) -> MetaResult:
+            inputs=None, executor: Executor | None = None, probe_check: bool = True) -> MetaResult:
         """Compute the distances between all representations of ``source`` and embed them jointly.
 
         Parameters
@@ -169,6 +169,10 @@ class MetaSNE:
             tuples as keys.
         runs, layers : list of str, optional
             Log directory only: which runs and layers to compare.
+        probe_check : bool, default=True
+            Log directory only: refuse runs recorded on different probe inputs (the digests stored at capture
+            differ; :class:`~repviz.meta.sources.ProbeMismatchError`, one line naming both). False when their
+            inputs correspond though their values differ (the same examples preprocessed differently).
         inputs : array (n_probe, ...), optional
             The raw probe inputs, added as the landmark representation ``("<input>", "input", 0)``.
         executor : Executor, optional
@@ -192,7 +196,7 @@ class MetaSNE:
             logdir = source if isinstance(source, LogDir) else open_logdir(source)
             if executor is not None:
                 logdir = executor.prepare(logdir)
-            reps, ids = from_logdir(logdir, runs, layers)
+            reps, ids = from_logdir(logdir, runs, layers, probe_check)
         else:
             if runs is not None or layers is not None:
                 raise ValueError("runs= and layers= select from a log directory; with arrays, pass only the ones "

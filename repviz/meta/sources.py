@@ -1,7 +1,8 @@
 """What meta-SNE compares: representations keyed (run, layer, step), read lazily from a log directory or arrays.
 
 Representations are comparable only over the same probes in the same order, so every run must carry the same
-probe ids; the check names the first two runs that differ. A snapshot may hold a subset of its run's probe
+probe ids and, where capture stored their digest, the same probe inputs; the check names the first two runs that
+differ. A snapshot may hold a subset of its run's probe
 (``ActivationLogger(batch_probe=...)``): :func:`compared_rows` restricts every representation to the probe points
 that all of them hold (``subsets="common"``) or leaves out those of a subset (``subsets="whole"``), and says so.
 """
@@ -31,12 +32,31 @@ class ProbeMismatchError(ValueError):
     """Two runs hold different probe sets, so their representations cannot be compared."""
 
 
-def shared_probe_ids(a: Run, b: Run, remedy: str = "record both runs with the same probe") -> np.ndarray:
+def inputs_fingerprint(run: Run) -> str | None:
+    """The digest of the probe inputs ``run`` was recorded on (:func:`repviz.capture.probe.inputs_fingerprint`);
+    None for a run that stored none (recorded before it was stored, or written by other code)."""
+    return (run.manifest.get("fingerprint") or {}).get("inputs")
+
+
+def shared_probe_ids(a: Run, b: Run, remedy: str = "record both runs with the same probe",
+                     probe_check: bool = True) -> np.ndarray:
     """The probe ids of runs ``a`` and ``b``, refused with :class:`ProbeMismatchError` (one line naming both runs,
-    where they differ and ``remedy``) if they differ."""
+    where they differ and ``remedy``) if they differ.
+
+    Equal ids do not make equal inputs (a GAN's generator and discriminator both number their probes 0 to n-1),
+    so the digests of the probe inputs stored at capture must agree too, unless ``probe_check`` is False (the
+    user knows the inputs correspond, e.g. the same examples preprocessed differently). Runs that stored no
+    digest are checked by their ids alone."""
     ids = np.asarray(a.probe.ids)
     if a is b:
         return ids
+    if probe_check:
+        fa, fb = inputs_fingerprint(a), inputs_fingerprint(b)
+        if fa and fb and fa != fb:
+            raise ProbeMismatchError(f"runs {a.name!r} and {b.name!r} were recorded on different probe inputs "
+                                     f"(fingerprints {fa[:8]}… and {fb[:8]}…); they cannot be compared. Pass "
+                                     f"--allow-different-probes (probe_check=False in Python) if their inputs "
+                                     f"correspond")
     other = np.asarray(b.probe.ids)
     if other.shape != ids.shape or not np.array_equal(other, ids):
         where = (f"{len(ids)} vs {len(other)} probes" if other.shape != ids.shape else
@@ -70,12 +90,13 @@ class Representation:
         return f"run {run!r} layer {layer!r} step {step}" if run else f"representation {layer!r}"
 
 
-def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
-                layers: Sequence[str] | None = None) -> tuple[list[Representation], np.ndarray]:
+def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None, layers: Sequence[str] | None = None,
+                probe_check: bool = True) -> tuple[list[Representation], np.ndarray]:
     """Every stored (run, layer, step) of the selected runs and layers, and the probe ids they share. Each is
     read checked against the checksum recorded at capture.
 
     ``runs`` and ``layers`` default to all; a layer name is taken from every selected run that has it.
+    ``probe_check``: whether the runs' probe inputs must agree too (:func:`shared_probe_ids`).
     """
     # By default, runs with no snapshot (e.g. killed before storing its probe) have nothing to compare.
     chosen = [logdir.run(r) for r in runs] if runs is not None else [r for r in logdir.runs.values() if r.steps()]
@@ -83,7 +104,8 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None,
         raise NotFoundError(f"{str(logdir.path)!r} holds no repviz runs to compare")
     ids = shared_probe_ids(chosen[0], chosen[0])
     for run in chosen[1:]:
-        shared_probe_ids(chosen[0], run, "compare them separately (runs=[...]) or record both with the same probe")
+        shared_probe_ids(chosen[0], run, "compare them separately (runs=[...]) or record both with the same probe",
+                         probe_check)
     if layers is not None:
         known = {lay for run in chosen for lay in run.layers}
         unknown = [lay for lay in layers if lay not in known]

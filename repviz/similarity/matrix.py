@@ -91,7 +91,7 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
                layers: Sequence[str] | None = None, measure: str = "cka", kernel: str = "linear",
                debiased: bool = True, sigma: float = RBF_SIGMA, batch_size: int | None = None,
                random_state: int = 0, progress: ProgressCallback | None = None,
-               executor: Executor | None = None) -> SimilarityMatrix:
+               executor: Executor | None = None, probe_check: bool = True) -> SimilarityMatrix:
     """The layers of run A (rows) against the layers of run B (columns) at one snapshot.
 
     Parameters
@@ -99,7 +99,8 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
     logdir : path or LogDir
     runs : str or (str, str)
         Two runs, or one (compared with itself: the diagonal is 1 for CKA, 0 for Procrustes). Both must hold
-        the same probe ids (else :class:`~repviz.similarity.sources.ProbeMismatchError`, one line naming both).
+        the same probe ids and, where capture stored their digest, the same probe inputs (else
+        :class:`~repviz.similarity.sources.ProbeMismatchError`, one line naming both; see ``probe_check``).
         Snapshots of a subset of the probe (``ActivationLogger(batch_probe=...)``) are compared with the others
         on the probe points every representation of the matrix holds; the notes say how many.
     step : int or None, default=None
@@ -129,6 +130,9 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
         Where the meta bank's vectors and Gram blocks are computed (:mod:`repviz.executors`, e.g. a
         ``repviz.distributed.DaskExecutor`` on a cluster that sees the log directory); the other measures
         compute in this process.
+    probe_check : bool, default=True
+        Refuse runs recorded on different probe inputs; False when their inputs correspond though their values
+        differ (the same examples preprocessed differently). Not part of the values' cache identity.
 
     Returns
     -------
@@ -140,7 +144,8 @@ def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], st
     logdir = _prepared(logdir, executor)
     options = dict(measure=measure, kernel=kernel, debiased=debiased, sigma=sigma, batch_size=batch_size,
                    random_state=random_state)
-    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, True, progress, executor)
+    return _matrix(logdir, between_runs(logdir, runs, step, layers, probe_check), options, True, progress,
+                   executor)
 
 
 def similarity_over_training(logdir: LogDir | str | os.PathLike, run: str, layer: str,
@@ -158,13 +163,14 @@ def similarity_over_training(logdir: LogDir | str | os.PathLike, run: str, layer
 
 def cached_similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,
                       layer: str | None = None, layers: Sequence[str] | None = None,
-                      steps: Sequence[int] | None = None, **options) -> SimilarityMatrix | None:
+                      steps: Sequence[int] | None = None, probe_check: bool = True,
+                      **options) -> SimilarityMatrix | None:
     """The matrix of :func:`similarity` (or, with ``layer``, of :func:`similarity_over_training` for ``runs``'
     first run) if every value is cached already, else None; never computes (what a server answers at once
     while a background job computes the rest). ``options``: ``measure``, ``kernel``, ``debiased``, ``sigma``,
-    ``batch_size``, ``random_state``."""
+    ``batch_size``, ``random_state``; ``probe_check`` as there."""
     logdir = _open(logdir)
     if layer is not None:
         run = runs if isinstance(runs, str) else runs[0]
         return _matrix(logdir, over_training(logdir, run, layer, steps), options, False, None)
-    return _matrix(logdir, between_runs(logdir, runs, step, layers), options, False, None)
+    return _matrix(logdir, between_runs(logdir, runs, step, layers, probe_check), options, False, None)

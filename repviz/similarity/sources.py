@@ -2,7 +2,8 @@
 
 Two selections: the layers of run A against the layers of run B at one snapshot (A = B allowed), and the
 snapshots of one layer against each other. Representations are comparable only over the same probes in the same
-order, so both runs must hold the same probe ids; a mismatch is a :class:`ProbeMismatchError` naming both. A
+order, so both runs must hold the same probe ids and, where capture stored their digest, the same probe inputs;
+a mismatch is a :class:`ProbeMismatchError` naming both. A
 snapshot may hold a subset of the probe (``ActivationLogger(batch_probe=...)``): every representation of a matrix
 is compared on the probe points all of them hold (:func:`repviz.meta.sources.common_points`), which the matrix's
 notes say, and which is part of each value's cache identity.
@@ -115,9 +116,10 @@ def _common_steps(run: Run, layers: list[str]) -> set[int]:
 
 
 def between_runs(logdir: LogDir, runs: str | Sequence[str], step: int | None = None,
-                 layers: Sequence[str] | None = None) -> Selection:
+                 layers: Sequence[str] | None = None, probe_check: bool = True) -> Selection:
     """The layers of ``runs[0]`` (rows) against those of ``runs[-1]`` (columns), in model order, at ``step``
-    (None: the latest snapshot every chosen layer of both runs has)."""
+    (None: the latest snapshot every chosen layer of both runs has); ``probe_check``: whether their probe
+    inputs must agree too (:func:`repviz.meta.sources.shared_probe_ids`)."""
     names = [runs] if isinstance(runs, str) else list(runs)
     if not 1 <= len(names) <= 2:
         raise ValueError(f"runs must name one run (against itself) or two; got {names}")
@@ -131,7 +133,7 @@ def between_runs(logdir: LogDir, runs: str | Sequence[str], step: int | None = N
             raise NotFoundError(f"layer(s) {unknown} are in neither run {a.name!r} nor {b.name!r}; they have: "
                                 f"{list(dict.fromkeys(a.layers + b.layers))}")
     la, lb = _layers_of(a, layers), _layers_of(b, layers)
-    ids = shared_probe_ids(a, b)
+    ids = shared_probe_ids(a, b, probe_check=probe_check)
     sa, sb = _common_steps(a, la), _common_steps(b, lb)
     both = sorted(sa & sb)
     pair = f"run {a.name!r}" if a is b else f"both runs {a.name!r} and {b.name!r}"

@@ -34,6 +34,10 @@ from .layout import (
 from .records import append_record, parse_records
 from .schema import check_manifest
 
+#: The fingerprint's parts that make a run (its other parts, such as the digest of the probe inputs alone, are
+#: read by the comparisons and may be missing from runs recorded before they were stored).
+IDENTITY = ("model", "probe")
+
 
 class RunWriter:
     """Writes one run: manifest, probe, activations, predictions (the capture callback's side of the store).
@@ -75,9 +79,9 @@ class RunWriter:
             self.manifest = fresh
             return
         old = check_manifest(path, json_inside(path, self._own))  # a damaged one: refused, naming it
-        if old.get("fingerprint") != manifest.get("fingerprint"):
-            what = [k for k in ("model", "probe") if (old.get("fingerprint") or {}).get(k)
-                    != (manifest.get("fingerprint") or {}).get(k)] or ["model or probe"]
+        was, now = old.get("fingerprint") or {}, manifest.get("fingerprint") or {}
+        if any(was.get(k) != now.get(k) for k in IDENTITY):
+            what = [k for k in IDENTITY if was.get(k) != now.get(k)]
             raise IncompatibleRunError(
                 f"{str(self.run_dir)!r} already holds a repviz run of a different {' and '.join(what)}; "
                 f"snapshots of the two could not be compared. Log to a new directory "
@@ -145,6 +149,14 @@ class RunWriter:
             records = RecordWriter(f)
             for event in events:
                 records.write(event.SerializeToString())
+
+    def __str__(self) -> str:
+        return str(self.run_dir)
+
+    def beside(self, n: int) -> RunWriter:
+        """The writer of the run ``<this run's name>-<n>`` beside this one, where a new training goes when this
+        directory holds another (:mod:`repviz.capture.rerun`)."""
+        return RunWriter(self.run_dir.with_name(f"{self.run_dir.name}-{n}"))
 
     def reader_location(self) -> tuple[str, str]:
         """A log directory that lists this run and the run's name in it (its parent directory and its own name),

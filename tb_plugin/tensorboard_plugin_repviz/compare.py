@@ -20,6 +20,7 @@ from repviz.service import (
     DENSITY,
     NEIGHBOR_GRAPH,
     NotFoundError,
+    ProbeMismatchError,
     Run,
     common_rows,
     density_contours,
@@ -27,6 +28,7 @@ from repviz.service import (
     nearest_to,
     neighbor_change,
     neighbor_graph,
+    shared_probe_ids,
 )
 
 from .catalog import Catalog
@@ -115,9 +117,10 @@ def neighbor_change_impl(catalog: Catalog, first: tuple[str, str, int], second: 
     on the points they share (k-NN graphs among those points only); the first's other points get NaN.
     """
     (run_a, X_a), (run_b, _) = (_representation(catalog, *first), _representation(catalog, *second))
-    if run_a is not run_b and not np.array_equal(np.asarray(run_a.probe.ids), np.asarray(run_b.probe.ids)):
-        raise BadRequest(f"runs {run_a.name!r} and {run_b.name!r} hold different probe sets (ids or order); "
-                         f"neighbourhood change compares the same probe points")
+    try:  # the same probe ids and, where capture stored their digest, the same probe inputs
+        shared_probe_ids(run_a, run_b, "neighbourhood change compares the same probe points")
+    except ProbeMismatchError as e:
+        raise BadRequest(str(e)) from None
     _check_k(k, MAX_CHANGE_K, len(X_a))
     pair = [(run_a, first[1], first[2]), (run_b, second[1], second[2])]
     for run, layer, step in pair:

@@ -22,6 +22,7 @@ from repviz.service import (
     Run,
     checksum,
     class_codes,
+    inputs_fingerprint,
     meta_result,
     path_key,
 )
@@ -124,7 +125,9 @@ def _run_summary(run: Run) -> dict:
             "n_classes": len(names) if names is not None else int(codes.max()) + 1 if n else 0,
             "class_names": names, "has_thumbnails": thumbs is not None,
             "thumbnail_shape": list(thumbs.shape[1:]) if thumbs is not None else None,
-            "probe_group": checksum(np.asarray(probe.ids)), "prediction_steps": run.prediction_steps(),
+            # runs of one group compare: the same probe ids and, where stored, the same probe inputs
+            "probe_group": "-".join(filter(None, [checksum(np.asarray(probe.ids)), inputs_fingerprint(run)])),
+            "prediction_steps": run.prediction_steps(),
             "fits": run.manifest.get("fits") or [],  # each fit's first and last step: a later fit continues the count
             **metadata.index_entry(probe),  # the probe's metadata columns
             "layers": layers, "embeddings": embeddings,
