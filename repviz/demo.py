@@ -116,6 +116,8 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
             logger = ActivationLogger(run_directory(cfg.logdir, name), probe=(xt[probe], yt[probe]),
                                       probe_ids=probe, freq=epochs, seed=seed, max_width=SHOWCASE_MAX_WIDTH)
             model.fit(x, y, epochs=cfg.epochs, batch_size=64, verbose=0, callbacks=[logger])
+            # a log directory that already holds this run gets the new training beside it (`<name>-2`)
+            name = Path(logger.log_dir).relative_to(cfg.logdir).as_posix()
             cfg.accuracy[name] = float(model.evaluate(xt, yt, batch_size=500, verbose=0)[1])
             cfg.runs[name] = (arch, seed)
             out(f"{name:>14}: {cfg.epochs} epochs on {len(x):,} digits, test accuracy {cfg.accuracy[name]:.3f} "
@@ -182,8 +184,9 @@ def summary_lines(cfg: DemoConfig) -> list[str]:
     """The lines :func:`summarise` prints, from what the earlier steps left in ``cfg``."""
     seeds = sorted({s for _, s in cfg.runs.values()})
     lines = ["", "test accuracy at the last epoch (" + ", ".join(f"seed {s}" for s in seeds) + "):"]
+    named = {trained: name for name, trained in cfg.runs.items()}
     for arch in ARCHITECTURES:
-        accs = [cfg.accuracy[run_name(arch, s)] for s in seeds]
+        accs = [cfg.accuracy[named[arch, s]] for s in seeds]
         lines.append(f"  {arch:<8} " + "  ".join(f"{a:.3f}" for a in accs))
     lines += ["", "embedding quality at the last snapshot, mean over seeds (trustworthiness / 10-NN accuracy):"]
     groups: dict[tuple[str, str], dict[str, list]] = {}

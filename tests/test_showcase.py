@@ -198,6 +198,26 @@ def test_two_quick_runs_give_the_same_numbers(quick, tmp_path, capsys):
     assert len(_numbers(first)) > 50
 
 
+@pytest.mark.slow
+def test_a_second_demo_into_the_same_directory_trains_new_runs_beside_the_first(tmp_path):
+    """A log directory that holds the demo's runs gets the new trainings as `<run>-2` (never spliced onto the
+    first), and the demo's later steps read those (``cfg.runs``, ``cfg.accuracy``)."""
+    import repviz
+    from repviz.demo import DemoConfig, train_networks
+
+    def train() -> DemoConfig:
+        cfg = DemoConfig.quick_config(tmp_path / "logs", epochs=1, n_probe=20, n_train=100, snapshots=1)
+        train_networks(cfg, out=lambda line: None)
+        return cfg
+
+    first, second = train(), train()
+    assert sorted(first.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
+    assert sorted(second.runs) == sorted(f"{name}-2" for name in first.runs)
+    assert second.runs["cnn/seed1-2"] == ("cnn", 1) and set(second.accuracy) == set(second.runs)
+    logdir = repviz.open_logdir(tmp_path / "logs")
+    assert all(logdir.run(name).steps() == [0, 1] for name in [*first.runs, *second.runs])
+
+
 def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     import sys
 
