@@ -1,6 +1,6 @@
 """repviz: look inside neural networks.
 
-Capture layer activations during Keras training (``ActivationLogger``, with its ``Probe`` and ``Reduction``
+Capture layer activations during Keras training (``ActivationLogger``, with its ``ProbeSet`` and ``Reduction``
 options), read them back without TensorFlow (``open_logdir``), embed them (``repviz.manifold``), place other
 probes into their layouts (``place_run``), compare representations (``repviz.meta``) and layers
 (``repviz.similarity``).
@@ -12,14 +12,14 @@ from . import datasets  # light: numpy only (Keras is imported inside load_mnist
 from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
-__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "Probe", "Reduction", "Run", "SimilarityMatrix",
+__all__ = ["ActivationLogger", "LogDir", "NotFoundError", "ProbeSet", "Reduction", "Run", "SimilarityMatrix",
            "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "similarity_over_training"]
 
 
 def __getattr__(name: str):
     # Keras/TensorFlow are imported only when the callback is asked for: reading, embedding and the
     # TensorBoard plugin never pay for them.
-    if name in ("ActivationLogger", "Probe", "Reduction"):
+    if name in ("ActivationLogger", "ProbeSet", "Reduction"):
         from . import capture
 
         return getattr(capture, name)

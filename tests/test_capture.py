@@ -27,7 +27,7 @@ from keras.src.utils.python_utils import is_default
 
 import repviz
 from repviz._reduction import count_sketch, count_sketch_plan
-from repviz.capture import ActivationLogger, Probe, Reduction, callback
+from repviz.capture import ActivationLogger, ProbeSet, Reduction, callback
 from repviz.capture import probe as capture_probe
 from repviz.store import IncompatibleRunError, NotFoundError, RunWriter, checksum
 
@@ -981,17 +981,17 @@ def test_bad_arguments_at_construction(tmp_path, kwargs, match):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), size=0)), ValueError,
-     r"^The 'size' parameter of Probe must be an int in the range \[1, inf\) or None\. Got 0 instead\.$"),
+    (dict(probe=ProbeSet(np.zeros((4, 28, 28), np.float32), size=0)), ValueError,
+     r"^The 'size' parameter of ProbeSet must be an int in the range \[1, inf\) or None\. Got 0 instead\.$"),
     (dict(reduction=Reduction(pooling="min")), ValueError, r"^The 'pooling' parameter of Reduction must be "),
     (dict(reduction={"pool": "avg"}), ValueError, r"'reduction' parameter of ActivationLogger must be a Reduction "
                                                   r"or a dict with keys among \['dtype', 'max_width', "),
-    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), ids=[1, 1, 2, 3])), ValueError, "^ids must be unique"),
-    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32)), probe_size=2), ValueError,
-     r"^probe_size= sets Probe's 'size', and probe= is a Probe: pass Probe\(size=\.\.\.\) instead$"),
+    (dict(probe=ProbeSet(np.zeros((4, 28, 28), np.float32), ids=[1, 1, 2, 3])), ValueError, "^ids must be unique"),
+    (dict(probe=ProbeSet(np.zeros((4, 28, 28), np.float32)), probe_size=2), ValueError,
+     r"^probe_size= sets ProbeSet's 'size', and probe= is a ProbeSet: pass ProbeSet\(size=\.\.\.\) instead$"),
     (dict(reduction={"dtype": "float16"}, max_width=8), ValueError, r"pass Reduction\(max_width=\.\.\.\) instead"),
-    (dict(probe=Probe(np.zeros((4, 28, 28), np.float32), batch_subset=2)), ValueError,
-     r"^batch_subset chooses the probe points .* pass batch_freq= too, or Probe\(size=\) to record"),
+    (dict(probe=ProbeSet(np.zeros((4, 28, 28), np.float32), batch_subset=2)), ValueError,
+     r"^batch_subset chooses the probe points .* pass batch_freq= too, or ProbeSet\(size=\) to record"),
     (dict(probe_szie=2), TypeError, r"ActivationLogger\(\) got an unexpected keyword argument 'probe_szie'"),
 ])
 def test_bad_grouped_options_are_named_as_passed(tmp_path, kwargs, error, match):
@@ -1018,7 +1018,7 @@ def test_the_signature_shows_the_parameters():
 
 
 def test_grouped_options_store_what_the_flat_keywords_store(tmp_path):
-    """``Probe(...)`` and ``reduction=`` record the same files, byte for byte, as the flat keywords they group
+    """``ProbeSet(...)`` and ``reduction=`` record the same files, byte for byte, as the flat keywords they group
     (every file of both runs, the manifests and records but for their times)."""
     keras.utils.set_random_seed(0)
     x, y = _images(96)
@@ -1032,7 +1032,7 @@ def test_grouped_options_store_what_the_flat_keywords_store(tmp_path):
                             batch_probe=10, batch_size=16, dtype="float16", max_width=64, projection_dim=16,
                             pooling={"conv": "max"}, seed=3)
     grouped = ActivationLogger(tmp_path / "grouped", batch_freq=2, seed=3,
-                               probe=Probe(x[:40], y[:40], ids=ids, metadata=meta, batch_subset=10, batch_size=16),
+                               probe=ProbeSet(x[:40], y[:40], ids=ids, metadata=meta, batch_subset=10, batch_size=16),
                                reduction={"dtype": "float16", "max_width": 64, "projection_dim": 16,
                                           "pooling": {"conv": "max"}})
     with warnings.catch_warnings():

@@ -10,7 +10,7 @@ the store. A background thread reduces and writes the last probe batch of each s
 while training goes on, so the training thread waits only for the forward passes and the other batches.
 
 Modules, one job each: :mod:`.callback` (``ActivationLogger`` and its batch-schedule variant: the Keras hooks),
-:mod:`.options` (the grouped options :class:`Probe` and :class:`Reduction`, and the older flat keywords mapped
+:mod:`.options` (the grouped options :class:`ProbeSet` and :class:`Reduction`, and the older flat keywords mapped
 onto them), :mod:`.probe` (taking, conforming and labelling the probe; its fingerprints), :mod:`.layers` (walking
 the model, choosing and naming the recorded tensors), :mod:`.reduction` (pooling, the count sketch),
 :mod:`.schedule` (when snapshots are taken), :mod:`.writer` (snapshots written through the store) and
@@ -20,7 +20,7 @@ Keras is imported here (and in :mod:`repviz.datasets`, :mod:`repviz.networks` an
 """
 
 from .callback import ActivationLogger
-from .options import Probe, Reduction
+from .options import ProbeSet, Reduction
 from .schedule import log_spaced_epochs
 
-__all__ = ["ActivationLogger", "Probe", "Reduction", "log_spaced_epochs"]
+__all__ = ["ActivationLogger", "ProbeSet", "Reduction", "log_spaced_epochs"]

@@ -33,7 +33,7 @@ from .layers import (
     select_layers,
     walk,
 )
-from .options import OWNER, POSITIVE, Probe, Reduction, checked_reduction, grouped, user_stacklevel
+from .options import OWNER, POSITIVE, ProbeSet, Reduction, checked_reduction, grouped, user_stacklevel
 from .probe import (
     batch_subset,
     check_ids,
@@ -89,10 +89,10 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         recorded as a new run beside it, ``<log_dir>-2``, said in one line (:mod:`repviz.capture.rerun`), and
         ``logger.log_dir`` then names it. One of a different model or probe set is refused with
         ``IncompatibleRunError``.
-    probe : Probe, array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
-        Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.Probe` (inputs, labels,
+    probe : ProbeSet, array, (x, y), tf.data.Dataset, generator or keras.utils.PyDataset
+        Fixed inputs recorded at every snapshot, and how: a :class:`~repviz.capture.ProbeSet` (inputs, labels,
         ``size``, ``ids``, ``metadata``, ``batch_subset``, ``batch_size``; see there), or just the data, read as
-        ``Probe(x, y)`` for a pair ``(x, y)`` and ``Probe(probe)`` otherwise (so pass ``(x, None)`` for a
+        ``ProbeSet(x, y)`` for a pair ``(x, y)`` and ``ProbeSet(probe)`` otherwise (so pass ``(x, None)`` for a
         multi-input probe without labels). Inputs are numbers or, for a model that takes raw strings (a
         ``TextVectorization`` inside; TensorFlow only), strings: numpy ``<U`` or bytes, object arrays of ``str``,
         ``tf.constant`` strings, a string dataset. Strings go through the model as given, get no thumbnail and
@@ -128,7 +128,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         Batch schedule instead: snapshot every ``batch_freq`` training batches; steps count batches since
         training began (``step_unit == 'batch'``). Only this variant overrides a batch hook, so epoch-only
         capture keeps Keras's asynchronous batch dispatch. Pass ``freq`` or ``batch_freq``, not both, unless
-        ``Probe(batch_subset=)`` is given (then the epochs ``freq`` names also end in a snapshot, of the whole
+        ``ProbeSet(batch_subset=)`` is given (then the epochs ``freq`` names also end in a snapshot, of the whole
         probe). Each snapshot runs the probe set through the model, so a fine schedule costs in proportion to
         the probe's size: the logger times its snapshots against the training between them and warns once when
         they take more than a tenth of it.
@@ -163,21 +163,21 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     **legacy
         The older flat keywords, still accepted with the same meaning and stored output, each setting one field
         of a group: ``probe_size``, ``probe_ids``, ``metadata``, ``batch_probe`` and ``batch_size`` are
-        ``Probe``'s ``size``, ``ids``, ``metadata``, ``batch_subset`` and ``batch_size``; ``pooling``,
+        ``ProbeSet``'s ``size``, ``ids``, ``metadata``, ``batch_subset`` and ``batch_size``; ``pooling``,
         ``max_width``, ``projection_dim`` and ``dtype`` are ``Reduction``'s fields of the same names. A flat
         keyword cannot be combined with a group object passed for the same group.
 
     Examples
     --------
     >>> logger = ActivationLogger("logs/relu", probe=(x_test[:2000], y_test[:2000]))  # doctest: +SKIP
-    >>> logger = ActivationLogger("logs/relu", probe=Probe(x_test, y_test, size=2000),  # doctest: +SKIP
+    >>> logger = ActivationLogger("logs/relu", probe=ProbeSet(x_test, y_test, size=2000),  # doctest: +SKIP
     ...                           reduction={"pooling": "avg"})
     >>> model.fit(x, y, epochs=10, callbacks=[logger])                                # doctest: +SKIP
     >>> repviz.open_logdir("logs").run("relu").activations("dense", 10).shape          # doctest: +SKIP
     (2000, 128)
     """
 
-    def __init__(self, log_dir, probe: Probe | Any, *, layers=None, freq: int | Sequence[int] | None = None,
+    def __init__(self, log_dir, probe: ProbeSet | Any, *, layers=None, freq: int | Sequence[int] | None = None,
                  batch_freq: int | None = None, reduction: Reduction | dict | None = None, seed: int = 0,
                  prediction_output: str | None = None, embed: str | Sequence[str] | None = None, model=None,
                  forward: Callable | None = None, **legacy: Any):

@@ -1,9 +1,9 @@
-"""The grouped options of :class:`~repviz.capture.ActivationLogger`: what the probe is (:class:`Probe`) and how each
+"""The grouped options of :class:`~repviz.capture.ActivationLogger`: what the probe is (:class:`ProbeSet`) and how each
 recorded output is reduced and stored (:class:`Reduction`), and the one table that maps the logger's older flat
 keywords onto them.
 
 The groups only hold what they are given, as scikit-learn's estimators do; the logger checks them when it is
-built, naming each parameter as the user spelled it (``probe_size`` or ``Probe``'s ``size``). No Keras here.
+built, naming each parameter as the user spelled it (``probe_size`` or ``ProbeSet``'s ``size``). No Keras here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ POLICIES = ("avg", "mean", "max", "first", "last", "flatten")
 
 
 @dataclass(eq=False)
-class Probe:
+class ProbeSet:
     """The fixed inputs an :class:`~repviz.capture.ActivationLogger` records at every snapshot, and how.
 
     Parameters
@@ -126,13 +126,13 @@ LEGACY = {"probe_size": ("probe", "size"), "probe_ids": ("probe", "ids"), "metad
           "projection_dim": ("reduction", "projection_dim"), "dtype": ("reduction", "dtype")}
 _OLD_NAME = {f: old for old, (_, f) in LEGACY.items()}
 _GROUP = {f: group for _, (group, f) in LEGACY.items()}
-_CLASS = {"probe": "Probe", "reduction": "Reduction"}
+_CLASS = {"probe": "ProbeSet", "reduction": "Reduction"}
 
 
 @dataclass(frozen=True)
 class Spelling:
     """How the user named the grouped options: the groups in ``flat`` came as the older flat keywords (or their
-    defaults), so their errors name ``probe_size`` of ActivationLogger rather than ``size`` of Probe."""
+    defaults), so their errors name ``probe_size`` of ActivationLogger rather than ``size`` of ProbeSet."""
 
     flat: frozenset[str]
 
@@ -142,23 +142,23 @@ class Spelling:
         return (_OLD_NAME[name], OWNER) if group in self.flat else (name, _CLASS[group])
 
     def keyword(self, name: str) -> str:
-        """Group field ``name`` as the user passes it: ``probe_size=`` or ``Probe(size=)``."""
+        """Group field ``name`` as the user passes it: ``probe_size=`` or ``ProbeSet(size=)``."""
         group = _GROUP[name]
         return f"{_OLD_NAME[name]}=" if group in self.flat else f"{_CLASS[group]}({name}=)"
 
 
-def grouped(probe: Any, reduction: Any, legacy: dict[str, Any]) -> tuple[Probe, Reduction, Spelling]:
-    """The options of ``probe=``, ``reduction=`` and the older flat keywords ``legacy`` as one :class:`Probe` and
-    one :class:`Reduction`. A bare probe (an array, ``(x, y)``, a dataset, ...) is ``Probe(x, y)`` as before, a
+def grouped(probe: Any, reduction: Any, legacy: dict[str, Any]) -> tuple[ProbeSet, Reduction, Spelling]:
+    """The options of ``probe=``, ``reduction=`` and the older flat keywords ``legacy`` as one :class:`ProbeSet` and
+    one :class:`Reduction`. A bare probe (an array, ``(x, y)``, a dataset, ...) is ``ProbeSet(x, y)`` as before, a
     pair always read as ``(x, y)``; a flat keyword (other than None) may not repeat an option its group object
     already holds."""
     unknown = sorted(set(legacy) - set(LEGACY))
     if unknown:
         raise TypeError(f"ActivationLogger() got an unexpected keyword argument {unknown[0]!r}")
     flat = set()
-    if not isinstance(probe, Probe):
+    if not isinstance(probe, ProbeSet):
         flat.add("probe")
-        probe = Probe(*probe) if isinstance(probe, tuple) and len(probe) == 2 else Probe(probe)
+        probe = ProbeSet(*probe) if isinstance(probe, tuple) and len(probe) == 2 else ProbeSet(probe)
     if reduction is None:
         flat.add("reduction")
         reduction = Reduction()

@@ -22,7 +22,7 @@ from ..subsets import stratified_subset
 from ..targets import Target, decide
 from .options import OWNER, POSITIVE, Spelling, is_int, user_stacklevel
 
-STREAM_ROWS = 1000  # Probe(size=None): the examples taken from a dataset, generator or PyDataset
+STREAM_ROWS = 1000  # ProbeSet(size=None): the examples taken from a dataset, generator or PyDataset
 
 
 def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, Any]:
@@ -30,7 +30,7 @@ def split_probe(x: Any, y: Any = None, size: int | None = None) -> tuple[Any, An
     dataset, generator or PyDataset whose first ``size`` examples (default :data:`STREAM_ROWS`) are read."""
     if is_stream(x):
         if y is not None:
-            raise ValueError("a probe dataset, generator or PyDataset yields its own labels; pass Probe(dataset) "
+            raise ValueError("a probe dataset, generator or PyDataset yields its own labels; pass ProbeSet(dataset) "
                              "without y")
         source = x
         x, y = take_examples(x, size or STREAM_ROWS)

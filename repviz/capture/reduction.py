@@ -27,7 +27,7 @@ SEQUENCE_KINDS = {"avg": "global_avg_pooling",
 MAP_KINDS = {"avg": "global_avg_pooling", "mean": "global_avg_pooling", "max": "global_max_pooling"}
 POOLING_KINDS = {*SEQUENCE_KINDS.values(), *MAP_KINDS.values()}
 
-BATCH_BYTES = 96 << 20  # Probe(batch_size=None): the full-width outputs of one probe batch fit in this
+BATCH_BYTES = 96 << 20  # ProbeSet(batch_size=None): the full-width outputs of one probe batch fit in this
 
 
 @dataclass
@@ -148,7 +148,7 @@ def host_view(tensor: Any) -> np.ndarray:
 
 
 def auto_batch_rows(n: int, captures: list[Capture], outputs: list[Output]) -> int:
-    """Probe rows per batch for ``Probe(batch_size=None)``: the fewest batches within :data:`BATCH_BYTES` for the
+    """Probe rows per batch for ``ProbeSet(batch_size=None)``: the fewest batches within :data:`BATCH_BYTES` for the
     full-width outputs of a batch, of equal size (a short last batch costs nearly a whole call)."""
     values = sum(c.flat_width for c in captures) + sum(int(np.prod(o.sample_shape)) for o in outputs)
     most = max(16, BATCH_BYTES // (4 * max(1, values)))

@@ -81,7 +81,7 @@ class CostJudge:
                     warnings.warn(f"a snapshot every {every} takes {1e3 * snapshot:.0f} ms on the training thread, "
                                   f"{snapshot / training:.0%} of the {training:.2f} s of training before it: training "
                                   f"runs at least that much slower. A larger batch_freq, or fewer probe points "
-                                  f"(Probe(batch_subset=), or batch_probe=: the forward pass costs in proportion to "
+                                  f"(ProbeSet(batch_subset=), or batch_probe=: the forward pass costs in proportion to "
                                   f"its rows), costs less.",
                                   RuntimeWarning, stacklevel=user_stacklevel())
         self.since = end
