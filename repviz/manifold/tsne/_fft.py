@@ -144,12 +144,11 @@ class FFTRepulsion:
     least ``min_boxes`` boxes per side, boxes at most ``ints_per_box`` wide, box count rounded up to a fast FFT
     size, and the boxes exactly cover the layout's extent.
 
-    The grid follows the layout: as the layout grows, the boxes widen with it, so each point keeps its place in
-    its box and its interpolation error changes only slowly from one iteration to the next, which gradient
-    descent with momentum averages like a fixed small bias. A grid of fixed box widths (shared by consecutive
-    iterations, whose kernel transform could then be kept) lets the expanding layout slide through the boxes:
-    the error then changes from step to step like noise of the same size, and the descent ends at a measurably
-    higher KL divergence for the same iterations. So the kernel's transform is recomputed at every call."""
+    The grid follows the layout: as the layout grows, its boxes widen with it, so each point keeps its place in
+    its box and the interpolation error it sees changes slowly. On a grid of fixed box widths (whose kernel
+    transform consecutive iterations could share) the growing layout slides through the boxes, the error each
+    point sees changes from one step to the next, and the descent ends at a higher KL divergence after the same
+    iterations, even on a finer grid. So the kernel's transform is recomputed at every call."""
 
     def __init__(self, n_samples: int, dof: float, n_interp: int = 3, min_boxes: int = 50,
                  ints_per_box: float = 1.0, workers: int = 1, dtype=np.float32):
