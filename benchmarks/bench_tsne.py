@@ -15,10 +15,13 @@ It also reports repviz's time per phase, the recall of NN-descent at k = 90, and
 ``--data layer`` embeds real layer activations instead: the 128-wide ReLU layer of an MLP (784-256-128-10)
 trained for 2 epochs on 20,000 MNIST training images, on the test digits (what `repviz embed` sees).
 ``--repeats R`` runs the libraries alternately R times per size and reports the median wall time (quality
-figures are from the first run; every library is deterministic for its seed).
+figures are from the first run; every library is deterministic for its seed). ``--libs repviz@PATH`` also runs
+the repviz of another checkout (e.g. main's) in the same alternation. Above 70,000 points the data continues
+with shifted training images (see :func:`prepare`).
 
     python benchmarks/bench_tsne.py [--mnist PATH] [--sizes 20000 70000] [--threads 2]
     python benchmarks/bench_tsne.py --sizes 1000 2000 5000 --repeats 3 --libs repviz openTSNE [--data layer]
+    python benchmarks/bench_tsne.py --sizes 2000 20000 --repeats 3 --libs repviz repviz@../main openTSNE
 """
 
 from __future__ import annotations
@@ -47,13 +50,21 @@ def _thread_env(threads: int, extra: dict | None = None) -> dict:
     return env
 
 
-def prepare(mnist: Path, out: Path) -> None:
-    """MNIST train + test (70,000 images) / 255, PCA to 50 dimensions (float32), saved with the labels."""
+def prepare(mnist: Path, out: Path, n_max: int = 70000) -> None:
+    """MNIST train + test (70,000 images) / 255, PCA to 50 dimensions (float32), saved with the labels. Beyond
+    70,000 points (``n_max``), the training images again, shifted one pixel right (MNIST's borders are blank),
+    projected on the same components: the first 70,000 rows stay what they are."""
     with np.load(mnist, allow_pickle=False) as d:
-        X = np.concatenate([d["x_train"], d["x_test"]]).reshape(70000, -1).astype(np.float64) / 255.0
+        images = np.concatenate([d["x_train"], d["x_test"]])
         y = np.concatenate([d["y_train"], d["y_test"]])
-    X -= X.mean(axis=0)
-    vals, vecs = np.linalg.eigh(X.T @ X)
+        extra = max(0, n_max - len(images))
+        if extra:
+            images = np.concatenate([images, np.roll(d["x_train"][:extra], 1, axis=2)])
+            y = np.concatenate([y, d["y_train"][:extra]])
+    X = images.reshape(len(images), -1).astype(np.float64) / 255.0
+    mean = X[:70000].mean(axis=0)
+    X -= mean
+    vals, vecs = np.linalg.eigh(X[:70000].T @ X[:70000])
     X = (X @ vecs[:, ::-1][:, :50]).astype(np.float32)
     np.savez(out, X=X, y=y)
 
@@ -89,7 +100,11 @@ def _peak_rss_mb() -> float:
 
 
 def _fit(lib: str, X: np.ndarray, threads: int, ee_iter: int, n_iter: int):
-    """One fit with ``lib``: (embedding, its own KL, extra information)."""
+    """One fit with ``lib``: (embedding, its own KL, extra information). ``repviz@PATH``: the repviz of another
+    checkout (e.g. main's, to compare a change with what it replaces in the same run)."""
+    if lib.startswith("repviz@"):
+        sys.path.insert(0, lib.partition("@")[2])
+        lib = "repviz"
     if lib == "repviz":
         from repviz.manifold import TSNE
         est = TSNE(perplexity=PERPLEXITY, early_exaggeration_iter=ee_iter, max_iter=ee_iter + n_iter,
@@ -196,7 +211,7 @@ def main() -> None:
             subprocess.run([sys.executable, __file__, "--worker", "layer", str(args.mnist), str(data)],
                            env=env, check=True, cwd=ROOT)
         else:
-            prepare(args.mnist, data)
+            prepare(args.mnist, data, max(args.sizes))
         X_all, y_all = np.load(data)["X"], np.load(data)["y"]
         rows, notes = [], []
         # fill the numba cache once, as any earlier use would (the cold first call is measured separately below)
@@ -212,18 +227,21 @@ def main() -> None:
             recall = np.mean([np.intersect1d(a, b).size for a, b in zip(idx, approx)]) / 90
             notes.append(f"n={n}: NN-descent k=90 recall {recall:.4f} vs exact, {rec['wall']:.1f} s")
             libs = [lib for lib in args.libs if lib != "scikit-learn" or n <= args.sklearn_max_n]
-            walls = {lib: [] for lib in libs}
+            walls, loads = {lib: [] for lib in libs}, []
             for repeat in range(args.repeats):  # alternate the libraries, so that load from other work is shared
                 for lib in libs:
+                    loads.append(os.getloadavg()[0])
                     res = _run(["fit", lib, str(data), str(n), str(args.threads), str(args.ee_iter),
-                                str(args.iter)], env, tmp, f"{lib}{n}-{repeat}")
+                                str(args.iter)], env, tmp, f"lib{libs.index(lib)}-{n}-{repeat}")
                     walls[lib].append(res["wall"])
                     if repeat:
                         continue
-                    Y = np.load(tmp / f"{lib}{n}-{repeat}.npy")
+                    Y = np.load(tmp / f"lib{libs.index(lib)}-{n}-{repeat}.npy")
                     res.update(n=n, lib=lib, kl=_exact_kl(P, Y), knn_pres=knn_preservation(X, Y, 10),
                                acc=knn_accuracy(Y, y, 10))
                     rows.append(res)
+            notes.append(f"n={n}: 1-minute load average at the fits' starts {min(loads):.1f}-{max(loads):.1f} "
+                         f"(median {np.median(loads):.1f})")
             for res in (r for r in rows if r["n"] == n):
                 lib = res["lib"]
                 res["wall"] = float(np.median(walls[lib]))
@@ -247,13 +265,12 @@ def main() -> None:
         print(f"{r['n']:>6} {r['lib']:<13} {r['wall']:>8.1f} {r['rss_mb']:>11.0f} {r['kl']:>9.4f} "
               f"{r['kl_own']:>8.4f} {r['knn_pres']:>11.4f} {r['acc']:>9.4f}")
     for n in args.sizes:
-        ours = [r for r in rows if r["n"] == n and r["lib"] == "repviz"]
         peer = [r for r in rows if r["n"] == n and r["lib"] == "openTSNE"]
-        if ours and peer:
-            a, b = ours[0], peer[0]
-            print(f"{n:>6} {'repviz/openTSNE':<13} {a['wall'] / b['wall']:>8.2f}x {a['rss_mb'] / b['rss_mb']:>10.2f}x "
-                  f"{a['kl'] / b['kl']:>8.3f}x {'':>8} {a['knn_pres'] - b['knn_pres']:>+11.4f} "
-                  f"{a['acc'] - b['acc']:>+9.4f}")
+        for a in (r for r in rows if r["n"] == n and r["lib"].startswith("repviz") and peer):
+            b = peer[0]
+            print(f"{n:>6} {a['lib'] + '/openTSNE':<13} {a['wall'] / b['wall']:>8.2f}x "
+                  f"{a['rss_mb'] / b['rss_mb']:>10.2f}x {a['kl'] / b['kl']:>8.3f}x {'':>8} "
+                  f"{a['knn_pres'] - b['knn_pres']:>+11.4f} {a['acc'] - b['acc']:>+9.4f}")
     print("\n" + "\n".join(notes))
 
 

@@ -157,7 +157,9 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
                 fixed={"neighbour_start": None, "rescale_init": "auto",
                        # learning_rate="auto" became max(n / exaggeration, min(200, n / 1.5)) (issue #31): new
                        # layouts below 300 points, so new keys
-                       "auto_learning_rate": "min(200, n/1.5) floor"},
+                       "auto_learning_rate": "min(200, n/1.5) floor",
+                       # the FFT grid follows the layout, not a ladder of box widths (issue #43): new layouts
+                       "fft_grid": "follows the layout"},
                 # scikit-learn's options (issue #31), off at these values
                 added={"metric_params": None, "n_iter_without_progress": None, "min_grad_norm": 0.0})
 # Iterative stress minimisers continue from the previous layout as it is.

@@ -16,9 +16,6 @@ import numpy as np
 import scipy.fft
 from numba import njit
 
-#: Box widths below ``ints_per_box`` come from a ladder of this many steps per octave (see FFTRepulsion._grid).
-_LADDER_STEPS = 8
-
 
 def smooth_box_count(n_boxes: int, n_interp: int) -> int:
     """Smallest count >= n_boxes whose FFT length 2 * n_interp * count has only the prime factors 2, 3, 5, 7
@@ -109,17 +106,18 @@ def _gather(Y, box, wts, n_interp, pot, rep):
         rep[i, 1] = Y[i, 1] * p0 - p2
 
 
-def _kernel_hats(n_grid: int, h: float, dof: float, dtype) -> np.ndarray:
+def _kernel_hats(n_grid: int, h: float, dof: float, dtype, workers: int = 1) -> np.ndarray:
     """Transforms (2, 2G, G + 1) of the force kernel w^(1+1/dof) and of w at the grid offsets, circulantly
     embedded in size 2G: exactly what rfft2 of the embedded kernels gives, but the kernels are even in both
-    axes, so their transforms are real and equal to a type-I DCT of one quadrant ((G + 1)², 4x fewer points)."""
+    axes, so their transforms are real and equal to a type-I DCT of one quadrant ((G + 1)², 4x fewer points),
+    on ``workers`` threads (each 1-D transform on one thread: the result does not depend on their number)."""
     o2 = (np.arange(n_grid + 1, dtype=dtype) * dtype(h)) ** 2
     base = 1 + (o2[:, None] + o2[None, :]) / dtype(dof)
     w = 1 / base if dof == 1.0 else base ** dtype(-dof)
     quad = np.stack([w / base, w])
     quad[:, n_grid, :] = 0  # the offset G itself belongs to neither direction of the circulant embedding
     quad[:, :, n_grid] = 0
-    half = scipy.fft.dctn(quad, type=1, axes=(1, 2))
+    half = scipy.fft.dctn(quad, type=1, axes=(1, 2), workers=workers, overwrite_x=True)
     return np.concatenate([half, half[:, n_grid - 1:0:-1]], axis=1)
 
 
@@ -144,7 +142,13 @@ def _convolve(grid: np.ndarray, hats: np.ndarray, workers: int) -> tuple[np.ndar
 class FFTRepulsion:
     """Repulsion callable ``(Y, rep) -> Z`` for a 2-D embedding. The grid is sized like openTSNE's / FIt-SNE's: at
     least ``min_boxes`` boxes per side, boxes at most ``ints_per_box`` wide, box count rounded up to a fast FFT
-    size."""
+    size, and the boxes exactly cover the layout's extent.
+
+    The grid follows the layout: as the layout grows, its boxes widen with it, so each point keeps its place in
+    its box and the interpolation error it sees changes slowly. On a grid of fixed box widths (whose kernel
+    transform consecutive iterations could share) the growing layout slides through the boxes, the error each
+    point sees changes from one step to the next, and the descent ends at a higher KL divergence after the same
+    iterations, even on a finer grid. So the kernel's transform is recomputed at every call."""
 
     def __init__(self, n_samples: int, dof: float, n_interp: int = 3, min_boxes: int = 50,
                  ints_per_box: float = 1.0, workers: int = 1, dtype=np.float32):
@@ -153,36 +157,22 @@ class FFTRepulsion:
         self.workers, self.dtype = workers, dtype
         self.box = np.empty((n_samples, 2), dtype=np.int64)
         self.wts = np.empty((n_samples, 2, n_interp))
-        self._cached: tuple = (None, None)
 
     def _grid(self, span: float) -> tuple[int, float]:
-        """(boxes per side, box width) for a layout of extent ``span``. The width is ``ints_per_box`` once the
-        layout spans ``min_boxes`` of them, and below that the largest step of a ladder of widths (2^(1/8) apart)
-        that still gives ``min_boxes`` boxes. A width from a fixed set lets consecutive iterations share the
-        kernel's transform (:meth:`_hats`): the extent grows slowly, and the grid changes only when the layout
-        outgrows it."""
-        span = max(span, 1e-12)
-        ladder = 2.0 ** (np.floor(_LADDER_STEPS * np.log2(span / self.min_boxes)) / _LADDER_STEPS)
-        width = min(self.ints_per_box, float(ladder))
-        # the largest coordinate falls inside the last box
-        return smooth_box_count(max(self.min_boxes, int(span / width) + 1), self.n_interp), width
+        """(boxes per side, box width) for a layout of extent ``span``: the boxes cover exactly that extent."""
+        n_boxes = smooth_box_count(max(self.min_boxes, int(np.ceil(span / self.ints_per_box))), self.n_interp)
+        return n_boxes, max(span, 1e-12) / n_boxes * (1 + 1e-9)  # the largest coordinate falls in the last box
 
     def grid_size(self, span: float) -> int:
         """Grid nodes per side, G, for a layout of extent ``span``."""
         return self._grid(span)[0] * self.n_interp
-
-    def _hats(self, n_grid: int, box_width: float) -> np.ndarray:
-        """:func:`_kernel_hats` of this grid, kept while the grid stays the same."""
-        if self._cached[0] != (n_grid, box_width):
-            self._cached = ((n_grid, box_width), _kernel_hats(n_grid, box_width / self.n_interp, self.dof, self.dtype))
-        return self._cached[1]
 
     def potentials(self, Y: np.ndarray) -> tuple[np.ndarray, float]:
         """Locate the points (``self.box``, ``self.wts``); return the grid force potentials (3, G, G) and Z."""
         lo, hi = float(Y.min()), float(Y.max())
         n_boxes, box_width = self._grid(hi - lo)
         n_grid = n_boxes * self.n_interp
-        hats = self._hats(n_grid, box_width)
+        hats = _kernel_hats(n_grid, box_width / self.n_interp, self.dof, self.dtype, self.workers)
         order, starts = _locate(Y, lo, box_width, n_boxes, self.n_interp, self.box, self.wts)
         grid = np.empty((3, n_grid, n_grid), dtype=self.dtype)
         _spread(Y, self.box, self.wts, order, starts, self.n_interp, grid)
