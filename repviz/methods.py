@@ -141,31 +141,28 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     return method
 
 
-# t-SNE continuing from the previous snapshot (the scheme in the module docstring). On a converged MLP this moves
-# points ~10x less than independent fits; a lower learning rate would move them even less but follow real changes
-# of the representation more slowly. tol=2e-2 (5e-3 until issue #30) stops once the iterations left could lower
-# the KL by about 2 %, the bound its final KL keeps against 300 plain iterations: past that, at 50,000 points, the
-# KL only creeps (0.2 % per 25 iterations) while trustworthiness and 10-NN accuracy stay put and points drift.
+# t-SNE continuing from the previous snapshot (repviz.manifold.tsne.continuation). It moves points far less than
+# independent fits; a lower learning rate would move them even less but follow real changes of the representation
+# more slowly. tol=2e-2 stops once the iterations left could lower the KL by about 2 %, the bound its final KL
+# keeps against 300 plain iterations (docs/MEASUREMENTS.md).
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 2e-2,
                               "neighbour_start": 120},
                 continue_with="repviz.manifold.tsne.continuation:continue_tsne",
                 place_with="repviz.manifold.tsne.transform:place_into_layout",
                 warm_with="repviz.manifold.tsne.optimize:warm_kernels",
-                # the neighbour start and the layout's own scale were TSNE parameters (off for a plain fit) until
-                # the race moved into the continuation policy: same results, same keys
+                # fixed: what the key holds beyond get_params(): the continuation policy's own parameters (TSNE
+                # parameters once, same results), the learning-rate rule and the FFT grid policy (each changed the
+                # layouts, so each is part of the key; docs/MEASUREMENTS.md)
                 fixed={"neighbour_start": None, "rescale_init": "auto",
-                       # learning_rate="auto" became max(n / exaggeration, min(200, n / 1.5)) (issue #31): new
-                       # layouts below 300 points, so new keys
                        "auto_learning_rate": "min(200, n/1.5) floor",
-                       # the FFT grid follows the layout, not a ladder of box widths (issue #43): new layouts
                        "fft_grid": "follows the layout"},
-                # scikit-learn's options (issue #31), off at these values
+                # scikit-learn's options, off at these values: the results and keys they leave as they were
                 added={"metric_params": None, "n_iter_without_progress": None, "min_grad_norm": 0.0})
 # Iterative stress minimisers continue from the previous layout as it is.
 register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
 register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
-# scikit-learn's options (issue #31) that leave the results as they were at these values
+# scikit-learn's options that leave the results as they were at these values
 _ADDED = {"isomap": {"p": 2, "metric_params": None, "path_method": "auto", "neighbors_algorithm": "auto"},
           "cmds": {"metric_params": None}, "spectral": {"eigen_tol": "auto"}}
 # SpectralEmbedding's tol became scikit-learn's eigen_tol ("auto" is the old 0.0)

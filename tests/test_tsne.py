@@ -729,10 +729,9 @@ KEY = "tsne-1fcae1ae03"
 
 
 def test_pipeline_cache_key_kept():
-    """scikit-learn's options at their defaults leave the pipeline's t-SNE key as it was; only the new
-    learning_rate="auto" rule (new layouts below 300 points) changed it (tsne-aa1eb71325 at 39b5a74), then the
-    continuation's tol of issue #30 (tsne-9b7b3d880d at a3125ce), then the FFT grid that follows the layout
-    again (issue #43): new layouts of every FFT fit."""
+    """scikit-learn's options at their defaults leave the pipeline's t-SNE key as it was; what changes layouts
+    changes it (the learning_rate="auto" rule, tsne-aa1eb71325; the continuation's tol, tsne-9b7b3d880d; the FFT
+    grid that follows the layout, tsne-1fcae1ae03)."""
     from repviz.methods import resolve
 
     assert resolve("tsne").key == KEY
