@@ -96,7 +96,7 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     probe set at log-spaced epochs; print each network's test accuracy."""
     from .capture import ActivationLogger, log_spaced_epochs
     from .networks import build_network
-    from .store import run_directory
+    from .store import run_directory, run_name_of
 
     if cfg.n_seeds < 2:
         raise ValueError(f"--seeds must be >= 2 (the checks compare seeds); got {cfg.n_seeds}")
@@ -117,7 +117,7 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
                                       probe_ids=probe, freq=epochs, seed=seed, max_width=SHOWCASE_MAX_WIDTH)
             model.fit(x, y, epochs=cfg.epochs, batch_size=64, verbose=0, callbacks=[logger])
             # a log directory that already holds this run gets the new training beside it (`<name>-2`)
-            name = Path(logger.log_dir).relative_to(cfg.logdir).as_posix()
+            name = run_name_of(cfg.logdir, logger.log_dir)
             cfg.accuracy[name] = float(model.evaluate(xt, yt, batch_size=500, verbose=0)[1])
             cfg.runs[name] = (arch, seed)
             out(f"{name:>14}: {cfg.epochs} epochs on {len(x):,} digits, test accuracy {cfg.accuracy[name]:.3f} "

@@ -64,7 +64,7 @@ from .artifacts import (
 )
 from .errors import DamagedFileError, DiskFullError, IncompatibleRunError, NotFoundError, UnsafeFileError
 from .files import ArrayBlocks, atomic_path, checksum, remove_stale_temps, save_array, save_json
-from .layout import FORMAT_VERSION, PLUGIN_NAME, path_key, run_directory
+from .layout import FORMAT_VERSION, PLUGIN_NAME, path_key, run_directory, run_name_of
 from .logdir import Artifacts, LogDir, open_logdir, open_run, temporary_artifacts, write_metadata
 from .records import append_record
 from .run import Probe, Run
@@ -75,6 +75,6 @@ __all__ = [
     "SIMILARITY_CACHE", "VECTOR_BANK", "ArrayBlocks", "Artifact", "ArtifactKind", "Artifacts", "DamagedFileError",
     "DiskFullError", "Embeddings", "IncompatibleRunError", "LogDir", "NotFoundError", "Probe", "Run", "RunWriter",
     "UnsafeFileError", "append_record", "atomic_path", "checksum", "declare", "open_logdir", "open_run",
-    "path_key", "remove_stale_temps", "run_directory", "save_array", "save_json", "temporary_artifacts",
+    "path_key", "remove_stale_temps", "run_directory", "run_name_of", "save_array", "save_json", "temporary_artifacts",
     "write_metadata",
 ]

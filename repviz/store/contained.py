@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import stat
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -203,11 +204,17 @@ def check_writable_inside(path: Path, bounds: tuple[str, ...]) -> Path:
     return path
 
 
+#: numpy parses a header with ``ast.literal_eval``, which CPython 3.11 does not make safe across threads (a
+#: server's concurrent reads raised "SystemError: AST constructor recursion depth mismatch"): one header at a time.
+_HEADER_LOCK = threading.Lock()
+
+
 def npy_layout(f) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     """Shape, Fortran order, dtype and data offset of the ``.npy`` file open as ``f`` (from its header only)."""
     version = np.lib.format.read_magic(f)
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, fortran, dtype = read(f)
+    with _HEADER_LOCK:
+        shape, fortran, dtype = read(f)
     return tuple(shape), bool(fortran and len(shape) > 1), np.dtype(dtype), f.tell()
 
 

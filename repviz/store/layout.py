@@ -74,3 +74,9 @@ def run_directory(logdir: str | os.PathLike, name: str) -> Path:
     if not parts or Path(name).is_absolute() or any(p in (".", "..") for p in parts):
         raise ValueError(f"run names are relative paths inside the log directory, got {name!r}")
     return Path(logdir, *parts)
+
+
+def run_name_of(logdir: str | os.PathLike, run_dir: str | os.PathLike) -> str:
+    """The name :func:`~repviz.store.open_logdir` lists the run logged to ``run_dir`` under (the inverse of
+    :func:`run_directory`), e.g. after a new training was recorded beside the directory it was given."""
+    return Path(run_dir).relative_to(logdir).as_posix()
