@@ -1,8 +1,9 @@
-"""The kill-while-serving loop (issue #32): a child process trains a tiny Keras model with a batch-schedule
+"""The kill-while-serving loop: a child process trains a tiny Keras model with a batch-schedule
 ``ActivationLogger`` and prints each snapshot's step once its write has returned (acknowledged); meanwhile reader
 threads in this process poll the plugin's WSGI routes and run ``repviz info`` / ``repviz embed`` on the log
-directory. The child is SIGKILLed at a seeded random moment, then the fit is started again into the same run
-directory (a continued run), several rounds. No acknowledged snapshot may be lost (each one's activations read back
+directory. The child is SIGKILLed at a seeded random moment, then the script is started again into the same run
+directory (the run it continues, or a new run beside it when it starts anew), several rounds. No acknowledged
+snapshot may be lost (each one's activations read back
 and match the checksum recorded at capture), no request may answer 5xx, no reader may raise, and ``repviz embed``
 succeeds on what is left."""
 
@@ -30,13 +31,14 @@ from werkzeug import wrappers
 
 from repviz.chains import verified_activations
 from repviz.cli import main
-from repviz.store import open_logdir
+from repviz.store import open_logdir, run_name_of
 
 BASE = "/data/plugin/repviz/"
 ROUNDS = 3  # kills, each followed by a fit continuing the run
 SEED = 0  # of the moments of the kills and of the readers' choices
 
-# Trains until killed; prints "ack STEP" once the snapshot of STEP is stored (its write has returned).
+# Trains until killed; prints "ack STEP RUN_DIR" once the snapshot of STEP is stored (its write has returned), RUN_DIR
+# the run it records into (a fit that starts anew is recorded beside the killed run: repviz.capture.rerun).
 _CHILD = """
 import sys, time
 import numpy as np, keras
@@ -57,7 +59,7 @@ write = logger._write_snapshot  # wrapped on the instance: a subclass would not 
 
 def acknowledged(step, info, acts, preds):
     records = write(step, info, acts, preds)
-    print("ack", step, flush=True)
+    print("ack", step, logger.log_dir, flush=True)
     return records
 
 logger._write_snapshot = acknowledged
@@ -65,11 +67,25 @@ model.fit(x, y, epochs=100000, batch_size=16, verbose=0, callbacks=[logger, Pace
 """
 
 
-def _acknowledge(proc: subprocess.Popen, acked: list[int]) -> None:
-    """Collect the steps the child acknowledges until its output ends."""
+def _acknowledge(proc: subprocess.Popen, logdir: str, acked: list[tuple[str, int]]) -> None:
+    """Collect the (run, step) snapshots the child acknowledges until its output ends."""
     for line in proc.stdout:
         if line.startswith("ack "):
-            acked.append(int(line.split()[1]))
+            _, step, run_dir = line.rstrip("\n").split(" ", 2)
+            acked.append((run_name_of(logdir, run_dir), int(step)))
+
+
+def _lost(logdir: str, acked: list[tuple[str, int]]) -> list[tuple[str, str, int]]:
+    """The acknowledged snapshots that a layer of their run does not list (each one's activations verified)."""
+    log, lost = open_logdir(logdir), []
+    for name, step in acked:
+        run = log.run(name)
+        for layer in run.layers:
+            if step in run.steps(layer):
+                verified_activations(run, layer, step)  # raises on a checksum mismatch
+            else:
+                lost.append((name, layer, step))
+    return lost
 
 
 def _serve(client, stop: threading.Event, seed: int, answers: list, errors: list) -> None:
@@ -121,7 +137,7 @@ def test_no_acknowledged_snapshot_is_lost_when_killed_while_served(tmp_path):
             proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path / "run")], stdout=subprocess.PIPE,
                                     text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
             before = len(acked)
-            listener = threading.Thread(target=_acknowledge, args=(proc, acked))
+            listener = threading.Thread(target=_acknowledge, args=(proc, logdir, acked))
             listener.start()
             try:
                 deadline = time.monotonic() + 120
@@ -143,20 +159,14 @@ def test_no_acknowledged_snapshot_is_lost_when_killed_while_served(tmp_path):
                 listener.join(timeout=10)
                 proc.stdout.close()
             assert proc.returncode == -signal.SIGKILL
-            run = open_logdir(logdir).run("run")
-            for layer in run.layers:
-                assert set(acked) <= set(run.steps(layer)), f"acknowledged steps lost from {layer!r}"
+            assert not (lost := _lost(logdir, acked)), f"acknowledged snapshots lost: {lost[:5]}"
     finally:
         stop.set()
         for t in readers:
             t.join(timeout=60)
         plugin.jobs.close()
 
-    run = open_logdir(logdir).run("run")
-    lost = [(layer, step) for layer in run.layers for step in acked if step not in run.steps(layer)]
-    for layer in run.layers:
-        for step in sorted(set(acked) & set(run.steps(layer))):
-            verified_activations(run, layer, step)  # raises on a checksum mismatch
+    lost = _lost(logdir, acked)
     assert not lost, f"{len(lost)} of {len(acked)} acknowledged snapshots lost: {lost[:5]}"
     failed = Counter(f"{route} {status}" for route, status in answers if status >= 500)
     assert not failed, f"{sum(failed.values())} of {len(answers)} requests answered 5xx: {dict(failed)}"
