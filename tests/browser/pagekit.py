@@ -11,6 +11,7 @@ import base64
 import io
 import shutil
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -160,6 +161,20 @@ def hover_a_point(driver) -> None:
     y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
     ActionChains(driver).move_to_element_with_offset(element, x - element.rect["width"] / 2,
                                                      y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
+
+
+def hover_until(driver, condition, what, timeout=60):
+    """Hover a drawn point (:func:`hover_a_point`) until ``condition`` holds: a hover that lands while the page
+    redraws its points (a poll of the run index, an animation) is moved again, instead of waiting on a card that
+    will not come. Returns what ``condition`` returned."""
+    deadline = time.monotonic() + timeout
+    while True:
+        hover_a_point(driver)
+        try:
+            return wait(driver, condition, what, timeout=min(5.0, max(0.1, deadline - time.monotonic())))
+        except AssertionError:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def drag_rectangle(driver, start=(-160, -130), step=(32, 26)) -> None:

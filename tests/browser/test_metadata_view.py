@@ -90,8 +90,7 @@ def _changed(a, b) -> int:
 
 def test_hover_shows_the_text_and_columns(tab, shots, probe_text):
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N, "the draw of the text run")
-    pk.hover_a_point(tab)
-    shown = pk.wait(tab, lambda d: (pk.texts(d, '[data-testid="hover-text"]') or [""])[0], "the hover text")
+    shown = pk.hover_until(tab, lambda d: (pk.texts(d, '[data-testid="hover-text"]') or [""])[0], "the hover text")
     assert shown in probe_text[0]  # one of the sentences, in full
     card = pk.text(tab, '[data-testid="hover"]')
     for field in ("source", "length", "score", "probe id"):
@@ -141,9 +140,9 @@ def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
     all_ink = pk.ink(pk.canvas(tab)).sum()
     tab.find_element(By.CSS_SELECTOR, '[data-testid="only"]').click()
     pk.wait(tab, lambda d: pk.ink(pk.canvas(d)).sum() < 0.6 * all_ink, "the other points hidden")
-    pk.hover_a_point(tab)  # only matches are drawn: the card shows a sentence with the word marked
-    pk.wait(tab, lambda d: [m.lower() for m in pk.texts(d, '[data-testid="hover-text"] mark')][:1] == ["cat"],
-            "the match marked in the hover text")
+    # only matches are drawn: the card shows a sentence with the word marked
+    pk.hover_until(tab, lambda d: [m.lower() for m in pk.texts(d, '[data-testid="hover-text"] mark')][:1] == ["cat"],
+                   "the match marked in the hover text")
     pk.shot(tab, shots, "metadata-5-only")
     # a regular expression on one column
     pk.select(tab, "search-column", "text")

@@ -141,9 +141,8 @@ def test_a_hovered_point_of_the_subset_shows_its_probe_id(tab, shots):
     pk.step_once(tab)
     pk.wait(tab, lambda d: pk.stats(d)["n"] == len(SUBSET), "the subset drawn")
     time.sleep(0.3)
-    pk.hover_a_point(tab)
-    card = pk.wait(tab, lambda d: "probe id" in pk.text(d, '[data-testid="hover"]') and pk.text(d, '[data-testid="hover"]'),
-                   "the hover card")
+    card = pk.hover_until(tab, lambda d: "probe id" in pk.text(d, '[data-testid="hover"]')
+                          and pk.text(d, '[data-testid="hover"]'), "the hover card")
     ids = [int(w.strip("#,")) for w in card.replace("\n", " ").split() if w.strip("#,").isdigit()]
     assert any(FIRST_ID + SUBSET[0] <= i < FIRST_ID + N for i in ids), card
     assert not any(FIRST_ID <= i < FIRST_ID + SUBSET[0] for i in ids), card  # row i is not probe point i

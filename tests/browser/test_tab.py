@@ -43,8 +43,8 @@ def test_pick_a_layer_draws_every_point(tab, shots):
 
 
 def test_hover_shows_the_thumbnail_and_prediction(tab, shots):
-    pk.hover_a_point(tab)
-    thumb = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
+    thumb = pk.hover_until(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'),
+                           "the thumbnail")
     image = pk.canvas(tab, '[data-testid="hover"] canvas.thumb')
     assert image.shape[:2] == (28, 28) and image[..., :3].std() > 20  # a digit, not a blank square
     card = pk.text(tab, '[data-testid="hover"]')
