@@ -40,8 +40,7 @@ def weights_digest(model: Any) -> str:
 def reached(manifest: dict, model: Any = None) -> dict:
     """The manifest's ``weights`` field with the digest of ``model``'s weights added to the states the run
     reached (None: the field as it is, created empty for a new run)."""
-    weights = manifest.get("weights")
-    states = list(weights.get("reached") or []) if isinstance(weights, dict) else []
+    states = list(_reached(manifest) or [])
     if model is not None and (digest := weights_digest(model)) not in states:
         states.append(digest)
     return {"reached": states}
