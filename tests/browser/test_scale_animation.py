@@ -30,8 +30,20 @@ KEY = "pca-scale0000000"
 N, SPARSE = 50_000, 40  # PERFORMANCE_AT points; class 0 (#4e79a7) holds the first SPARSE
 BLUE = (78, 121, 167)
 
-# Every WebGL context a frame makes, with the attributes it got (run in each frame before its own scripts).
+# Every WebGL context a frame makes, with the attributes it got, and a clock the test can slow down (run in each
+# frame before its own scripts). regl-scatterplot times its transitions by performance.now(): run at a quarter of
+# real time, the 0.7 s animation lasts 2.8 s, so a loaded machine still draws it in several frames while the test
+# reads each one back.
 _RECORD_CONTEXTS = """
+const realNow = performance.now.bind(performance);
+let anchorReal = 0, anchorVirtual = 0, rate = 1;
+performance.now = () => anchorVirtual + (realNow() - anchorReal) * rate;
+window.__realNow = realNow;
+window.__setClockRate = (r) => {
+  anchorVirtual = performance.now();
+  anchorReal = realNow();
+  rate = r;
+};
 const made = new WeakSet();
 window.__webgl = [];
 const getContext = HTMLCanvasElement.prototype.getContext;
@@ -87,8 +99,8 @@ def _blue(pixels, strength):
 
 
 # Full-colour class-0 pixels of each frame the page draws and whether the points were moving, counted in the page
-# (a frame read from outside takes longer than the 0.7 s the animation lasts); the third frame of the animation
-# kept as a PNG.
+# (a frame read from outside takes longer than the animation lasts); the third frame of the animation kept as a
+# PNG. The page's clock runs at arguments[2] of real time while it counts; arguments[0] is in real seconds.
 _COUNT_FRAMES = """
 const canvas = document.querySelector("canvas.scatter");
 const copy = document.createElement("canvas");
@@ -101,8 +113,9 @@ const ended = stats.transitions; // the count once the animation about to start 
 stats.transitionFrames = [];
 window.__strong = [];
 window.__midFrame = null;
-const until = performance.now() + arguments[0] * 1000;
-const tick = (now) => {
+const until = window.__realNow() + arguments[0] * 1000;
+window.__setClockRate(arguments[2]);
+const tick = () => {
   ctx.fillStyle = "#fff";
   ctx.fillRect(0, 0, copy.width, copy.height);
   ctx.drawImage(canvas, 0, 0);
@@ -116,7 +129,8 @@ const tick = (now) => {
   const moving = stats.transitionFrames.length > 0 && stats.transitions === ended;
   window.__strong.push([count, moving]);
   if (!window.__midFrame && moving && stats.transitionFrames.length >= 3) window.__midFrame = canvas.toDataURL("image/png");
-  if (now < until) requestAnimationFrame(tick);
+  if (window.__realNow() < until) requestAnimationFrame(tick);
+  else window.__setClockRate(1);
 };
 requestAnimationFrame(tick);
 """
@@ -153,10 +167,10 @@ def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_poin
     at_rest = int(_blue(pk.canvas(tab), 0.9).sum())
     assert at_rest >= SPARSE  # each selected point: an outline at full colour
     before = pk.stats(tab)["transitions"]
-    tab.execute_script(_COUNT_FRAMES, 4.0, BLUE)
+    tab.execute_script(_COUNT_FRAMES, 5.0, BLUE, 0.25)
     pk.step_once(tab)
     assert pk.stats(tab)["transitions"] > before
-    time.sleep(4.0)
+    time.sleep(5.0)
     counts = tab.execute_script("return window.__strong")
     during = [c for c, moving in counts if moving]
     assert len(pk.stats(tab)["transitionFrames"]) >= 3, "the 50,000 points jumped instead of moving"
