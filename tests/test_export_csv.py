@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from repviz import export  # noqa: E402
-from repviz.similarity.result import RepKey, SimilarityMatrix  # noqa: E402
+from repviz import export
+from repviz.similarity.result import RepKey, SimilarityMatrix
 
 NAMES = ['=HYPERLINK("http://x","y")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1)", "\tx", "\rx", "plain", "-"]
 SAFE = ["'" + n for n in NAMES[:6]] + ["plain", "'-"]

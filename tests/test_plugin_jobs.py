@@ -14,15 +14,15 @@ import pytest
 
 pytest.importorskip("tensorboard")
 
-from tensorboard.backend import application  # noqa: E402
-from tensorboard.plugins import base_plugin  # noqa: E402
-from tensorboard_plugin_repviz import jobs as jobs_module  # noqa: E402
-from tensorboard_plugin_repviz import loader  # noqa: E402
-from tensorboard_plugin_repviz.jobs import JobManager, TooManyJobs  # noqa: E402
-from werkzeug import test as wtest  # noqa: E402
-from werkzeug import wrappers  # noqa: E402
+from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
+from tensorboard_plugin_repviz import jobs as jobs_module
+from tensorboard_plugin_repviz import loader
+from tensorboard_plugin_repviz.jobs import JobManager, TooManyJobs
+from werkzeug import test as wtest
+from werkzeug import wrappers
 
-from repviz.service import NotFoundError  # noqa: E402
+from repviz.service import NotFoundError
 
 BASE = "/data/plugin/repviz/"
 DONE = {"key": "pca-0", "stored": 1, "failures": [], "progress": {"stage": "done", "done": 1, "total": 1}}

@@ -89,7 +89,7 @@ def _job_process(pipe, fn: Callable, args: tuple) -> None:
     _PIPE = pipe
     try:
         answer = (True, fn(*args))
-    except BaseException as e:  # noqa: BLE001 - every failure becomes the job's one-line error
+    except BaseException as e:  # every failure becomes the job's one-line error
         answer = (False, _one_line(e))
     with _PIPE_LOCK:
         pipe.send(("answer", *answer))
