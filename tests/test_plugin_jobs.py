@@ -259,3 +259,39 @@ def test_the_time_limit_flag():
     assert default.jobs.time_limit == jobs_module.DEFAULT_TIME_LIMIT
     with pytest.raises(SystemExit):
         parser.parse_args(["--repviz_job_limit", "0"])
+
+
+@pytest.mark.slow
+def test_a_cancelled_embedding_job_leaves_whole_snapshots_only(tmp_path, new_run):
+    """A real PCA job over many snapshots, cancelled once it has stored some: every stored snapshot reads back
+    whole, and nothing but the store's own temporary files (which readers skip) is left half-written."""
+    import numpy as np
+
+    import repviz
+
+    writer = new_run(tmp_path / "a", layers={"dense": (1500, 32)})
+    writer.write_probe(np.arange(1500), np.arange(1500) % 3)
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        writer.write_activation("dense", step, rng.normal(size=(1500, 32)).astype(np.float32))
+    manager = JobManager(str(tmp_path))
+    try:
+        job, _ = manager.submit("a", "dense", "pca", client="A")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            now = next(j for j in manager.jobs() if j["id"] == job["id"])
+            if now["state"] != "running" or (now["progress"] or {}).get("done", 0) >= 2:
+                break
+            time.sleep(0.05)
+        assert now["state"] == "running", now  # still running with some snapshots stored
+        assert manager.cancel(job["id"], client="A")["state"] == "cancelled"
+        run = repviz.open_logdir(tmp_path).run("a")
+        keys = run.embeddings.keys()
+        assert keys, "no snapshot was stored before the cancel"
+        for (key,) in keys:
+            steps = run.embeddings.steps(key, "dense")
+            assert 0 < len(steps) < 40
+            for step in steps:
+                assert run.embeddings.read(key, "dense", step).shape == (1500, 2)
+    finally:
+        manager.close()
