@@ -163,6 +163,9 @@ class _JobProcesses(Executor):
                 else:
                     answer = message[1:]
         future.process.join(_KILL_AFTER * 2)
+        if future.process.is_alive():  # answered, or closed its pipe, but does not end
+            future.process.kill()
+            future.process.join()
         self._live.discard(future)
         if answer is None:
             code = future.process.exitcode
