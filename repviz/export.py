@@ -203,13 +203,28 @@ def meta_map(result: MetaResult, title: str = "") -> Figure:
     return fig
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _spreadsheet_cell(value) -> object:
+    """``value`` for a CSV cell: text that a spreadsheet would run as a formula (a run or layer named
+    ``=HYPERLINK(...)``) gets a leading single quote, as OWASP recommends; numbers, -1.5 included, stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def _write_csv(path: Path, rows: list[list]) -> None:
+    """``rows`` as a CSV file at ``path``, written atomically, every cell made safe for spreadsheets."""
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        csv.writer(f).writerows([[_spreadsheet_cell(v) for v in row] for row in rows])
+
+
 def _write_tables(rows: list[dict], out: Path) -> list[Path]:
     head = ["run", "layer", "method", "step", *SCORES]
     csv_path, md_path = out / "quality.csv", out / "quality.md"
-    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(head)
-        writer.writerows([[r[h] if r[h] is not None else "" for h in head] for r in rows])
+    _write_csv(csv_path, [head, *([r[h] if r[h] is not None else "" for h in head] for r in rows)])
 
     def cell(v) -> str:
         return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
@@ -238,11 +253,9 @@ def write_matrix(matrix: SimilarityMatrix, out: str | os.PathLike,
     stem = _matrix_stem(matrix)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, json_path = out / f"{stem}.csv", out / f"{stem}.json"
-    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["", *matrix.labels("cols")])
-        for label, row in zip(matrix.labels("rows"), matrix.values):
-            writer.writerow([label, *("" if not np.isfinite(v) else f"{v:.6g}" for v in row)])
+    _write_csv(csv_path, [["", *matrix.labels("cols")],
+                          *([label, *("" if not np.isfinite(v) else f"{v:.6g}" for v in row)]
+                            for label, row in zip(matrix.labels("rows"), matrix.values))])
     with atomic_path(json_path) as tmp:
         Path(tmp).write_text(json.dumps(matrix.to_dict(), indent=1) + "\n")
     return [csv_path, json_path] + _save(heatmap(matrix), out, stem, formats)

@@ -176,7 +176,8 @@ def test_fuzz_gives_no_5xx_and_one_line_errors(logdir, monkeypatch):
             return Future()
 
     plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(logdir)))
-    monkeypatch.setattr(plugin, "jobs", JobManager(str(logdir), max_pending=10**6, pool=IdlePool()))
+    monkeypatch.setattr(plugin, "jobs", JobManager(str(logdir), max_pending=10**6, per_client=10**6,
+                                                   pool=IdlePool()))
     client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
     rng = random.Random(0)
     for _ in range(500):

@@ -3,7 +3,8 @@
 Routes (relative to ``data/plugin/repviz/``; the contract with the page is in the project notes and README):
 JSON ``runs``, ``info``, ``jobs``, ``meta_result``, ``knn``, ``density``, ``placed`` (other runs' probes placed into
 a layout), ``similarity`` (404 while not computed),
-``POST compute``, ``POST compute_meta``, ``POST compute_similarity``;
+``POST compute``, ``POST compute_meta``, ``POST compute_similarity`` (each job queued for the client the page's
+``X-Repviz-Client`` header names), ``POST cancel`` (a job's id);
 binary ``coords``, ``rows`` (the probe positions of a snapshot's rows: it may hold a subset of the probe),
 ``labels``, ``predictions``, ``ids``, ``thumbnails``, ``neighborhood_change``, ``POST trails``;
 the page's files under ``static/``. Every error is JSON ``{"error": "one line"}`` with 400, 403, 404, 405, 413, 415,
@@ -43,7 +44,7 @@ from repviz.service import META_OPTIONS, PLUGIN_NAME, NotFoundError
 
 from . import compare, data, metadata, similarity, web
 from .catalog import Catalog
-from .jobs import JobManager, StillComputing, TooManyJobs
+from .jobs import DEFAULT_TIME_LIMIT, JobManager, StillComputing, TooManyJobs
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ def _app(plugin: RepvizPlugin, name: str, route: Route) -> Callable:
                 raise web.HTTPError(405, f"{request.path.rsplit('/', 1)[-1]} takes {' or '.join(route.methods)}, not "
                                      f"{request.method[:20]}", headers=[("Allow", ", ".join(route.methods))])
             if route.methods == web.POST:
-                return _respond(request, route, route.handler(plugin, web.json_body(request, route.max_body)))
+                return _respond(request, route, route.handler(plugin, web.json_body(request, route.max_body),
+                                                              *(read(request) for read in route.params)))
             if not request.path.startswith(web.STATIC_PREFIX):  # the page's files stay loadable from anywhere
                 web.same_origin(request)  # another site's page cannot make the browser start work or read data
             return _respond(request, route, route.handler(plugin, *(read(request) for read in route.params)))
@@ -100,8 +102,8 @@ JSON, BINARY, STATIC = "application/json", "application/octet-stream", "by file 
 
 @dataclass(frozen=True)
 class Route:
-    """One route: ``handler(plugin, *values)`` with the values ``params`` read from the query (GET routes), or
-    ``handler(plugin, body)`` with the JSON object of the body (POST routes, ``max_body`` bytes at most).
+    """One route: ``handler(plugin, *values)`` with the values ``params`` read from the request (GET routes), or
+    ``handler(plugin, body, *values)`` with the JSON object of the body (POST routes, ``max_body`` bytes at most).
 
     A handler returns a response, or what ``content_type`` turns into one: for JSON an object, or (object, status);
     for BINARY an array, or (array, headers covered by the ETag).
@@ -149,7 +151,7 @@ def _started(job_and_new: tuple[dict, bool]) -> tuple[dict, int]:
     return {"job": job}, 202 if new else 200
 
 
-def _compute(plugin: RepvizPlugin, body: dict) -> tuple[dict, int]:
+def _compute(plugin: RepvizPlugin, body: dict, client: str) -> tuple[dict, int]:
     if not all(isinstance(body.get(k), str) for k in ("run", "layer", "method")):
         raise data.BadRequest("the body must be a JSON object with string fields run, layer and method")
     run = plugin.catalog.run(body["run"])
@@ -159,10 +161,10 @@ def _compute(plugin: RepvizPlugin, body: dict) -> tuple[dict, int]:
         raise NotFoundError(f"method {body['method']!r} is not one of {sorted(service.METHODS)}")
     if not run.steps(body["layer"]):
         raise NotFoundError(f"layer {body['layer']!r} of run {run.name!r} has no snapshots yet")
-    return _started(plugin.jobs.submit(run.name, body["layer"], body["method"]))
+    return _started(plugin.jobs.submit(run.name, body["layer"], body["method"], client))
 
 
-def _compute_meta(plugin: RepvizPlugin, body: dict) -> tuple[dict, int]:
+def _compute_meta(plugin: RepvizPlugin, body: dict, client: str) -> tuple[dict, int]:
     chosen = {}
     for field, options in META_OPTIONS.items():
         value = body.get(field, options[0])
@@ -171,7 +173,7 @@ def _compute_meta(plugin: RepvizPlugin, body: dict) -> tuple[dict, int]:
         chosen[field] = value
     if not plugin.catalog.runs():
         raise NotFoundError("the log directory holds no runs to compare")
-    return _started(plugin.jobs.submit_meta(chosen["transform"], chosen["metric"], chosen["embedding"]))
+    return _started(plugin.jobs.submit_meta(chosen["transform"], chosen["metric"], chosen["embedding"], client))
 
 
 def _similarity(plugin: RepvizPlugin, request) -> dict | tuple[dict, int]:
@@ -182,9 +184,17 @@ def _similarity(plugin: RepvizPlugin, request) -> dict | tuple[dict, int]:
     return matrix
 
 
-def _compute_similarity(plugin: RepvizPlugin, body: dict) -> tuple[dict, int]:
+def _compute_similarity(plugin: RepvizPlugin, body: dict, client: str) -> tuple[dict, int]:
     chosen = similarity.selection(plugin.catalog, body, step_required=False)
-    return _started(plugin.jobs.submit_similarity(chosen.public(), similarity.job_steps(plugin.catalog, chosen)))
+    return _started(plugin.jobs.submit_similarity(chosen.public(), similarity.job_steps(plugin.catalog, chosen),
+                                                  client))
+
+
+def _cancel(plugin: RepvizPlugin, body: dict, client: str) -> dict:
+    if not isinstance(body.get("id"), str):
+        raise data.BadRequest("the body must be a JSON object with a string field id (a job's, as the jobs route "
+                              "lists them)")
+    return {"job": plugin.jobs.cancel(body["id"], client)}
 
 
 def _neighbor_change(plugin: RepvizPlugin, run, layer, step, run2, layer2, step2, k) -> tuple[np.ndarray, dict]:
@@ -216,16 +226,18 @@ def _request(request):
 
 
 RUN, LAYER, STEP, KEY = _text("run"), _text("layer"), _integer("step"), _text("key")
+CLIENT = web.client
 
 #: Every route of the tab (relative to ``data/plugin/repviz/``).
 ROUTES: dict[str, Route] = {
     "runs": Route(_runs, params=(_request,)),
     "info": Route(_on_catalog(data.info_impl), params=(RUN, LAYER, STEP, _text_or("key", None))),
     "meta_result": Route(_on_catalog(data.meta_result_impl), params=(_text("name"),)),
-    "compute": Route(_compute, web.POST, max_body=MAX_BODY),
-    "compute_meta": Route(_compute_meta, web.POST, max_body=MAX_BODY),
+    "compute": Route(_compute, web.POST, max_body=MAX_BODY, params=(CLIENT,)),
+    "compute_meta": Route(_compute_meta, web.POST, max_body=MAX_BODY, params=(CLIENT,)),
     "similarity": Route(_similarity, params=(_request,)),
-    "compute_similarity": Route(_compute_similarity, web.POST, max_body=MAX_BODY),
+    "compute_similarity": Route(_compute_similarity, web.POST, max_body=MAX_BODY, params=(CLIENT,)),
+    "cancel": Route(_cancel, web.POST, max_body=MAX_BODY, params=(CLIENT,)),
     "knn": Route(_on_catalog(compare.knn_impl), params=(RUN, LAYER, STEP, _integer("index"), _integer("k", 10))),
     "neighborhood_change": Route(_neighbor_change, content_type=BINARY,
                                  params=(RUN, LAYER, STEP, _text("run2"), _text("layer2"), _integer("step2"),
@@ -265,10 +277,12 @@ class RepvizPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext):
         logdir = getattr(context, "logdir", "") or ""
-        out = getattr(getattr(context, "flags", None), "repviz_out", None) or None
+        flags = getattr(context, "flags", None)
+        out = getattr(flags, "repviz_out", None) or None
         # Both are cheap to build: the listing and the worker processes start on first use.
         self.catalog = Catalog(logdir, out=out)
-        self.jobs = JobManager(logdir, out=out)
+        self.jobs = JobManager(logdir, out=out,
+                               time_limit=getattr(flags, "repviz_job_limit", None) or DEFAULT_TIME_LIMIT)
 
     def get_plugin_apps(self):
         self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import posixpath
+import re
 import tokenize
 
 import numpy as np
@@ -31,6 +32,8 @@ BODY_TIMEOUT = 5.0  # seconds a POST body may pause between two reads (as nginx'
 GET, POST = ("GET", "HEAD"), ("POST",)
 _SAME_ORIGIN_FETCH = ("same-origin", "none")  # Sec-Fetch-Site of the tab's own fetches and of typed URLs
 ARRAY_CACHE = "private, no-cache"  # revalidated every time (a recomputed embedding keeps its URL), 304 if same
+CLIENT_HEADER = "X-Repviz-Client"  # the id a page load of the tab makes for itself, for the fair job queue
+_CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class HTTPError(Exception):
@@ -81,6 +84,13 @@ def arg(request, name: str) -> str:
     if len(value) > 1024:
         raise BadRequest(f"parameter {name!r} is too long ({len(value)} characters)")
     return value
+
+
+def client(request) -> str:
+    """Who asks, for the job queue's fairness: the page's own id (:data:`CLIENT_HEADER`), else the remote
+    address (a script, or a page of another version)."""
+    own = request.headers.get(CLIENT_HEADER, "")
+    return f"tab:{own}" if _CLIENT_ID.fullmatch(own) else f"address:{request.remote_addr or 'unknown'}"
 
 
 def int_arg(request, name: str, default: int | None = None) -> int:

@@ -8,7 +8,7 @@
 // not one per cell.
 import { fitCanvas } from "./overlay.js";
 import { Scatter, sharedRenderer } from "./scatter.js";
-import { h } from "./dom.js";
+import { h, shown } from "./dom.js";
 
 const CLICK_PX = 4; // a press that moves less than this is a click, not a pan or a lasso
 
@@ -96,10 +96,10 @@ export class Multiples {
   /** Show `text` as cell i's title, `message` (or nothing) over its plot and `note` (or nothing) under it. */
   label(i, text, message = null, note = null) {
     const cell = this.cells[i];
-    cell.title.textContent = text;
+    cell.title.textContent = shown(text);
     cell.el.dataset.message = message || "";
     cell.el.classList.toggle("empty", Boolean(message));
-    cell.note.textContent = note || "";
+    cell.note.textContent = shown(note || "");
     cell.note.hidden = !note;
   }
 

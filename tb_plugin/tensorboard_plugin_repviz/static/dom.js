@@ -1,9 +1,25 @@
 // Pure DOM builders of the Repviz tab: each takes data and callbacks and returns elements. No fetching,
 // no state: index.js and the views decide what to show and rebuild a part when its data changes.
 
+// Bidirectional controls (embeddings, overrides, isolates, marks): raw in a run, layer or column name they would
+// reorder what the page draws ("evil\u202egpj.exe" reads as "evilexe.jpg").
+const BIDI_CONTROLS = /[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `text` as the page may draw it: every bidirectional control character written as its escape (`\u202e`), as the
+ * server's notes write them. Every text the page shows passes here: `h` applies it to text, string children and
+ * the `title`, `aria-label` and `placeholder` attributes; canvases and direct `textContent` call it.
+ * @param {*} text @returns {string}
+ */
+export function shown(text) {
+  return String(text).replace(BIDI_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+const SHOWN_ATTRIBUTES = new Set(["title", "aria-label", "placeholder"]);
+
 /**
  * Create an element. `attrs` keys starting with "on" add listeners; `class`, `text` and other keys set
- * attributes; children may be nodes, strings or null (skipped).
+ * attributes; children may be nodes, strings or null (skipped). Texts go through `shown`.
  * @returns {HTMLElement}
  */
 export function h(tag, attrs = {}, ...children) {
@@ -11,12 +27,12 @@ export function h(tag, attrs = {}, ...children) {
   for (const [key, value] of Object.entries(attrs)) {
     if (value === undefined || value === null || value === false) continue;
     if (key.startsWith("on")) node.addEventListener(key.slice(2).toLowerCase(), value);
-    else if (key === "text") node.textContent = value;
+    else if (key === "text") node.textContent = shown(value);
     else if (key in node && typeof value !== "string") node[key] = value;
-    else node.setAttribute(key, value === true ? "" : value);
+    else node.setAttribute(key, value === true ? "" : SHOWN_ATTRIBUTES.has(key) ? shown(value) : value);
   }
   for (const child of children.flat()) {
-    if (child !== null && child !== undefined && child !== false) node.append(child);
+    if (child !== null && child !== undefined && child !== false) node.append(typeof child === "string" ? shown(child) : child);
   }
   return node;
 }
@@ -263,12 +279,24 @@ export function setSnapshotBar(bar, steps, position, unit, playing, fits = []) {
   slider.max = String(Math.max(steps.length - 1, 0));
   slider.value = String(position);
   slider.disabled = steps.length < 2;
-  step.textContent = steps.length ? `${unit} ${steps[position]}${fitOf(fits, steps[position])}` : "no snapshot";
+  step.textContent = steps.length ? shown(`${unit} ${steps[position]}${fitOf(fits, steps[position])}`) : "no snapshot";
   hint.textContent = steps.length ? `${position + 1} / ${steps.length}` : "";
 }
 
-/** A background job's state: progress bar while it runs, the one-line reason when it failed. */
-export function jobView(job, onDismiss) {
+/** Why a job waits or how long it has run: "queued: 2 jobs ahead", "running 12 s of at most 600 s". */
+export function jobWhen(job) {
+  if (job.state === "queued" && typeof job.ahead === "number") {
+    return job.ahead ? `queued: ${job.ahead} job${job.ahead === 1 ? "" : "s"} ahead` : "queued: next";
+  }
+  if (job.state === "running" && typeof job.elapsed === "number") {
+    return `running ${Math.round(job.elapsed)} s${job.limit ? ` of at most ${Math.round(job.limit)} s` : ""}`;
+  }
+  return job.state === "queued" ? "queued" : "";
+}
+
+/** A background job's state: why it waits or how long it has run, a progress bar and a Cancel button while it
+ * is queued or runs; the one-line reason when it failed. */
+export function jobView(job, onDismiss, onCancel) {
   const what = job.kind === "meta" ? "the meta-SNE map"
     : job.kind === "similarity" ? `the ${job.method} heatmaps of ${job.params.runs.join(" × ")}` : `${job.method} of ${job.layer}`;
   if (job.state === "failed") {
@@ -278,9 +306,13 @@ export function jobView(job, onDismiss) {
   }
   const p = job.progress || {};
   const fraction = typeof p.fraction === "number" ? p.fraction : null;
+  const when = jobWhen(job);
   return h("div", { class: "job", "data-testid": "job" },
     h("span", { text: `Computing ${what}${p.stage ? ` (${p.stage}${p.total ? ` ${p.done}/${p.total}` : ""})` : ""}…` }),
-    h("progress", fraction === null ? {} : { max: "1", value: String(fraction) }));
+    h("progress", fraction === null ? {} : { max: "1", value: String(fraction) }),
+    when ? h("span", { class: "hint", "data-testid": "job-when", text: when }) : null,
+    job.id ? h("button", { type: "button", class: "link", "data-testid": "cancel-job", text: "Cancel",
+      title: "stop this job (what it has stored so far is kept)", onclick: onCancel }) : null);
 }
 
 /** A message in place of the scatter: what is missing and what to do. */

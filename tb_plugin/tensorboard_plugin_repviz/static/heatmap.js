@@ -2,6 +2,7 @@
 // column labels below, a colour bar with its ticks and title on the right, values written in the cells when they
 // are large enough to read, the hovered cell outlined. Changing to values of the same shape can be animated.
 // Hover and click report the cell under the mouse; similarityview.js decides what they mean.
+import { shown } from "./dom.js";
 import { fitCanvas } from "./overlay.js";
 
 // matplotlib's viridis at nine even stops (perceptually uniform, legible in grey, colour-blind safe)
@@ -52,8 +53,9 @@ function ticks(lo, hi) {
   return out;
 }
 
-/** `text` cut with an ellipsis to `width` pixels in the context's font. */
-function fitText(ctx, text, width) {
+/** `label` as the page shows it (`shown`), cut with an ellipsis to `width` pixels in the context's font. */
+function fitText(ctx, label, width) {
+  const text = shown(label);
   if (ctx.measureText(text).width <= width) return text;
   let cut = text;
   while (cut.length > 1 && ctx.measureText(`${cut}…`).width > width) cut = cut.slice(0, -1);

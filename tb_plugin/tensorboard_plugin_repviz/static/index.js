@@ -379,7 +379,7 @@ class App {
     const parts = [];
     if (this.error) parts.push(V.errorBanner(this.error, () => this.showError(null)));
     this.jobs.notes.forEach((note, i) => parts.push(V.note(note, () => this.jobs.dismissNote(i))));
-    for (const [id, job] of this.jobs.entries()) parts.push(V.jobView(job, () => this.jobs.dismiss(id)));
+    for (const [id, job] of this.jobs.entries()) parts.push(V.jobView(job, () => this.jobs.dismiss(id), () => this.jobs.cancel(id)));
     this.el.status.replaceChildren(...parts);
   }
 }

@@ -1,8 +1,13 @@
 // The background jobs this page started (an embedding computed on demand, a meta-SNE map): asked for through the
-// Model, polled while any is queued or running, and remembered until dismissed when they fail. A finished job's
-// own callback runs first, then the page's (which reads the index again).
+// Model, polled while any is queued or running, cancelled on request, and remembered until dismissed when they
+// fail. A finished job's own callback runs first, then the page's (which reads the index again).
 
 const POLL_MS = 1000;
+
+/** What a job computes, in a note. */
+function describe(job) {
+  return job.kind === "meta" ? "meta-SNE map" : `${job.method} of ${job.layer}`;
+}
 
 /**
  * @typedef {import("./model.js").Job} Job
@@ -57,6 +62,16 @@ export class Jobs {
     this._changed();
   }
 
+  /** Cancel job `id` on the server and stop tracking it; a failure is reported through `onError`. */
+  async cancel(id) {
+    try {
+      await this.model.cancel(id);
+      this.dismiss(id);
+    } catch (e) {
+      this.events.onError(e);
+    }
+  }
+
   dismissNote(i) {
     this.notes.splice(i, 1);
     this.events.onChange();
@@ -73,11 +88,14 @@ export class Jobs {
         if (!mine) continue;
         const before = mine.job;
         mine.job = { ...before, ...job };
-        if (job.state === "done" && before.state !== "done") {
+        if (job.state === "cancelled") { // by another tab that had asked for it too, or from a script
+          this._jobs.delete(job.id);
+          this.notes.push(`${describe(job)}: cancelled`);
+        } else if (job.state === "done" && before.state !== "done") {
           finished = true;
           mine.onDone(mine.job);
           this._jobs.delete(job.id);
-          if (job.error) this.notes.push(`${job.kind === "meta" ? "meta-SNE map" : `${job.method} of ${job.layer}`}: ${job.error}`);
+          if (job.error) this.notes.push(`${describe(job)}: ${job.error}`);
         }
       }
       this.list = this._current();

@@ -19,7 +19,9 @@
  * @typedef {{runs: Run[], methods: string[], meta: string[], choices: Choices}} Index
  * @typedef {{id: string, run: string, layer: string, method: string, state: string,
  *            progress: ?{stage: string, done: number, total: number, fraction: ?number, message: string},
- *            error: ?string, key: ?string}} Job
+ *            error: ?string, key: ?string, ahead: ?number, elapsed: ?number, limit: ?number}} Job  state: queued,
+ *   running, done, failed or cancelled; ahead: jobs running or starting before a queued one; elapsed: seconds a
+ *   running one has run, of at most limit
  */
 
 /** A request that failed, with the server's message (or the network's). */
@@ -74,9 +76,16 @@ function wholeProbe(n) {
   return WHOLE.get(n);
 }
 
+/** An id of this page load, sent with every job it asks for: the server's queue takes turns between tabs. */
+function clientId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(12)); // randomUUID needs a secure context; this does not
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** Data access for the page: one instance per page. */
 export class Model {
   constructor() {
+    this.client = clientId();
     /** @type {?Index} */
     this.index = null;
     this._etag = null;
@@ -221,7 +230,7 @@ export class Model {
   _post(route, body) {
     return request(route, {}, {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { "Content-Type": "application/json", "X-Repviz-Client": this.client },
       body: JSON.stringify(body),
     });
   }
@@ -313,6 +322,11 @@ export class Model {
   /** Start (or join) the background computation of the heatmaps `body` names (every snapshot). @returns {Promise<Job>} */
   async computeSimilarity(body) {
     return (await (await this._post("compute_similarity", body)).json()).job;
+  }
+
+  /** Cancel job `id` for this page (a job another tab asked for too goes on for it). @returns {Promise<Job>} */
+  async cancel(id) {
+    return (await (await this._post("cancel", { id })).json()).job;
   }
 
   /** Recent background jobs. @returns {Promise<Job[]>} */

@@ -1,6 +1,7 @@
 // 2-D canvas drawing of the Repviz tab: what regl-scatterplot does not draw (trails, density contours, rings
 // around neighbours, the meta-SNE map, small previews). Never regl-scatterplot's point connections: they need a
 // blob: worker that TensorBoard's CSP blocks. Everything here is drawing; the views decide what to draw.
+import { shown } from "./dom.js";
 
 const MAX_LABELS = 16; // trajectories named on the meta map; more would cover it
 
@@ -200,7 +201,7 @@ export function drawMetaMap(ctx, map) {
     ctx.fillStyle = "#616161";
     for (const { rows, label } of map.trajectories) {
       const last = rows[rows.length - 1];
-      ctx.fillText(label, map.x[last] + 8, map.y[last] - 6);
+      ctx.fillText(shown(label), map.x[last] + 8, map.y[last] - 6);
     }
   }
   ctx.lineWidth = 1;

@@ -323,7 +323,7 @@ export class SimilarityView {
       h("p", { text: what }),
       job
         ? h("p", {}, h("progress", progress && typeof progress.fraction === "number" ? { max: "1", value: String(progress.fraction) } : {}),
-          progress && progress.total ? ` ${progress.done} / ${progress.total}` : "")
+          progress && progress.total ? ` ${progress.done} / ${progress.total}` : "", ` ${V.jobWhen(job)}`)
         : h("button", { type: "button", "data-testid": "compute-similarity", text: `Compute (${scope})`,
           onclick: () => this.compute() }),
       h("p", { class: "hint" }, "or from a shell: ", V.code(this.command()))));
