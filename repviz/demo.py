@@ -7,13 +7,17 @@ ones wrote in the log directory and prints what it found: training (test accurac
 and aligned t-SNE), the meta-SNE maps (``dist`` and ``cka``, the raw input as landmark) with the truth checks of
 :func:`repviz.meta.seed_checks`, the layer-by-layer CKA of the seeds of each network (Kornblith et al. 2019's
 layer identification, read off :func:`repviz.similarity`'s heatmap), and a closing summary.
-``examples/compare_networks.py`` is the same experiment as a script. While the networks train,
+``examples/compare_networks.py`` is the same experiment as a script. The networks train in a process of their
+own, so that TensorFlow's memory (0.7 GB once imported) is given back before the embeddings start; meanwhile
 :mod:`repviz.warmup` compiles the numerical kernels in the background, so that on a fresh install the embeddings
 do not wait for the compiler.
 """
 
 from __future__ import annotations
 
+import io
+import multiprocessing
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +126,70 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
             cfg.runs[name] = (arch, seed)
             out(f"{name:>14}: {cfg.epochs} epochs on {len(x):,} digits, test accuracy {cfg.accuracy[name]:.3f} "
                 f"({len(xt):,} digits), snapshots at epochs 0, {', '.join(map(str, epochs))}")
+
+
+def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
+    """:func:`train_networks` in a child process: its lines come back to ``out`` as it prints them, what Python
+    writes to its ``sys.stderr`` (notes, warnings) to this process's, its runs and accuracies into ``cfg``, and an
+    error it raises is raised here. TensorFlow is imported only there, so the
+    later steps do not carry its memory."""
+    context = multiprocessing.get_context("spawn")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_train_child, args=(cfg, sending), name="repviz-demo-training")
+    child.start()
+    sending.close()
+    try:
+        while True:
+            try:
+                kind, value = receiving.recv()
+            except EOFError:
+                child.join()
+                raise RuntimeError(f"the training process ended without a result (exit code {child.exitcode})")
+            if kind == "line":
+                out(value)
+            elif kind == "stderr":
+                sys.stderr.write(value)
+            elif kind == "error":
+                raise value
+            else:
+                cfg.runs, cfg.accuracy = value
+                break
+        child.join()
+    finally:
+        if child.is_alive():
+            child.terminate()
+            child.join()
+        receiving.close()
+
+
+def _train_child(cfg: DemoConfig, sending) -> None:
+    """The training process of :func:`train_networks_apart`."""
+    sys.stderr = _Sent(sending)
+    try:
+        train_networks(cfg, out=lambda line: sending.send(("line", line)))
+    except Exception as e:  # raised again in the parent
+        try:
+            sending.send(("error", e))
+        except Exception:  # an exception that does not pickle
+            sending.send(("error", RuntimeError(f"{type(e).__name__}: {e}")))
+    else:
+        sending.send(("done", (cfg.runs, cfg.accuracy)))
+    finally:
+        sending.close()
+
+
+class _Sent(io.TextIOBase):
+    """A text stream whose writes go to the parent process as ``("stderr", text)``."""
+
+    def __init__(self, sending):
+        self._sending = sending
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._sending.send(("stderr", text))
+        return len(text)
 
 
 def embed_layers(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
@@ -236,7 +304,7 @@ def check_lines(checks: dict, *, quick: bool = False) -> list[str]:
     return lines
 
 
-STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks, embed_layers,
+STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks_apart, embed_layers,
                                                                     compare_representations, compare_layers,
                                                                     summarise]
 
