@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repviz.metadata import Metadata, from_json
+from repviz.metadata import MAX_FILE_BYTES, Metadata, from_json
 from repviz.targets import Target, read_target
 
 from .._validation import choices
@@ -110,7 +110,7 @@ def _read_metadata(path: Path, bounds: tuple[str, ...], n: int) -> Metadata:
     if not os.path.lexists(path):
         return Metadata()
     try:
-        return from_json(json_inside(path, bounds), n)
+        return from_json(json_inside(path, bounds, MAX_FILE_BYTES), n)
     except DamagedFileError:
         raise
     except ValueError as e:
