@@ -16,8 +16,16 @@ from repviz.metadata import Metadata, dumps
 
 from .contained import as_bounds, check_writable_inside, json_inside, read_inside, real_path
 from .errors import IncompatibleRunError
-from .files import (ArrayBlocks, atomic_path, checksum, create_exclusive, remove_stale_temps, save_array, save_json,
-                    save_text)
+from .files import (
+    ArrayBlocks,
+    atomic_path,
+    checksum,
+    create_exclusive,
+    remove_stale_temps,
+    save_array,
+    save_json,
+    save_text,
+)
 from .layout import (
     ACTIVATION,
     FORMAT_VERSION,
