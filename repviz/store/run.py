@@ -339,10 +339,10 @@ class Run:
 
     def placed(self, into: str, method_key: str, layer: str, step: int) -> tuple[np.ndarray, dict]:
         """Points of this run placed into run ``into``'s layout (:mod:`repviz.placement`): coordinates (n_probe,
-        n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored."""
-        placed = self.artifact(PLACED)
-        info = placed.info(into, method_key, layer, step)
-        return placed.read(into, method_key, layer, step), info
+        n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored,
+        :class:`DamagedFileError` when they do not belong together or to this run's snapshot (placed again by the
+        next ``repviz place``)."""
+        return self.artifact(PLACED).read_pair(into, method_key, layer, step)
 
     def stamp(self) -> tuple:
         """A cheap value that changes whenever a listing of this run would: a record appended, the probe or an
