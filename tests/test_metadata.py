@@ -267,8 +267,8 @@ def test_a_long_value_costs_its_length_not_n_times_it(tmp_path):
 
 def test_a_50_mb_value_leaves_info_and_the_index_fast_and_small(tmp_path):
     """The target: a run with a 50 MB value is one line of `repviz info` and listed by /runs with the other runs,
-    each in under 5 s and (info, in a process of its own) under 500 MB. Before: a MemoryError traceback from
-    write_metadata, from `repviz info`, and a 500 for /runs."""
+    each in under 5 s of CPU time (not wall time: shared machines) and (info, in a process of its own) under
+    500 MB. Before: a MemoryError traceback from write_metadata, from `repviz info`, and a 500 for /runs."""
     import subprocess
     import sys
     import time
@@ -280,14 +280,15 @@ def test_a_50_mb_value_leaves_info_and_the_index_fast_and_small(tmp_path):
     values[3] = "x" * 50_000_000
     write_metadata(tmp_path / "big", {"text": values})
     del values
-    code = ("import resource, sys; from repviz.cli import main; code = main(['info', sys.argv[1]]); "
-            "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
-    start = time.perf_counter()
+    code = ("import resource, sys, time; from repviz.cli import main; start = time.process_time(); "
+            "code = main(['info', sys.argv[1]]); print('cpu', time.process_time() - start, 'peak', "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert done.returncode == 0 and time.perf_counter() - start < 5, done.stderr[-2000:]
-    assert "metadata: text (text, 200 distinct)" in done.stdout and "Traceback" not in done.stderr
-    assert int(done.stdout.split("peak ")[1]) < 500 * 1024  # KiB
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "metadata: text (text, 200 distinct)" in done.stdout
+    cpu, peak = done.stdout.split("cpu ")[1].split(" peak ")
+    assert float(cpu) < 5 and int(peak) < 500 * 1024  # seconds, KiB
     pytest.importorskip("tensorboard")
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
@@ -298,11 +299,12 @@ def test_a_50_mb_value_leaves_info_and_the_index_fast_and_small(tmp_path):
     plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(tmp_path)))
     try:
         client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
-        start = time.perf_counter()
+        start = time.process_time()
         r = _get(client, "runs")
-        assert r.status_code == 200 and time.perf_counter() - start < 5
+        assert r.status_code == 200 and time.process_time() - start < 5
         runs = {r["name"]: r for r in json.loads(r.data)["runs"]}
         assert set(runs) == {"big", "plain"} and runs["big"]["metadata"][0]["distinct"] == 200
+        assert _get(client, "metadata?run=plain").status_code == 200
     finally:
         plugin.jobs.close()
 
@@ -322,7 +324,7 @@ def test_an_oversized_file_is_refused_in_one_line_for_that_run_only(tmp_path, ca
     assert "\n" not in str(e.value) and open_run(tmp_path, "other").probe.metadata["text"].tolist() == TEXTS
     monkeypatch.setattr(repviz.store.run, "MAX_FILE_BYTES", 500)
     (tmp_path / "other/plugins/repviz/probe/metadata.json").write_text('{"columns": []}')
-    with pytest.raises(DamagedFileError, match="bytes, over the 500 repviz reads from it"):
+    with pytest.raises(DamagedFileError, match="bytes, over the 500 bytes repviz reads from it; write it again"):
         _ = open_run(tmp_path, "big").probe.metadata
     assert main(["info", "--all", str(tmp_path)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "metadata" in line]

@@ -115,8 +115,8 @@ def read_inside(path: str | os.PathLike, bounds: tuple[str, ...], max_bytes: int
     ``max_bytes`` is not read (:class:`DamagedFileError`)."""
     with os.fdopen(open_inside(path, bounds), "rb") as f:
         if max_bytes is not None and (size := os.fstat(f.fileno()).st_size) > max_bytes:
-            raise DamagedFileError(path, f"is {size:,} bytes, over the {max_bytes:,} repviz reads from it; write "
-                                         f"it again, smaller")
+            raise DamagedFileError(path, f"is {size:,} bytes, over the {max_bytes:,} bytes repviz reads from it; "
+                                         f"write it again, smaller")
         return f.read()
 
 
