@@ -19,7 +19,9 @@ representation of NEW at (layer, step) is transformed into RUN's layout of (laye
 The result is stored as NEW's placed points (``run.artifact(repviz.store.PLACED)``), never as a fitted embedding:
 the pipeline never lists or continues from them, and their sidecar names the layout they were placed into (run,
 key, layer, step, the checksums of RUN's activations and layout). A layout computed again makes them stale; the
-next ``place`` computes them again, and one up to date is not computed twice.
+next ``place`` computes them again, and one up to date is not computed twice. Points the store reads as damaged
+(a pair torn by a kill between its two files, another number of points than NEW's snapshot, a coordinate beyond
+float32) are placed again too; coordinates that are not finite as float32 are never stored.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import numpy as np
 from .align import mean_displacement, procrustes_rotation
 from .chains import verified_activations
 from .methods import METHODS, Method
-from .store import PLACED, LogDir, NotFoundError, Run, checksum, open_logdir
+from .store import PLACED, DamagedFileError, LogDir, NotFoundError, Run, checksum, open_logdir
 from .targets import class_labels
 
 
@@ -57,8 +59,15 @@ def place_points(method: str, params: dict, X_fit, Y_fit, X_new, labels_fit=None
                          f"must come from the same layer of the same model")
     policy = METHODS[method].placement_function()
     if policy is not None:
-        return Placed(*policy(params, X_fit, Y_fit, X_new))
-    return _place_by_refit(METHODS[method], params, X_fit, Y_fit, X_new, labels_fit)
+        placed = Placed(*policy(params, X_fit, Y_fit, X_new))
+    else:
+        placed = _place_by_refit(METHODS[method], params, X_fit, Y_fit, X_new, labels_fit)
+    with np.errstate(over="ignore"):
+        coords = np.asarray(placed.coords, dtype=np.float32)
+    if not np.isfinite(coords).all():  # checked as stored: a value beyond float32's range becomes infinite
+        raise ValueError(f"placing by {method} gave non-finite coordinates (NaN, infinity or beyond float32's "
+                         f"range); the layout cannot take these points")
+    return Placed(coords, placed.how)
 
 
 def _place_by_refit(method: Method, params: dict, X_fit, Y_fit, X_new, labels_fit) -> Placed:
@@ -180,8 +189,11 @@ def _place_one(new: Run, into: Run, key: str, method: str, params: dict, layer: 
     source = {"crc32": new.record(layer, step)["crc32"], "into_crc32": into.record(layer, step)["crc32"],
               "layout_crc32": checksum(Y_fit)}
     if new.artifact(PLACED).has(into.name, key, layer, step):
-        coords, info = new.placed(into.name, key, layer, step)
-        if info.get("source") == source and len(coords) == len(new.rows(layer, step)):
+        try:
+            coords, info = new.placed(into.name, key, layer, step)
+        except DamagedFileError:  # a pair torn by a kill, a file of the wrong length: placed again
+            info = {}
+        if info.get("source") == source:
             return {"layer": layer, "step": step, "status": "cached", "n": len(coords), **info.get("scores", {})}
     X_fit, X_new = _matrix(into, layer, step), _matrix(new, layer, step)
     labels_fit, labels_new = _labels(into, layer, step), _labels(new, layer, step)

@@ -16,7 +16,7 @@ from repviz.meta import distances as meta_distances
 from repviz.meta.bank import VectorBank
 from repviz.meta.options import TRANSFORMS
 from repviz.meta.vectors import probe_pairs, representation_vectors
-from repviz.store import Artifacts, RunWriter
+from repviz.store import Artifacts, DamagedFileError, RunWriter
 
 needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
 needs_smacof = pytest.mark.skipif(not hasattr(manifold, "MDS"), reason="repviz.manifold.MDS has not landed")
@@ -477,3 +477,28 @@ def test_layer_identification_across_seeds(digits):
                 hits.append(keys[cand[int(np.argmin(D[i, cand]))]][1] == layer)
         print(f"{transform}: layer identified in {np.mean(hits):.0%} of {len(hits)} cases")
         assert np.mean(hits) >= 0.9
+
+
+def test_a_result_saved_again_and_killed_before_its_json_is_refused(tmp_path, monkeypatch):
+    """result.json is written last and names the coordinates written first: a save killed in between (new
+    coordinates beside the old json, same keys) is refused in one line, not served as the old result."""
+
+    class Killed(BaseException):
+        pass
+
+    keys = [("r", "a", 0), ("r", "a", 1), ("r", "a", 2)]
+    first = MetaResult(keys=keys, coords=np.zeros((3, 2)), distances=np.ones((3, 3)), params={"transform": "cka"})
+    first.save(tmp_path, "m")
+    assert MetaResult.load(tmp_path, "m").coords.tolist() == [[0, 0]] * 3
+
+    def killed(self, name, obj):
+        raise Killed(name)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Artifacts, "save_json", killed)
+        with pytest.raises(Killed):
+            MetaResult(keys=keys, coords=np.ones((3, 2)), distances=np.ones((3, 3)), params={"transform": "cka"},
+                       robustness=0.5).save(tmp_path, "m")
+    with pytest.raises(DamagedFileError, match=r"result.json was written with other coordinates than coords.npy "
+                                               r"beside it \(a save interrupted\); run repviz meta again"):
+        MetaResult.load(tmp_path, "m")

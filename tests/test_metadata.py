@@ -245,3 +245,167 @@ def test_damaged_metadata_keeps_the_run_in_the_index(client, tmp_path):
     assert runs["text"]["metadata"] == [] and str(path) in runs["text"]["metadata_error"]
     r = _get(client, "metadata?run=text")
     assert r.status_code == 500 and "is damaged" in json.loads(r.data)["error"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Long values, oversized files and the edge cases of the input
+# --------------------------------------------------------------------------------------------------------------
+
+def test_a_long_value_costs_its_length_not_n_times_it(tmp_path):
+    """Non-regression: every reader built a fixed-width array of n x (longest value) x 4 bytes (a 200,000-char
+    value on 200 probes: 160 MB); text columns are now object arrays of str, read back exactly."""
+    _run(tmp_path, n=200)
+    values = [f"t{i}" for i in range(200)]
+    values[7] = "é" * 200_000
+    write_metadata(tmp_path / "r", {"text": values})
+    md = open_run(tmp_path, "r").probe.metadata
+    assert md["text"].nbytes < 10_000 and md["text"].tolist() == values
+    assert md.summary() == [{"name": "text", "kind": "text", "distinct": 200}]
+    with pytest.raises(ValueError):
+        md["text"][0] = "changed"  # still read-only
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="the peak memory is read from /proc")
+def test_a_50_mb_value_leaves_info_and_the_index_fast_and_small(tmp_path):
+    """The target: a run with a 50 MB value is one line of `repviz info` and listed by /runs with the other runs,
+    each in under 5 s of CPU time (not wall time: shared machines) and (info, in a process of its own) under
+    500 MB. Before: a MemoryError traceback from write_metadata, from `repviz info`, and a 500 for /runs."""
+    import subprocess
+    import sys
+    import time
+
+    for name in ("big", "plain"):
+        writer = _run(tmp_path, name, n=200)
+        writer.write_activation("d", 0, np.zeros((200, 2), np.float32))
+    values = [f"t{i}" for i in range(200)]
+    values[3] = "x" * 50_000_000
+    write_metadata(tmp_path / "big", {"text": values})
+    del values
+    # the peak of this process image (VmHWM): getrusage's ru_maxrss keeps the parent's peak across exec
+    code = ("import sys, time; from repviz.cli import main; start = time.process_time(); "
+            "code = main(['info', sys.argv[1]]); print('cpu', time.process_time() - start, 'peak', "
+            "next(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM'))); "
+            "sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "metadata: text (text, 200 distinct)" in done.stdout
+    cpu, peak = done.stdout.split("cpu ")[1].split(" peak ")
+    assert float(cpu) < 5 and int(peak) < 500 * 1024  # seconds, KiB
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_repviz import loader
+    from werkzeug import test as wtest
+    from werkzeug import wrappers
+
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(tmp_path)))
+    try:
+        client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+        start = time.process_time()
+        r = _get(client, "runs")
+        assert r.status_code == 200 and time.process_time() - start < 5
+        runs = {r["name"]: r for r in json.loads(r.data)["runs"]}
+        assert set(runs) == {"big", "plain"} and runs["big"]["metadata"][0]["distinct"] == 200
+        assert _get(client, "metadata?run=plain").status_code == 200
+    finally:
+        plugin.jobs.close()
+
+
+def test_an_oversized_file_is_refused_in_one_line_for_that_run_only(tmp_path, capsys, monkeypatch):
+    """A metadata file over the stated cap (repviz.metadata.MAX_FILE_BYTES) is neither written (one ValueError
+    line, nothing stored) nor read (that run's metadata is damaged; the probe and the other runs are not)."""
+    import repviz.metadata
+    import repviz.store.run
+
+    _run(tmp_path, "big").write_metadata(columns_from(COLUMNS, 6))
+    _run(tmp_path, "other").write_metadata(columns_from(COLUMNS, 6))
+    monkeypatch.setattr(repviz.metadata, "MAX_FILE_BYTES", 500)
+    with pytest.raises(ValueError) as e:
+        write_metadata(tmp_path / "other", {"text": ["x" * 600] + TEXTS[1:]})
+    assert "over the 0 MiB repviz stores (its longest value: 600 characters in column 'text')" in str(e.value)
+    assert "\n" not in str(e.value) and open_run(tmp_path, "other").probe.metadata["text"].tolist() == TEXTS
+    monkeypatch.setattr(repviz.store.run, "MAX_FILE_BYTES", 500)
+    (tmp_path / "other/plugins/repviz/probe/metadata.json").write_text('{"columns": []}')
+    with pytest.raises(DamagedFileError, match="bytes, over the 500 bytes repviz reads from it; write it again"):
+        _ = open_run(tmp_path, "big").probe.metadata
+    assert main(["info", "--all", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "metadata" in line]
+    assert len(lines) == 1 and "big/plugins/repviz/probe/metadata.json is " in lines[0]
+
+
+def test_a_tsv_cell_of_any_length_is_read(tmp_path):
+    """Non-regression: a cell over csv's 131,072-character field limit raised a _csv.Error traceback."""
+    long = "w" * 200_000
+    assert parse_tsv(f"text\tn\n{long}\t1\nshort\t2\n") == {"text": [long, "short"], "n": [1, 2]}
+    path = tmp_path / "long.tsv"
+    path.write_text(f"text\n{long}\nb\n")
+    _run(tmp_path, n=2)
+    assert main(["metadata", str(tmp_path), "r", str(path)]) == 0
+    assert open_run(tmp_path, "r").probe.metadata["text"].tolist() == [long, "b"]
+
+
+def test_tsv_line_endings_empty_lines_and_a_byte_order_mark(tmp_path):
+    """Lines end in \\n, \\r\\n or \\r, empty lines are skipped, quotes are characters (the Projector's TSV); a
+    UTF-8 byte order mark, as spreadsheets write it, is not part of the first column's name."""
+    assert parse_tsv('a\tb\r\n"x\t1\r\n\ry\t2\n\n') == {"a": ['"x', "y"], "b": [1, 2]}
+    path = tmp_path / "excel.tsv"
+    path.write_text("label\tscore\ncat\t1.5\ndog\t2\n", encoding="utf-8-sig")
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    _run(tmp_path, n=2)
+    write_metadata(tmp_path / "r", path)
+    assert list(open_run(tmp_path, "r").probe.metadata) == ["label", "score"]
+
+
+def test_a_column_named_twice_is_refused_in_one_line(tmp_path, capsys):
+    """Non-regression: a TSV header naming a column twice silently dropped one, a DataFrame with two columns of
+    one name raised AttributeError; both are refused naming the column (rename one: pandas' read_csv calls the
+    second 'name.1')."""
+    with pytest.raises(ValueError) as e:
+        parse_tsv("a\tb\ta\n1\t2\t3\n", "dup.tsv")
+    assert str(e.value) == ("dup.tsv's header names metadata column 'a' twice (columns 1 and 3); give each column "
+                            "its own name")
+    (tmp_path / "dup.tsv").write_text("a\tb\ta\n1\t2\t3\n4\t5\t6\n")
+    _run(tmp_path, n=2)
+    assert main(["metadata", str(tmp_path), "r", str(tmp_path / "dup.tsv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "names metadata column 'a' twice" in err and "\n" not in err
+    with pytest.raises(ValueError, match="the mapping names metadata column '1' twice"):
+        columns_from({1: [1, 2], "1": [3, 4]}, 2)
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame([[1, "x"], [2, "y"]], columns=["v", "v"])
+    with pytest.raises(ValueError) as e:
+        columns_from(frame, 2)
+    assert str(e.value) == ("the DataFrame names metadata column 'v' twice (columns 1 and 2); give each column its "
+                            "own name")
+
+
+def test_infinities_are_refused_when_written_and_missing_when_read(tmp_path, client):
+    """Non-regression: infinities were stored as JSON Infinity (not JSON), counted as values by `repviz info` and
+    shown as missing by the tab. Now refused in one line when written (from a mapping, a DataFrame or a TSV); a
+    file written before holding them reads them as missing, as the tab shows them, so the counts agree."""
+    with pytest.raises(ValueError) as e:
+        columns_from({"x": [1.0, math.inf, 2.0, -math.inf]}, 4)
+    assert str(e.value) == ("metadata column 'x' holds 2 infinite value(s) (the first at example 1); give finite "
+                            "numbers, NaN or None for a missing one (e.g. frame.replace([np.inf, -np.inf], np.nan))")
+    with pytest.raises(ValueError, match="'x' holds 1 infinite"):
+        columns_from({"x": np.array([1.0, np.inf])}, 2)
+    with pytest.raises(ValueError, match="'s' holds 1 infinite"):
+        columns_from(parse_tsv("s\n1.5\ninf\n"), 2)
+    path = tmp_path / "text/plugins/repviz/probe/metadata.json"
+    doc = json.loads(path.read_text())
+    doc["columns"][2]["values"] = [0.5, "INF", 2.0, "-INF", 2.0, None]
+    path.write_text(json.dumps(doc).replace('"INF"', "Infinity").replace('"-INF"', "-Infinity"))
+    os.utime(path.parent, ns=(1, 1))  # another stamp: the index is rebuilt
+    md = open_run(tmp_path, "text").probe.metadata
+    np.testing.assert_array_equal(md["score"], [0.5, np.nan, 2.0, np.nan, 2.0, np.nan])
+    runs = {r["name"]: r for r in json.loads(_get(client, "runs").data)["runs"]}
+    assert runs["text"]["metadata"][2] == {"name": "score", "kind": "number", "distinct": 2}
+    served = json.loads(_get(client, "metadata?run=text").data)["columns"][2]["values"]
+    assert served == [0.5, None, 2.0, None, 2.0, None]
+    json.dumps(md.to_json(), allow_nan=False)  # written again: strict JSON
+
+
+def test_an_integer_beyond_64_bits_is_one_line():
+    with pytest.raises(ValueError, match="metadata column 'n' holds an integer outside the 64-bit range"):
+        columns_from({"n": [1, 2**70]}, 2)

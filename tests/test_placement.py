@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from repviz.methods import resolve
 from repviz.metrics import knn_accuracy, placed_knn_accuracy
 from repviz.pipeline import embed_logdir
 from repviz.placement import place_points, place_run
-from repviz.store import open_logdir
+from repviz.store import DamagedFileError, open_logdir
 
 METHODS = ["tsne", "isomap", "lle", "umap"]
 TURN = np.array([[np.cos(0.7), -np.sin(0.7)], [np.sin(0.7), np.cos(0.7)]])
@@ -202,3 +203,103 @@ def test_a_damaged_placement_is_left_out_of_the_route_and_refused_by_the_store(t
         log.run("extra").placed("train", key, "a", 2)
     served = data.placed_impl(Catalog(str(two_probe_sets)), "train", "a", 2, key)["placed"]
     assert [p["run"] for p in served] == ["test"]
+
+
+class _Killed(BaseException):
+    """A kill between two writes (a BaseException: nothing on the way catches it)."""
+
+
+def _kill_at_the_array_write(monkeypatch, below: str) -> None:
+    """Make the next array written below the folder ``below`` of a run stop the writer, its sidecar written."""
+    from repviz.store import artifacts
+
+    real = artifacts.save_array
+
+    def save_array(path, array):
+        if below in path.parts:
+            raise _Killed(path)
+        real(path, array)
+
+    monkeypatch.setattr(artifacts, "save_array", save_array)
+
+
+def _served(log_dir, key, step=2) -> list[dict]:
+    from tensorboard_plugin_repviz import data
+    from tensorboard_plugin_repviz.catalog import Catalog
+
+    return data.placed_impl(Catalog(str(log_dir)), "train", "a", step, key)["placed"]
+
+
+def test_a_placement_killed_between_its_two_writes_is_never_served_as_current(two_probe_sets, monkeypatch):
+    """Non-regression: the sidecar is written before the coordinates; killed between the two after the layout
+    was computed again, the next `place` said "cached" and the tab drew the old points with stale: false. The
+    sidecar now names its array: the torn pair is left out of the route and placed again by the next `place`."""
+    pytest.importorskip("tensorboard")
+    place_run(two_probe_sets, "test", into="train", steps=[2])
+    train = open_logdir(two_probe_sets).run("train")
+    key = train.embeddings.key("tsne")
+    old, _ = open_logdir(two_probe_sets).run("test").placed("train", key, "a", 2)
+    old = np.array(old)
+    moved = np.asarray(train.embeddings.read(key, "a", 2)) + 50.0  # the layout computed again, elsewhere
+    train.embeddings.write(key, "a", 2, moved, train.embeddings.info(key, "a", 2))
+    with monkeypatch.context() as patch:
+        _kill_at_the_array_write(patch, "placed")
+        with pytest.raises(_Killed):
+            place_run(two_probe_sets, "test", into="train", steps=[2])
+    test = open_logdir(two_probe_sets).run("test")
+    np.testing.assert_array_equal(np.load(test.artifact("placed").path("train", key, "a", 2)), old)  # torn
+    with pytest.raises(DamagedFileError, match="is not the array its sidecar was written with"):
+        test.placed("train", key, "a", 2)
+    assert not [p for p in _served(two_probe_sets, key) if not p["stale"]]
+    [row] = place_run(two_probe_sets, "test", into="train", steps=[2])
+    assert row["status"] == "placed"  # not "cached"
+    [entry] = _served(two_probe_sets, key)
+    coords = np.asarray(entry["coords"]).reshape(-1, 2)
+    assert not entry["stale"] and np.linalg.norm(coords.mean(axis=0) - moved.mean(axis=0)) < 5.0
+
+
+@pytest.mark.parametrize("rows", [5, 300])
+@pytest.mark.parametrize("sidecar", ["kept", "without its array entry"])
+def test_placed_points_of_another_length_than_the_run_are_not_served(two_probe_sets, rows, sidecar):
+    """Non-regression: 5 or 300 coordinates for a run of 60 probe points were served with stale: false. A file of
+    another length is damaged (also under a sidecar written before sidecars named their array) and placed again."""
+    pytest.importorskip("tensorboard")
+    place_run(two_probe_sets, "test", into="train", steps=[2])
+    test = open_logdir(two_probe_sets).run("test")
+    key = open_logdir(two_probe_sets).run("train").embeddings.key("tsne")
+    path = test.artifact("placed").path("train", key, "a", 2)
+    np.save(path, np.ones((rows, 2), np.float32))
+    if sidecar != "kept":
+        info = json.loads(path.with_suffix(".json").read_text())
+        path.with_suffix(".json").write_text(json.dumps({k: v for k, v in info.items() if k != "array"}))
+    with pytest.raises(DamagedFileError) as e:
+        test.placed("train", key, "a", 2)
+    if sidecar != "kept":
+        assert f"holds {rows} points, but run 'test' has 60 at layer 'a', step 2" in str(e.value)
+    assert _served(two_probe_sets, key) == []
+    assert [r["status"] for r in place_run(two_probe_sets, "test", into="train", steps=[2])] == ["placed"]
+    assert [p["n"] for p in _served(two_probe_sets, key)] == [60]
+
+
+def test_a_value_beyond_float32_is_neither_served_nor_placed(two_probe_sets, monkeypatch):
+    """Non-regression: a stored coordinate of 1e300 (a float64 file) passed the finite check and was served as
+    null after the cast to float32. The check is made on the values as cast; placing refuses them in one line."""
+    import repviz.placement
+    from repviz.placement import Placed
+
+    pytest.importorskip("tensorboard")
+    place_run(two_probe_sets, "test", into="train", steps=[2])
+    test = open_logdir(two_probe_sets).run("test")
+    key = open_logdir(two_probe_sets).run("train").embeddings.key("tsne")
+    path = test.artifact("placed").path("train", key, "a", 2)
+    coords = np.load(path).astype(np.float64)
+    coords[3, 0] = 1e300
+    np.save(path, coords)
+    info = json.loads(path.with_suffix(".json").read_text())  # a sidecar naming no array: only the values checked
+    path.with_suffix(".json").write_text(json.dumps({k: v for k, v in info.items() if k != "array"}))
+    with pytest.raises(DamagedFileError, match="non-finite"):
+        test.placed("train", key, "a", 2)
+    assert _served(two_probe_sets, key) == []
+    monkeypatch.setattr(repviz.placement, "_place_by_refit", lambda *a: Placed(np.array([[1e300, 0.0]]), {}))
+    with pytest.raises(ValueError, match="^placing by pca gave non-finite coordinates .*beyond float32's range"):
+        place_points("pca", {}, np.ones((3, 2)), np.ones((3, 2)), np.ones((1, 2)))

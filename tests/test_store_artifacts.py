@@ -1,6 +1,7 @@
 """Artifact kinds declared once (repviz.store.artifacts): a declaration is all a new per-snapshot artifact needs to be
 written, read, checked and listed inside its run, and the built-in kinds keep the files they always had."""
 
+import json
 import os
 
 import numpy as np
@@ -125,3 +126,65 @@ def test_choices_lists_what_a_message_offers():
 
     assert choices([]) == "none" and choices(["a", "b"]) == "'a', 'b'"
     assert choices(range(25)).endswith("... (25 in all)")
+
+
+class _Killed(BaseException):
+    """A kill between two writes (a BaseException: nothing on the way catches it)."""
+
+
+def _kill_at_the_array_write(monkeypatch) -> None:
+    from repviz.store import artifacts
+
+    def save_array(path, array):
+        raise _Killed(path)
+
+    monkeypatch.setattr(artifacts, "save_array", save_array)
+
+
+def test_a_pair_torn_between_its_two_writes_is_damaged(tmp_path, monkeypatch):
+    """The sidecar is written first and names the array it goes with (checksum, shape): killed before the array
+    is replaced, the new sidecar beside the old array is read as damaged (read, info) or missing (cached), never
+    as the new pair; a sidecar written before sidecars named their array is taken as it is."""
+    run = _run(tmp_path)
+    saliency = run.artifact(SALIENCY)
+    saliency.write("grad", "block/conv", 3, np.arange(5), {"method": "grad"})
+    sidecar = saliency.path("grad", "block/conv", 3).with_suffix(".json")
+    assert json.loads(sidecar.read_text())["array"] == {"crc32": store.checksum(np.arange(5, dtype=np.float32)),
+                                                        "shape": [5]}
+    assert saliency.info("grad", "block/conv", 3) == {"method": "grad"}  # the pair's entry is the store's own
+    with monkeypatch.context() as patch:
+        _kill_at_the_array_write(patch)
+        with pytest.raises(_Killed):
+            saliency.write("grad", "block/conv", 3, np.arange(5) * 2, {"method": "grad2"})
+    assert json.loads(sidecar.read_text())["method"] == "grad2"  # the new sidecar, the old array
+    for reader in (saliency.read, saliency.info, saliency.read_pair):
+        with pytest.raises(store.DamagedFileError, match="is not the array its sidecar was written with .* "
+                                                         "compute it again"):
+            reader("grad", "block/conv", 3)
+    assert saliency.cached("grad", "block/conv", 3) is None
+    sidecar.write_text(json.dumps({"method": "old"}))  # written before sidecars named their array
+    np.testing.assert_array_equal(saliency.read("grad", "block/conv", 3), np.arange(5))
+    assert saliency.info("grad", "block/conv", 3) == {"method": "old"}
+
+
+def test_stored_embeddings_killed_between_their_two_writes_are_computed_again(tmp_path, cluster_run, monkeypatch):
+    """Embeddings share the write order (sidecar, then array): a torn pair is no cached result; the next embed
+    computes it again and the pair then reads."""
+    from repviz.pipeline import embed_logdir
+
+    cluster_run(tmp_path / "logs" / "r", layers=("a",), steps=range(2), n=40)
+    embed_logdir(tmp_path / "logs", ["pca"], progress=False)
+    run = open_logdir(tmp_path / "logs").run("r")
+    key = run.embeddings.key("pca")
+    before = np.array(run.embeddings.read(key, "a", 1))
+    with monkeypatch.context() as patch:
+        _kill_at_the_array_write(patch)
+        with pytest.raises(_Killed):
+            run.embeddings.write(key, "a", 1, before + 9.0, {**run.embeddings.info(key, "a", 1), "seconds": 9.0})
+    assert not run.embeddings.intact(key, "a", 1, 40)
+    with pytest.raises(store.DamagedFileError, match="is not the array its sidecar was written with"):
+        run.embedding("a", 1, method="pca")
+    result = embed_logdir(tmp_path / "logs", ["pca"], progress=False)
+    assert (result.computed, result.cached) == (1, 1)
+    np.testing.assert_allclose(run.embeddings.read(key, "a", 1), before, atol=1e-5)
+    assert run.embeddings.info(key, "a", 1)["seconds"] != 9.0

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..store import META_RESULT, DamagedFileError, LogDir
+from ..store import META_RESULT, DamagedFileError, LogDir, checksum
 from .sources import Key
 
 
@@ -60,12 +60,15 @@ class MetaResult:
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
         name = name or self.default_name(self.params)
         art = logdir.artifacts(name)
-        art.save_array(META_RESULT.coords, np.asarray(self.coords, dtype=np.float32))
+        coords = np.asarray(self.coords, dtype=np.float32)
+        art.save_array(META_RESULT.coords, coords)
         art.save_array(META_RESULT.distances, np.asarray(self.distances, dtype=np.float64))
-        # result.json last: a result whose json exists has its arrays.
+        # result.json last, naming the coordinates written first: a save killed in between leaves the old json
+        # beside new coordinates, which :meth:`load` refuses.
         art.save_json(META_RESULT.result, {"keys": [list(k) for k in self.keys], "params": self.params,
                                       "explained_variance": self.explained_variance,
-                                      "robustness": self.robustness, "info": self.info})
+                                      "robustness": self.robustness, "info": self.info,
+                                      "crc32": {"coords": checksum(coords)}})
         return name
 
     @classmethod
@@ -75,8 +78,9 @@ class MetaResult:
         Arrays are loaded into memory, or memory-mapped with ``mmap=True`` (a reader that needs only the
         coordinates then never reads the R×R distances).
 
-        A result whose files disagree (keys for another number of rows than the coordinates and distances hold),
-        or whose ``result.json`` is not as :meth:`save` writes it, raises
+        A result whose files disagree (keys for another number of rows than the coordinates and distances hold,
+        coordinates of another checksum than ``result.json`` names: a save interrupted), or whose ``result.json``
+        is not as :meth:`save` writes it, raises
         :class:`~repviz.store.DamagedFileError` naming the file: it is never served or exported.
         """
         logdir = logdir if isinstance(logdir, LogDir) else LogDir(logdir)
@@ -94,6 +98,11 @@ class MetaResult:
             if not fits or len(array) != len(keys):
                 raise DamagedFileError(art.path(META_RESULT.result), f"lists {len(keys)} keys, and {file} beside it "
                                                                 f"holds shape {array.shape}; run repviz meta again")
+        written = meta.get("crc32", {}).get("coords")  # none in a result saved before it was named
+        if written is not None and written != checksum(coords):
+            raise DamagedFileError(art.path(META_RESULT.result), f"was written with other coordinates than "
+                                                            f"{META_RESULT.coords} beside it (a save interrupted); "
+                                                            f"run repviz meta again")
         return cls(keys=keys, coords=coords, distances=distances, params=meta["params"],
                    explained_variance=meta.get("explained_variance"), robustness=meta.get("robustness"),
                    info=meta.get("info", {}))
@@ -104,6 +113,7 @@ def _keys(meta) -> list[Key] | None:
     writes it."""
     if not (isinstance(meta, dict) and isinstance(meta.get("keys"), list) and isinstance(meta.get("params"), dict)
             and isinstance(meta.get("info", {}), dict)
+            and isinstance(meta.get("crc32", {}), dict) and isinstance(meta.get("crc32", {}).get("coords", ""), str)
             and all(meta.get(k) is None or isinstance(meta[k], (int, float)) and not isinstance(meta[k], bool)
                     for k in ("explained_variance", "robustness"))):
         return None

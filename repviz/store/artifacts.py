@@ -3,10 +3,13 @@
 Each per-snapshot kind is declared once as an :class:`ArtifactKind`: its name, its relative path pattern (fields
 in braces, each made file-system safe by :func:`~repviz.store.path_key`), whether a JSON sidecar is written beside
 it (first, so a file that exists always has its sidecar), how a value read back is checked, and how it is
-computed again. :class:`Artifact` writes, reads, checks and lists any kind inside a run's bounds
-(``run.artifact(kind)``): written under the results directory, read from there first, then from the run's own.
-A kind whose key is not its path's fields (a cache named by a checksum) brings a small :class:`Artifact` subclass
-as its reader (:class:`NeighborGraphs`, :class:`Densities`).
+computed again. A sidecar names the array it was written with (:data:`PAIR`: its checksum and shape), so a pair
+torn by a kill between the two writes (the new sidecar beside the old array), or one file replaced alone, is read
+as damaged and computed again, never served as current. :class:`Artifact` writes, reads, checks and lists any
+kind inside a run's bounds (``run.artifact(kind)``): written under the results directory, read from there first,
+then from the run's own. A kind whose key is not its path's fields (a cache named by a checksum), or whose check
+needs the run, brings a small :class:`Artifact` subclass as its reader (:class:`NeighborGraphs`,
+:class:`Densities`, :class:`Placements`).
 
 Adding a per-snapshot artifact: declare its kind here (or anywhere: ``run.artifact`` takes the declaration) and,
 where its key or check needs the run, its reader class.
@@ -33,6 +36,11 @@ from .layout import path_key
 from .schema import DENSITY_FIELDS, METHOD_FIELDS, SIDECAR_FIELDS, embedding_fault, object_fault
 
 _STEP = "(0|-?[1-9][0-9]*)"  # a step as a file name spells it
+#: The sidecar's entry naming the array written with it, ``{"crc32", "shape"}``; a sidecar written before it has
+#: none, and its pair is taken as it is.
+PAIR = "array"
+_TORN = ("is not the array its sidecar was written with (a write interrupted between the two files, or one of "
+         "them replaced)")
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,8 @@ class ArtifactKind:
     ``pattern``: its file relative to the run, e.g. ``"embeddings/{method_key}/{layer}/{step}.npy"`` (``.npy``:
     an array, cast to ``dtype`` when one is given; ``.json``: a JSON object of ``fields``). ``sidecar``: the
     fields of the ``.json`` written beside an array (None: no sidecar). ``check``: why an array read is not one
-    of this kind (None when it is). ``what`` and ``again`` word the messages; ``missing`` is the message for an
+    of this kind (None when it is); an array stored in another dtype is checked again as cast to ``dtype``, as
+    its readers serve it. ``what`` and ``again`` word the messages; ``missing`` is the message for an
     absent one (``str.format`` of the key's fields, ``run``, ``name`` and ``key``). ``reader``: the
     :class:`Artifact` subclass that reads it when its key is not its path's fields or its check needs the run.
     """
@@ -111,14 +120,16 @@ class Artifact:
 
     def write(self, *args: Any) -> None:
         """``write(*key, value[, info])``: store ``value`` (and, for a kind with a sidecar, ``info`` beside it,
-        written first), each atomically, into the results directory."""
+        written first, naming the array: :data:`PAIR`), each atomically, into the results directory."""
         n = len(args) - (2 if self.kind.sidecar is not None else 1)
         key, value, info = args[:n], args[n], args[n + 1:]
         path = check_writable_inside(self.path(*key, write=True), self.places.out)
-        if info:
-            save_json(path.with_suffix(".json"), info[0])
         if self.kind.is_array:
-            save_array(path, np.asarray(value, dtype=self.kind.dtype))
+            value = np.asarray(value, dtype=self.kind.dtype)
+        if info:
+            save_json(path.with_suffix(".json"), {**info[0], PAIR: _pair(value)} if self.kind.is_array else info[0])
+        if self.kind.is_array:
+            save_array(path, value)
         else:
             save_json(path, value)
 
@@ -132,19 +143,43 @@ class Artifact:
             json_inside(path, self.places.bounds_of(path))
         if fault := self.fault(value, *key):
             raise DamagedFileError(path, f"{fault}; {self.kind.again}")
+        if self._torn(path, value):
+            raise DamagedFileError(path, f"{_TORN}; {self.kind.again}")
         return value
 
     def info(self, *key: Any) -> dict:
-        """The sidecar of the artifact of ``key``; one that is not the JSON object of the kind's sidecar fields
-        raises :class:`DamagedFileError` (the artifact is then computed again)."""
+        """The sidecar of the artifact of ``key`` (without :data:`PAIR`); one that is not the JSON object of the
+        kind's sidecar fields, or that was written with another array than the one beside it, raises
+        :class:`DamagedFileError` (the artifact is then computed again)."""
         path = self.path(*key)
         if not path.exists():
             raise NotFoundError(self.missing(*key))
+        return self._sidecar(path)
+
+    def read_pair(self, *key: Any) -> tuple[np.ndarray, dict]:
+        """The array of ``key`` and its sidecar, each read once and checked as :meth:`read` and :meth:`info` check
+        them: a writer replacing the pair meanwhile cannot hand back one file of each."""
+        path = self.path(*key)
+        if not path.exists():
+            raise NotFoundError(self.missing(*key))
+        array = array_inside(path, self.places.bounds_of(path))
+        if fault := self.fault(array, *key):
+            raise DamagedFileError(path, f"{fault}; {self.kind.again}")
+        return array, self._sidecar(path, array)
+
+    def _sidecar(self, path: Path, array: np.ndarray | None = None) -> dict:
+        """The checked sidecar of the array at ``path`` (read from there unless given), without :data:`PAIR`."""
         sidecar = path.with_suffix(".json")
         info = json_inside(sidecar, self.places.bounds_of(path))
         if fault := object_fault(info, self.kind.sidecar or {}):
             raise DamagedFileError(sidecar, f"is not {self.kind.what}'s sidecar ({fault}); {self.kind.again}")
-        return info
+        if PAIR not in info:
+            return info
+        if array is None:
+            array = array_inside(path, self.places.bounds_of(path))
+        if info[PAIR] != _pair(array):
+            raise DamagedFileError(path, f"{_TORN}; {self.kind.again}")
+        return {k: v for k, v in info.items() if k != PAIR}
 
     def cached(self, *key: Any) -> Any | None:
         """The artifact of ``key`` read whole, or None when it is missing, incomplete, damaged or leads out (a
@@ -158,12 +193,29 @@ class Artifact:
                 value = json_inside(path, bounds)
             except (OSError, ValueError, UnsafeFileError):
                 return None
-        return None if value is None or self.fault(value, *key) else value
+        return None if value is None or self.fault(value, *key) or self._torn(path, value) else value
+
+    def _torn(self, path: Path, array: Any) -> bool:
+        """Whether the sidecar beside ``path`` names another array than ``array``: False for a kind without a
+        sidecar, and for a sidecar that names none (written before :data:`PAIR`) or cannot be read (:meth:`info`
+        says why)."""
+        if self.kind.sidecar is None or not self.kind.is_array:
+            return False
+        try:
+            info = json_inside(path.with_suffix(".json"), self.places.bounds_of(path))
+        except (OSError, ValueError, UnsafeFileError):
+            return False
+        return type(info) is dict and PAIR in info and info[PAIR] != _pair(array)
 
     def fault(self, value: Any, *key: Any) -> str | None:
         """Why ``value``, read as the artifact of ``key``, is not one (None when it is)."""
         if self.kind.is_array:
-            return self.kind.check(value) if self.kind.check is not None else None
+            if self.kind.check is None:
+                return None
+            if (fault := self.kind.check(value)) or self.kind.dtype is None or value.dtype == self.kind.dtype:
+                return fault
+            with np.errstate(over="ignore"):  # a value beyond the dtype's range becomes infinite: refused
+                return self.kind.check(np.asarray(value, dtype=self.kind.dtype))
         if fault := object_fault(value, self.kind.fields):
             return f"is {fault}"
         absent = [name for name in self.kind.fields if name not in value]
@@ -284,6 +336,23 @@ class Embeddings(Artifact):
                 f"steps: {choices(self.steps(method_key, layer))}")
 
 
+class Placements(Artifact):
+    """A run's probe points placed into other runs' layouts (:mod:`repviz.placement`), key (into, method key,
+    layer, step): as many points as the run's rows of that snapshot."""
+
+    def fault(self, coords: np.ndarray, into: str, method_key: str, layer: str, step: int) -> str | None:
+        if fault := super().fault(coords, into, method_key, layer, step):
+            return fault
+        try:
+            n = self.run.record(layer, step)["shape"][0]
+        except LookupError:  # the snapshot is gone: the points are stale, as the tab says
+            return None
+        if len(coords) != n:
+            return (f"holds {len(coords)} points, but run {self.run.name!r} has {n} at layer {layer!r}, step {step} "
+                    f"(placed from another recording of it, or damaged)")
+        return None
+
+
 class NeighborGraphs(Artifact):
     """Cached k-nearest-neighbour graphs of stored activations, key (layer, step, variant): row i holds the probe
     indices of point i's neighbours, nearest first, as computed by ``variant`` (e.g. ``"k10-exact"``). Named by
@@ -317,7 +386,7 @@ EMBEDDING = declare(ArtifactKind(
 #: embeddings: placed points are never listed as a fitted layout.
 PLACED = declare(ArtifactKind(
     "placed", "placed/{into}/{method_key}/{layer}/{step}.npy", "a placement", "`repviz place` computes it again",
-    sidecar={}, check=embedding_fault, dtype="float32",
+    sidecar={}, check=embedding_fault, dtype="float32", reader=Placements,
     missing="run {run!r} has no points placed into the {method_key!r} layout of run {into!r} ({layer!r}, step "
             "{step}); place them with `repviz place`"))
 NEIGHBOR_GRAPH = declare(ArtifactKind(
@@ -327,6 +396,11 @@ NEIGHBOR_GRAPH = declare(ArtifactKind(
 DENSITY = declare(ArtifactKind(
     "density", "cache/density/{method_key}/{layer}/{step}-{variant}-{crc}.json", "density contours",
     "computed again", fields=DENSITY_FIELDS, reader=Densities))
+
+
+def _pair(array: np.ndarray) -> dict:
+    """The :data:`PAIR` entry of ``array``: its checksum and shape."""
+    return {"crc32": checksum(array), "shape": list(array.shape)}
 
 
 # Files of the results folders that span runs (``LogDir.artifacts(name)``) ------------------------------------

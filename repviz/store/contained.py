@@ -110,15 +110,20 @@ def open_checked(path: str | os.PathLike, bounds: tuple[str, ...], flags: int, m
     return fd
 
 
-def read_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> bytes:
-    """The bytes of ``path``, which must resolve inside ``bounds`` (see :func:`open_inside`)."""
+def read_inside(path: str | os.PathLike, bounds: tuple[str, ...], max_bytes: int | None = None) -> bytes:
+    """The bytes of ``path``, which must resolve inside ``bounds`` (see :func:`open_inside`); a file over
+    ``max_bytes`` is not read (:class:`DamagedFileError`)."""
     with os.fdopen(open_inside(path, bounds), "rb") as f:
+        if max_bytes is not None and (size := os.fstat(f.fileno()).st_size) > max_bytes:
+            raise DamagedFileError(path, f"is {size:,} bytes, over the {max_bytes:,} bytes repviz reads from it; "
+                                         f"write it again, smaller")
         return f.read()
 
 
-def json_inside(path: str | os.PathLike, bounds: tuple[str, ...]) -> Any:
-    """The parsed JSON file ``path``, which must resolve inside ``bounds``; invalid JSON raises ``ValueError``."""
-    return parse_json(read_inside(path, bounds), path)
+def json_inside(path: str | os.PathLike, bounds: tuple[str, ...], max_bytes: int | None = None) -> Any:
+    """The parsed JSON file ``path``, which must resolve inside ``bounds`` (and hold at most ``max_bytes``);
+    invalid JSON raises ``ValueError``."""
+    return parse_json(read_inside(path, bounds, max_bytes), path)
 
 
 def array_inside(path: str | os.PathLike, bounds: tuple[str, ...], mmap: bool = True) -> np.ndarray:

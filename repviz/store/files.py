@@ -77,8 +77,13 @@ def json_default(obj: Any) -> Any:
 
 def save_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as JSON atomically. Key order is kept (``manifest['layers']`` lists layers in model order)."""
+    save_text(path, json.dumps(obj, indent=1, default=json_default))
+
+
+def save_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (e.g. JSON already serialised) as UTF-8, atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, default=json_default))
+        tmp.write_text(text, encoding="utf-8")
 
 
 def create_exclusive(path: Path, obj: Any) -> bool:

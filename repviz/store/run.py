@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repviz.metadata import Metadata, from_json
+from repviz.metadata import MAX_FILE_BYTES, Metadata, from_json
 from repviz.targets import Target, read_target
 
 from .._validation import choices
@@ -110,7 +110,7 @@ def _read_metadata(path: Path, bounds: tuple[str, ...], n: int) -> Metadata:
     if not os.path.lexists(path):
         return Metadata()
     try:
-        return from_json(json_inside(path, bounds), n)
+        return from_json(json_inside(path, bounds, MAX_FILE_BYTES), n)
     except DamagedFileError:
         raise
     except ValueError as e:
@@ -339,10 +339,10 @@ class Run:
 
     def placed(self, into: str, method_key: str, layer: str, step: int) -> tuple[np.ndarray, dict]:
         """Points of this run placed into run ``into``'s layout (:mod:`repviz.placement`): coordinates (n_probe,
-        n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored."""
-        placed = self.artifact(PLACED)
-        info = placed.info(into, method_key, layer, step)
-        return placed.read(into, method_key, layer, step), info
+        n_components) float32 and their sidecar; :class:`NotFoundError` when none are stored,
+        :class:`DamagedFileError` when they do not belong together or to this run's snapshot (placed again by the
+        next ``repviz place``)."""
+        return self.artifact(PLACED).read_pair(into, method_key, layer, step)
 
     def stamp(self) -> tuple:
         """A cheap value that changes whenever a listing of this run would: a record appended, the probe or an

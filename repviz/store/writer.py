@@ -12,11 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from repviz.metadata import Metadata
+from repviz.metadata import Metadata, dumps
 
 from .contained import as_bounds, check_writable_inside, json_inside, read_inside, real_path
 from .errors import IncompatibleRunError
-from .files import ArrayBlocks, atomic_path, checksum, create_exclusive, remove_stale_temps, save_array, save_json
+from .files import (
+    ArrayBlocks,
+    atomic_path,
+    checksum,
+    create_exclusive,
+    remove_stale_temps,
+    save_array,
+    save_json,
+    save_text,
+)
 from .layout import (
     ACTIVATION,
     FORMAT_VERSION,
@@ -183,8 +192,9 @@ class RunWriter:
             save_array(self.root / probe_file("thumbnails"), thumbnails)
 
     def write_metadata(self, metadata: Metadata) -> None:
-        """Store (or replace) the probe's metadata columns, atomically."""
-        save_json(check_writable_inside(self.root / METADATA, self._own), metadata.to_json())
+        """Store (or replace) the probe's metadata columns, atomically; metadata over
+        :data:`repviz.metadata.MAX_FILE_BYTES` as JSON raises one ``ValueError`` line and writes nothing."""
+        save_text(check_writable_inside(self.root / METADATA, self._own), dumps(metadata))
 
     def write_activation(self, layer: str, step: int, array: np.ndarray, *, rows: np.ndarray | None = None,
                          **info: Any) -> dict:
