@@ -396,8 +396,12 @@ def _run_export(args) -> int:
         print(f"repviz export: error: {e}", file=sys.stderr)
         return 2
 
+    from .progress import TerminalProgress
+
+    bar = TerminalProgress("repviz export")
     written = export_figures(open_logdir(args.logdir, args.results), args.out,
-                             formats=_split(args.formats, "--formats"))
+                             formats=_split(args.formats, "--formats"), progress=bar)
+    bar.close()
     print(f"wrote {len(written)} files under {args.out}")
     return 0
 
@@ -569,9 +573,12 @@ def _add_place(sub) -> None:
 
 def _run_place(args) -> int:
     from .placement import place_run
+    from .progress import TerminalProgress
 
+    bar = TerminalProgress("repviz place")
     rows = place_run(open_logdir(args.logdir, args.out), args.run, args.into, args.method,
-                     layers=_split(args.layers, "--layers"), steps=_split_steps(args.steps, "--steps"))
+                     layers=_split(args.layers, "--layers"), steps=_split_steps(args.steps, "--steps"), progress=bar)
+    bar.close()
     print(f"{'layer':<20} {'step':>6}  {'status':<7} {'points':>6}  10-NN accuracy placed / layout")
     for r in rows:
         if r["status"] == "failed":

@@ -144,7 +144,7 @@ def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) ->
                 kind, value = receiving.recv()
             except EOFError:
                 child.join()
-                raise RuntimeError(f"the training process ended without a result (exit code {child.exitcode})")
+                raise RuntimeError(f"the training process ended without a result (exit code {child.exitcode})") from None
             if kind == "line":
                 out(value)
             elif kind == "stderr":
@@ -209,14 +209,17 @@ def compare_representations(cfg: DemoConfig, out: Callable[[str], None] = print)
     transforms; each map is saved and checked with :func:`repviz.meta.seed_checks`."""
     from .meta import MetaSNE, seed_checks
     from .meta.sources import landmark_inputs
+    from .progress import TerminalProgress
     from .store import open_logdir
 
     logdir = open_logdir(cfg.logdir)
     inputs = landmark_inputs(logdir.run(next(iter(cfg.runs))).probe)
     for transform in TRANSFORMS:
         # cache=False: the vectors (2 MB per representation at 1,000 probes) would triple the demo's disk use
-        meta = MetaSNE(transform, embedding="tsne", cache=False, random_state=cfg.seed)
+        bar = TerminalProgress(f"meta-SNE ({transform})")
+        meta = MetaSNE(transform, embedding="tsne", cache=False, random_state=cfg.seed, progress=bar)
         result = meta.fit(logdir, runs=list(cfg.runs), inputs=inputs)
+        bar.close()
         cfg.maps[transform] = result.save(logdir)
         cfg.checks[transform] = seed_checks(result, cfg.runs, output_layers={OUTPUT_LAYER})
         where = logdir.artifacts(cfg.maps[transform]).location

@@ -39,6 +39,7 @@ except ImportError as e:  # the optional extra: one clear line for the CLI
 from .meta.distances import DEFAULT_MAX_PROBES
 from .meta.result import MetaResult
 from .meta.sources import INPUT_KEY
+from .progress import ProgressCallback, report
 from .similarity.figures import heatmap
 from .similarity.matrix import cached_similarity, similarity
 from .similarity.result import SimilarityMatrix
@@ -298,7 +299,7 @@ def export_heatmaps(logdir: LogDir, out: str | os.PathLike, formats: Sequence[st
 
 
 def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *,
-                   formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+                   formats: Sequence[str] = ("png", "svg"), progress: ProgressCallback | None = None) -> list[Path]:
     """Write every figure and table of ``logdir`` under ``out`` (created if missing); returns the paths written.
 
     Parameters
@@ -309,6 +310,8 @@ def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *
         Output directory.
     formats : sequence of str, default=("png", "svg")
         Figure formats matplotlib can write (png, svg, pdf, ...).
+    progress : callable, optional
+        Receives ``("figures", done, total, name)`` events (:mod:`repviz.progress`), one per layer grid and map.
     """
     logdir = logdir if isinstance(logdir, LogDir) else open_logdir(logdir)
     bad = [f for f in formats if f not in Figure().canvas.get_supported_filetypes()]
@@ -320,15 +323,19 @@ def export_figures(logdir: LogDir | str | os.PathLike, out: str | os.PathLike, *
     written = []
     names = _method_names(logdir)
     layers = list(dict.fromkeys(layer for run in logdir.runs.values() for layer in run.layers))
-    for key, method in names.items():
-        for layer in layers:
-            fig = embedding_grid(logdir, layer, key, title=f"layer {layer}: {method} over training")
-            if fig is not None:
-                written += _save(fig, out, f"layer-{_file_part(layer)}-{_file_part(method)}", formats)
-    for name in logdir.artifact_names():
-        if logdir.artifacts(name).exists(META_RESULT.result) and (result := _readable(MetaResult.load, logdir,
-                                                                                  name)) is not None:
+    maps = [name for name in logdir.artifact_names() if logdir.artifacts(name).exists(META_RESULT.result)]
+    total = len(names) * len(layers) + len(maps) + 1
+    for done, (key, layer) in enumerate((key, layer) for key in names for layer in layers):
+        report(progress, "figures", done, total, f"{names[key]} {layer}")
+        fig = embedding_grid(logdir, layer, key, title=f"layer {layer}: {names[key]} over training")
+        if fig is not None:
+            written += _save(fig, out, f"layer-{_file_part(layer)}-{_file_part(names[key])}", formats)
+    for done, name in enumerate(maps, len(names) * len(layers)):
+        report(progress, "figures", done, total, name)
+        if (result := _readable(MetaResult.load, logdir, name)) is not None:
             written += _save(meta_map(result), out, _file_part(name), formats)
+    report(progress, "figures", total - 1, total, "similarity heatmaps")
     written += export_heatmaps(logdir, out, formats)
+    report(progress, "figures", total, total)
     written += _write_tables(score_rows(logdir), out)
     return written

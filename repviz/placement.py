@@ -34,6 +34,7 @@ import numpy as np
 from .align import mean_displacement, procrustes_rotation
 from .chains import verified_activations
 from .methods import METHODS, Method
+from .progress import ProgressCallback, report
 from .store import PLACED, DamagedFileError, LogDir, NotFoundError, Run, checksum, open_logdir
 from .targets import class_labels
 
@@ -156,12 +157,14 @@ def _pairs(new: Run, into: Run, key: str, layers: list[str] | None, steps: list[
 
 
 def place_run(logdir: str | LogDir, run: str, into: str, method: str = "tsne", params: dict | None = None, *,
-              layers: list[str] | None = None, steps: list[int] | None = None) -> list[dict]:
+              layers: list[str] | None = None, steps: list[int] | None = None,
+              progress: ProgressCallback | None = None) -> list[dict]:
     """Place run ``run``'s probe points into run ``into``'s stored layouts of ``method`` (a name, with ``params``
     telling several apart, or a key) at every (layer, step) both hold, or those of ``layers``/``steps``; store them
     as ``run``'s placed points. Returns one row per (layer, step): status ``placed``, ``cached`` (up to date) or
     ``failed`` (with its error), the count, and the 10-NN accuracy of the placed points among the layout's classes
-    next to that of the layout's own points, when both runs have labels.
+    next to that of the layout's own points, when both runs have labels. ``progress`` receives
+    ``("place", done, total, layer)`` events (:mod:`repviz.progress`).
 
     >>> place_run("logs", "test-digits", into="relu", method="tsne")   # doctest: +SKIP
     """
@@ -174,12 +177,15 @@ def place_run(logdir: str | LogDir, run: str, into: str, method: str = "tsne", p
     name = described.get("method", key.rsplit("-", 1)[0])
     stored_params = described.get("params", {})
     rows = []
-    for layer, step in _pairs(new, target, key, layers, steps):
+    pairs = _pairs(new, target, key, layers, steps)
+    for done, (layer, step) in enumerate(pairs):
+        report(progress, "place", done, len(pairs), f"{layer} step {step}")
         start = time.perf_counter()
         try:
             rows.append(_place_one(new, target, key, name, stored_params, layer, step, start))
         except (ValueError, OSError, NotFoundError) as e:
             rows.append({"layer": layer, "step": step, "status": "failed", "error": f"{type(e).__name__}: {e}"})
+    report(progress, "place", len(pairs), len(pairs))
     return rows
 
 

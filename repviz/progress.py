@@ -11,8 +11,9 @@ counts finished units out of ``total`` in that stage (absolute, not an increment
 
 Consumers:
 
-- :class:`TerminalProgress` draws one line per stage with an ETA on stderr, only on an interactive terminal
-  outside CI, so logs of CI jobs and of piped commands stay clean.
+- :class:`TerminalProgress` draws one redrawn line per stage with an ETA on stderr on an interactive terminal;
+  where stderr is not one (a notebook cell, a log file, CI) it prints a plain line at most every few seconds
+  instead, so a long step never runs silent and a log stays short.
 - :class:`ProgressState` keeps the latest event as a JSON-able dict for a server to poll (the TensorBoard
   plugin's status route) or for a cluster client to forward; thread-safe, optionally forwarding each change
   (throttled) to a sink such as a queue or a status file.
@@ -76,25 +77,32 @@ def _eta(elapsed: float, done: int, total: int) -> float | None:
 
 
 class TerminalProgress:
-    """The terminal consumer: one line per stage, ``label stage done/total (pct%) elapsed ETA message``.
+    """The terminal consumer: ``label: stage done/total (pct%) elapsed ETA message``, redrawn in place on an
+    interactive terminal, else printed as a plain line at most every ``every`` seconds (a stage that ends sooner
+    prints nothing; one that printed also prints its last event).
 
     Parameters
     ----------
     label : str
         Shown before the stage (e.g. ``"repviz embed"``).
     enabled : bool or None, default=None
-        None: only on an interactive terminal (:func:`is_interactive`).
+        None: redrawn on an interactive terminal (:func:`is_interactive`), plain lines elsewhere; True: redrawn
+        wherever the stream is; False: nothing.
     stream : text stream, default=sys.stderr
     min_interval : float, default=0.2
         Seconds between redraws (the last event of a stage is always drawn).
+    every : float, default=5.0
+        Seconds between plain lines.
     """
 
     def __init__(self, label: str = "", *, enabled: bool | None = None, stream: TextIO | None = None,
-                 min_interval: float = 0.2):
+                 min_interval: float = 0.2, every: float = 5.0):
         self.label = label
         self.stream = stream or sys.stderr
-        self.enabled = is_interactive(self.stream) if enabled is None else enabled
-        self.min_interval = min_interval
+        self.redraw = is_interactive(self.stream) if enabled is None else enabled
+        self.plain = enabled is None and not self.redraw
+        self.enabled = self.redraw or self.plain
+        self.min_interval, self.every = min_interval, every
         self.stage: str | None = None
         self.done = 0
         self._start = self._drawn = 0.0
@@ -105,20 +113,26 @@ class TerminalProgress:
             self.close()
             self.stage, self._start, self._drawn = stage, now, 0.0
         self.done = done
-        if self.enabled and (now - self._drawn >= self.min_interval or done >= total):
+        if self.redraw and (now - self._drawn >= self.min_interval or done >= total):
             self._drawn = now
-            elapsed = now - self._start
-            eta = _eta(elapsed, done, total)
-            pct = 100.0 * done / total if total else 100.0
-            line = (f"{self.label}{': ' if self.label else ''}{stage} {done}/{total} ({pct:.0f}%) "
-                    f"elapsed {_clock(elapsed)} ETA {'?' if eta is None else _clock(eta)} {message}")
             width = shutil.get_terminal_size().columns - 1
-            self.stream.write("\r" + line[:width].ljust(width))
+            self.stream.write("\r" + self._line(stage, done, total, message, now)[:width].ljust(width))
+            self.stream.flush()
+        elif self.plain and (now - max(self._drawn, self._start) >= self.every or (self._drawn and done >= total)):
+            self._drawn = now
+            self.stream.write(self._line(stage, done, total, message, now) + "\n")
             self.stream.flush()
 
+    def _line(self, stage: str, done: int, total: int, message: str, now: float) -> str:
+        elapsed = now - self._start
+        eta = _eta(elapsed, done, total)
+        pct = 100.0 * done / total if total else 100.0
+        return (f"{self.label}{': ' if self.label else ''}{stage} {done}/{total} ({pct:.0f}%) "
+                f"elapsed {_clock(elapsed)} ETA {'?' if eta is None else _clock(eta)} {message}").rstrip()
+
     def close(self) -> None:
-        """End the current line (nothing is printed when disabled or nothing was drawn)."""
-        if self.enabled and self._drawn:
+        """End the current line (nothing is printed when disabled, in plain lines, or when nothing was drawn)."""
+        if self.redraw and self._drawn:
             self.stream.write("\n")
             self.stream.flush()
         self._drawn = 0.0

@@ -93,7 +93,11 @@ def two_probe_sets(tmp_path, cluster_run):
 
 
 def test_place_run_stores_placed_points_apart_from_fitted_layouts(two_probe_sets):
-    rows = place_run(two_probe_sets, "test", into="train", method="tsne")
+    events = []
+    rows = place_run(two_probe_sets, "test", into="train", method="tsne",
+                     progress=lambda *event: events.append(event))
+    assert events == [("place", 0, 3, "a step 0"), ("place", 1, 3, "a step 1"), ("place", 2, 3, "a step 2"),
+                      ("place", 3, 3, "")]
     assert [(r["layer"], r["step"], r["status"], r["n"]) for r in rows] == [("a", s, "placed", 60) for s in range(3)]
     assert all(r["knn_accuracy"] >= r["layout_knn_accuracy"] - 0.05 for r in rows)
     log = open_logdir(two_probe_sets)

@@ -12,14 +12,14 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_terminal_line_draws_on_a_terminal_only():
+def test_terminal_line_redraws_on_a_terminal_only():
     shown, hidden = _Tty(), io.StringIO()
     for stream in (shown, hidden):
         bar = TerminalProgress("repviz embed", stream=stream, min_interval=0)
         for done in range(5):
             bar("embed", done, 4)
         bar.close()
-    assert hidden.getvalue() == ""
+    assert hidden.getvalue() == ""  # a stage shorter than `every` prints nothing off a terminal
     if not os.environ.get("CI"):
         assert "repviz embed: embed 4/4 (100%)" in shown.getvalue() and "ETA 0:00" in shown.getvalue()
 
@@ -32,6 +32,25 @@ def test_terminal_line_starts_a_new_line_per_stage():
     bar.close()
     lines = stream.getvalue().split("\n")
     assert "vectors 2/2" in lines[0] and "distances 1/3" in lines[1] and "block 1" in lines[1]
+
+
+def test_off_a_terminal_a_long_stage_prints_a_plain_line_every_few_seconds(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr("repviz.progress.time.perf_counter", lambda: clock[0])
+    monkeypatch.delenv("CI", raising=False)
+    stream = io.StringIO()
+    bar = TerminalProgress("repviz place", stream=stream, every=5)
+    bar("quick", 0, 1)
+    bar("quick", 1, 1)  # done before 5 s: nothing
+    for second in range(13):  # 12 steps, one a second
+        clock[0] = 100.0 + second
+        bar("place", second, 12, f"layer {second}")
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert lines == ["repviz place: place 5/12 (42%) elapsed 0:05 ETA 0:07 layer 5",
+                     "repviz place: place 10/12 (83%) elapsed 0:10 ETA 0:02 layer 10",
+                     "repviz place: place 12/12 (100%) elapsed 0:12 ETA 0:00 layer 12"]
+    assert "\r" not in stream.getvalue()
 
 
 def test_state_snapshot_is_machine_readable_and_throttles_its_sink():

@@ -276,7 +276,11 @@ def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
     MetaResult(keys, rng.normal(size=(5, 2)).astype(np.float32), np.ones((5, 5)),
                {"transform": "cka", "embedding": "tsne"}).save(tmp_path / "logs", "meta-cka-chord-tsne")
 
-    written = export_figures(tmp_path / "logs", tmp_path / "fig", formats=["png", "svg"])
+    events = []
+    written = export_figures(tmp_path / "logs", tmp_path / "fig", formats=["png", "svg"],
+                             progress=lambda *event: events.append(event))
+    assert events == [("figures", 0, 3, "tsne enc/dense#0"), ("figures", 1, 3, "meta-cka-chord-tsne"),
+                      ("figures", 2, 3, "similarity heatmaps"), ("figures", 3, 3, "")]
     names = sorted(p.name for p in written)
     assert names == sorted(p.name for p in (tmp_path / "fig").iterdir()) == [
         "layer-enc_dense_0-tsne.png", "layer-enc_dense_0-tsne.svg", "meta-cka-chord-tsne.png",
