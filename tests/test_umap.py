@@ -3,6 +3,7 @@ resumption, aligned chains), and one line saying what to install without the ext
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -129,3 +130,16 @@ def test_without_the_extra_every_entry_point_says_what_to_install(tmp_path, caps
     assert embed_run(str(tmp_path), "r1", ["umap"]) == 0
     out, err = capsys.readouterr()
     assert len(err.splitlines()) == 1 and hint in err
+
+
+def test_a_fit_does_not_import_tensorflow_for_umap_learn():
+    """umap-learn imports TensorFlow (for ParametricUMAP) where it is installed: seconds, 0.7 GB and TensorFlow's
+    start-up lines in every embedding process; repviz's fit leaves it out, and ParametricUMAP can still be
+    imported afterwards."""
+    code = ("import sys, numpy as np\n"
+            "from repviz.manifold.umap import UMAP\n"
+            "UMAP(random_state=0, n_epochs=20).fit(np.random.default_rng(0).normal(size=(60, 5)))\n"
+            "print('tensorflow' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+    assert "oneDNN" not in out.stderr and "absl" not in out.stderr

@@ -16,6 +16,7 @@ serially (``n_jobs`` is then 1; umap-learn would override it and warn). ``random
 from __future__ import annotations
 
 import importlib.util
+import sys
 import warnings
 
 import numpy as np
@@ -75,6 +76,21 @@ def square_rotation(Y: np.ndarray, steps: int = 40) -> np.ndarray:
         lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
     c, s = np.cos(lo), np.sin(lo)
     return np.array([[c, -s], [s, c]])
+
+
+def _import_umap() -> None:
+    """Import umap-learn, paid by a fit or a placement only, without the TensorFlow it imports for its
+    ParametricUMAP where TensorFlow is installed (seconds, 0.7 GB and TensorFlow's start-up lines in a process
+    that does not train), unless TensorFlow is loaded already. ``umap.parametric_umap`` stays importable."""
+    if "umap" in sys.modules or "tensorflow" in sys.modules:
+        return
+    sys.modules["umap.parametric_umap"] = None  # umap's __init__ catches the ImportError this raises
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ImportWarning)
+            import umap  # noqa: F401
+    finally:
+        del sys.modules["umap.parametric_umap"]
 
 
 class UMAP(Estimator):
@@ -158,7 +174,8 @@ class UMAP(Estimator):
 
     def fit(self, X, y=None):
         """Compute the embedding of X (n_samples, n_features); returns self. ``y`` is ignored."""
-        import umap  # here, paid by a fit only: seconds of imports (TensorFlow too where installed)
+        _import_umap()
+        import umap
 
         self._validate_params()
         X = check_array(X, "UMAP", min_samples=3)
@@ -231,6 +248,8 @@ def place(X_new, X_fit, Y_fit, *, n_neighbors: int = 15, min_dist: float = 0.1, 
     else 30) of umap-learn's layout optimisation that move only the new points. The other parameters are
     :class:`UMAP`'s, as the layout was fitted. Float32 (m, n_components)."""
     import scipy.sparse as sp
+
+    _import_umap()
     from umap.layouts import optimize_layout_euclidean
     from umap.umap_ import (
         compute_membership_strengths,
