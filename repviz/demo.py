@@ -144,7 +144,8 @@ def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) ->
                 kind, value = receiving.recv()
             except EOFError:
                 child.join()
-                raise RuntimeError(f"the training process ended without a result (exit code {child.exitcode})") from None
+                raise RuntimeError(f"the training process ended without a result (exit code "
+                                   f"{child.exitcode})") from None
             if kind == "line":
                 out(value)
             elif kind == "stderr":
