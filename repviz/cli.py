@@ -65,6 +65,8 @@ def _add_info(sub) -> None:
     p.add_argument("--all", action="store_true",
                    help="list every run, layer, embedding and cross-run result (by default runs that recorded "
                         "nothing and long lists are summed up in one line each)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also the keys of embeddings (method-hash) and the files of cross-run results")
     _add_out(p)
     p.set_defaults(func=_run_info)
 
@@ -81,7 +83,7 @@ def _run_info(args) -> int:
     for name, run in logdir.runs.items():
         (listed if args.all or run.records() else empty).append(name)
     for name in listed[:shown["runs"]]:
-        _print_run(name, logdir.runs[name], shown)
+        _print_run(name, logdir.runs[name], shown, args.verbose, logdir.runs)
     if len(listed) > len(listed[:shown["runs"]]):
         rest = listed[shown["runs"]:]
         print(f"{len(rest)} more run(s) with snapshots: {_folded(rest)} (--all lists them)")
@@ -90,8 +92,10 @@ def _run_info(args) -> int:
     names = logdir.artifact_names()
     for name in names[:shown["results"]]:
         files = logdir.artifacts(name).names()  # a meta-SNE vector cache holds one file per representation
-        more = f", ... ({len(files)} files)" if len(files) > 6 else ""
-        print(f"cross-run result {name!r}: {', '.join(files[:6])}{more}")
+        if args.verbose:
+            print(f"cross-run result {name!r}: {', '.join(files)}")
+        else:
+            print(f"cross-run result {name!r}: {len(files)} file(s)")
         for note in _result_notes(logdir.artifacts(name)):
             print(f"  {note}")
     if len(names) > len(names[:shown["results"]]):
@@ -108,8 +112,28 @@ def _readable_target(run):
         return None
 
 
-def _print_run(name: str, run, shown: dict) -> None:
-    """The lines of one run: a summary, then its predictions, layers and embedding keys (up to ``shown``)."""
+def _method_names(run, keys: list[str], verbose: bool) -> list[str]:
+    """Stored layouts by the names of their methods; where several share a method, with the parameters that tell
+    them apart (e.g. ``tsne (perplexity=5)``); with ``verbose``, each key too."""
+    described = {}
+    for key in keys:
+        try:
+            described[key] = run.embeddings.method(key)
+        except (ValueError, LookupError, OSError):
+            described[key] = {}
+    names = []
+    for key in keys:
+        method = described[key].get("method", key)
+        params = described[key].get("params") or {}
+        same = [described[k].get("params") or {} for k in keys if k != key and described[k].get("method") == method]
+        differ = sorted(p for p in params if any(other.get(p) != params[p] for other in same))
+        shown = f" ({', '.join(f'{p}={params[p]}' for p in differ)})" if differ else ""
+        names.append(f"{method}{shown}{f' [{key}]' if verbose else ''}")
+    return names
+
+
+def _print_run(name: str, run, shown: dict, verbose: bool = False, runs: dict | None = None) -> None:
+    """The lines of one run: a summary, then its predictions, layers and embeddings (up to ``shown``)."""
     m = run.manifest
     probe = m.get("probe", {})
     steps = run.steps()
@@ -149,12 +173,13 @@ def _print_run(name: str, run, shown: dict) -> None:
         who = f"{skipped[0]:<32}" if len(skipped) == 1 else f"{len(skipped)} layers ({_folded(skipped)})"
         print(f"  {who} not recorded: {why}")
     keys = run.embeddings.method_keys()
-    for key in keys[:shown["keys"]]:
-        print(f"  embeddings: {key}")
+    if keys:
+        print(f"  embeddings: {', '.join(_method_names(run, keys[:shown['keys']], verbose))}")
     if len(keys) > len(keys[:shown["keys"]]):
-        print(f"  {len(keys) - shown['keys']} more embedding key(s) (--all lists them)")
+        print(f"  {len(keys) - shown['keys']} more embedding method(s) (--all lists them)")
     for into, key in run.artifact(PLACED).keys(depth=2):  # repviz place
-        print(f"  placed into: run {into}, {key}")
+        layout = (runs or {}).get(into, run)
+        print(f"  placed into: run {into!r}, its {_method_names(layout, [key], verbose)[0]} layouts")
 
 
 def _plural(unit: str) -> str:

@@ -85,7 +85,8 @@ class Target:
         """One line: the kind, what it means, the shape per example and whether it colours points."""
         colour = {"palette": "colours by class", "scale": "colours by value"}.get(self.policy.colours,
                                                                                    "not used for colour")
-        return f"{self.kind} ({self.policy.description}, {list(self.shape)} per example; {colour})"
+        shape = f", {' x '.join(map(str, self.shape))} per example" if self.shape else ""
+        return f"{self.kind} ({self.policy.description}{shape}; {colour})"
 
 
 def decide(y: np.ndarray, output_shape: Sequence[int] | None = None) -> tuple[Target, np.ndarray]:

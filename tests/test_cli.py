@@ -112,14 +112,16 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
     assert ("30 run(s) with nothing recorded yet: 'starting00', 'starting01', 'starting02', 'starting03', "
             "'starting04', ... (30 in all) (--all lists them)") in out
     assert "  3 more layer(s): 'l12', 'l13', 'l14' (--all lists them)" in out
-    assert "  2 more embedding key(s) (--all lists them)" in out
-    # a_wide: 1 + 12 layers + 1 + 6 keys + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
-    assert len(out) == 21 + 49 * 2 + 2
+    assert "  embeddings: pca-0, pca-1, pca-2, pca-3, pca-4, pca-5" in out  # keys without a stored description
+    assert "  2 more embedding method(s) (--all lists them)" in out
+    # a_wide: 1 + 12 layers + 1 + the embeddings + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
+    assert len(out) == 16 + 49 * 2 + 2
 
     assert main(["info", "--all", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len([line for line in out if line.startswith("run ")]) == 84
-    assert len(out) == (1 + 15 + 8) + 53 * 2 + 30 * 5 and not any("more" in line for line in out)
+    assert len(out) == (1 + 15 + 1) + 53 * 2 + 30 * 5 and not any("more" in line for line in out)
+    assert "  embeddings: " + ", ".join(f"pca-{k}" for k in range(8)) in out
 
 
 @pytest.mark.parametrize("command, option", [("embed", "--steps"), ("embed", "--layers"), ("embed", "--runs"),
@@ -193,7 +195,7 @@ def test_results_can_be_written_outside_a_read_only_logdir(tmp_path, capsys, sma
     assert run.embedding("dense", 2, "pca").shape == (30, 2) and run.embedding("dense", 0, "pca").shape == (30, 2)
     assert MetaResult.load(overlay, "meta-dist-chord-mds").coords.shape == (6, 2)
     assert "meta-dist-chord-mds" not in open_logdir(logs).artifact_names()
-    assert main(["info", str(logs), "--out", str(out)]) == 0 and "embeddings: pca-" in capsys.readouterr().out
+    assert main(["info", str(logs), "--out", str(out)]) == 0 and "  embeddings: pca\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["embed", "meta"])

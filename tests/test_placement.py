@@ -141,7 +141,9 @@ def test_repviz_place_prints_a_row_per_snapshot(two_probe_sets, capsys):
     assert "repviz place: error: " in capsys.readouterr().err
     assert main(["info", str(two_probe_sets)]) == 0
     key = open_logdir(two_probe_sets).run("train").embeddings.key("tsne")
-    assert f"  placed into: run train, {key}\n" in capsys.readouterr().out
+    assert "  placed into: run 'train', its tsne layouts\n" in capsys.readouterr().out
+    assert main(["info", str(two_probe_sets), "--verbose"]) == 0  # the keys for those who need them
+    assert f"  placed into: run 'train', its tsne [{key}] layouts\n" in capsys.readouterr().out
 
 
 def test_the_placed_route_serves_the_points_placed_into_a_layout(two_probe_sets):
