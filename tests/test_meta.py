@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import spearmanr
 
-from repviz import manifold, open_logdir
+from repviz import open_logdir
 from repviz.cli import main
 from repviz.meta import INPUT_KEY, MetaResult, MetaSNE, representation_distances
 from repviz.meta import distances as meta_distances
@@ -17,9 +17,6 @@ from repviz.meta.bank import VectorBank
 from repviz.meta.options import TRANSFORMS
 from repviz.meta.vectors import probe_pairs, representation_vectors
 from repviz.store import Artifacts, DamagedFileError, RunWriter
-
-needs_tsne = pytest.mark.skipif(not hasattr(manifold, "TSNE"), reason="repviz.manifold.TSNE has not landed")
-needs_smacof = pytest.mark.skipif(not hasattr(manifold, "MDS"), reason="repviz.manifold.MDS has not landed")
 
 
 def clusters(n=90, width=12, seed=0, spread=1.0):
@@ -397,7 +394,6 @@ def test_a_large_map_peaks_at_about_four_r_by_r_matrices(tmp_path):
     assert R == 400 and peak < 5.5 * 8 * R * R, peak / (8 * R * R)  # 4.2 at R = 1,500, where R-sized lists weigh less
 
 
-@needs_tsne
 def test_tsne_mode_embeds_precomputed_distances_from_mds():
     rng = np.random.default_rng(12)
     groups = [clusters(n=60, seed=g) for g in range(3)]
@@ -411,7 +407,6 @@ def test_tsne_mode_embeds_precomputed_distances_from_mds():
     assert max(within) < min(pdist(centres)) / 2  # the three groups stay apart
 
 
-@needs_smacof
 def test_smacof_refinement_does_not_increase_stress():
     rng = np.random.default_rng(13)
     reps = [np.tanh(clusters(n=50, seed=s) * rng.uniform(0.1, 3)) for s in range(10)]
