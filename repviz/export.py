@@ -38,7 +38,7 @@ except ImportError as e:  # the optional extra: one clear line for the CLI
 
 from .meta.distances import DEFAULT_MAX_PROBES
 from .meta.result import MetaResult
-from .meta.sources import INPUT_KEY
+from .meta.sources import INPUT_KEY, inputs_fingerprint
 from .progress import ProgressCallback, report
 from .similarity.figures import heatmap
 from .similarity.matrix import cached_similarity, similarity
@@ -264,11 +264,13 @@ def write_matrix(matrix: SimilarityMatrix, out: str | os.PathLike,
 
 def run_pairs(logdir: LogDir) -> list[tuple[str, str]]:
     """The pairs of runs ``repviz export`` compares: the first run of each group (``relu/seed0``) against each
-    other run of it (``relu/seed1``: the seeds of one network), and a run alone in its group against itself."""
-    groups: dict[str, list[str]] = {}
+    other run of it recorded on the same probe inputs (``relu/seed1``: the seeds of one network), and a run alone
+    in its group against itself. A run of the group recorded on other inputs (a second probe set to place) is
+    its own group."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
     for name, run in logdir.runs.items():
         if run.steps():
-            groups.setdefault(_group(name), []).append(name)
+            groups.setdefault((_group(name), inputs_fingerprint(run)), []).append(name)
     return [(runs[0], other) for runs in groups.values() for other in (runs[1:] or runs[:1])]
 
 

@@ -293,3 +293,15 @@ def test_export_writes_grids_maps_and_tables_from_the_store(tmp_path, new_run):
     assert "| net/seed0 | enc/dense#0 | tsne | 1 | 0.910 | - | - | 0.500 |" in (tmp_path / "fig" / "quality.md").read_text()
     with pytest.raises(ValueError, match="figure formats \\['docx'\\] are not supported"):
         export_figures(tmp_path / "logs", tmp_path / "fig", formats=["docx"])
+
+
+def test_export_pairs_the_seeds_of_a_network_and_not_a_probe_set_placed_into_it(tmp_path, new_run):
+    """Runs of one group recorded on other inputs (a second probe set, to place) are not its seeds."""
+    from repviz.export import run_pairs
+    from repviz.store import open_logdir
+
+    for run, inputs in (("net/seed0", "digits"), ("net/seed1", "digits"), ("net/test-digits", "other digits")):
+        w = new_run(tmp_path / run, fingerprint={"model": "net", "probe": inputs, "inputs": inputs})
+        w.write_probe(np.arange(30), np.arange(30) % 3)
+        w.write_activation("dense", 0, np.zeros((30, 4), np.float32))
+    assert run_pairs(open_logdir(tmp_path)) == [("net/seed0", "net/seed1"), ("net/test-digits", "net/test-digits")]
