@@ -66,7 +66,7 @@ def main() -> None:
         result = MetaSNE(transform, embedding="tsne").fit(logdir, runs=list(runs),
                                                            inputs=thumbnails.reshape(n_probe, -1))
         result.save(logdir)
-        checks = seed_checks(result, runs, output_layers={"logits"})
+        checks = seed_checks(result, runs, output_layers={"softmax"})
         print(f"{transform}: at epoch {checks.step}, the nearest other-seed representation is the same network and "
               f"layer for {checks.layer_identification:.0%} of {checks.n_layers} layers, the same network for "
               f"{checks.architecture_separation:.0%} of {checks.n_hidden} hidden layers")

@@ -1,6 +1,6 @@
 """The three small networks of the showcase (Olah's comparison): a sigmoid MLP, a ReLU MLP and a small CNN.
 
-All take (28, 28) digits and end in a softmax layer called ``logits``; Flatten/Reshape layers (which the
+All take (28, 28) digits and end in a softmax layer called ``softmax``; Flatten/Reshape layers (which the
 :class:`~repviz.ActivationLogger` skips) are named too, so every run of one architecture has the same layer names
 and runs line up layer by layer in the meta-SNE map. Keras is imported when a model is built, not with the module.
 """
@@ -14,17 +14,17 @@ ARCHITECTURES = ("sigmoid", "relu", "cnn")
 
 
 def mlp(activation: str, *, hidden: tuple[int, ...] = (128, 64), n_classes: int = 10, name: str | None = None):
-    """An MLP on flattened 28x28 digits; layers ``hidden1``, ``hidden2``, ..., ``logits``."""
+    """An MLP on flattened 28x28 digits; layers ``hidden1``, ``hidden2``, ..., ``softmax``."""
     import keras
 
     layers = [keras.Input((28, 28)), keras.layers.Flatten(name="flatten")]
     layers += [keras.layers.Dense(h, activation=activation, name=f"hidden{i + 1}") for i, h in enumerate(hidden)]
-    layers.append(keras.layers.Dense(n_classes, activation="softmax", name="logits"))
+    layers.append(keras.layers.Dense(n_classes, activation="softmax", name="softmax"))
     return keras.Sequential(layers, name=name or f"{activation}_mlp")
 
 
 def cnn(*, filters: tuple[int, int] = (16, 32), dense: int = 64, n_classes: int = 10, name: str = "cnn"):
-    """A small ReLU CNN: two strided 3x3 convolutions (``conv1``, ``conv2``), ``dense``, ``logits``.
+    """A small ReLU CNN: two strided 3x3 convolutions (``conv1``, ``conv2``), ``dense``, ``softmax``.
 
     Strided convolutions rather than pooling layers: every recorded layer is then a distinct stage of the
     network (a pooling layer's output is nearly a copy of the convolution before it).
@@ -37,7 +37,7 @@ def cnn(*, filters: tuple[int, int] = (16, 32), dense: int = 64, n_classes: int 
         keras.layers.Conv2D(filters[1], 3, strides=2, activation="relu", name="conv2"),
         keras.layers.Flatten(name="flatten"),
         keras.layers.Dense(dense, activation="relu", name="dense"),
-        keras.layers.Dense(n_classes, activation="softmax", name="logits"),
+        keras.layers.Dense(n_classes, activation="softmax", name="softmax"),
     ], name=name)
 
 

@@ -65,10 +65,10 @@ def test_demo_options_offline(tmp_path, capsys):
     logdir = open_logdir(tmp_path / "logs")
     assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (3, 4))
     for run in logdir.runs.values():
-        assert run.steps() == [0, 1] and run.activations("logits", 1).shape == (100, 10)
+        assert run.steps() == [0, 1] and run.activations("softmax", 1).shape == (100, 10)
         assert run.probe.thumbnails.shape == (100, 28, 28) and np.array_equal(np.bincount(run.probe.labels), [10] * 10)
         for method in ("pca", "tsne"):
-            assert run.embedding("logits", 1, method=method).shape == (100, 2)
+            assert run.embedding("softmax", 1, method=method).shape == (100, 2)
     assert "80 computed, 0 cached, 0 failed" in captured.out
     meta = MetaResult.load(logdir, "meta-cka-chord-tsne")
     assert len(meta) == 20 * 2 + 1  # layers x snapshots + the input

@@ -129,10 +129,10 @@ def test_quick_demo_writes_runs_maps_and_summary(quick):
     assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
     for name, run in logdir.runs.items():
         assert run.steps() == [0, 1, 2]
-        assert run.layers == (["conv1", "conv2", "dense", "logits"] if name.startswith("cnn") else
-                              ["hidden1", "hidden2", "logits"])
+        assert run.layers == (["conv1", "conv2", "dense", "softmax"] if name.startswith("cnn") else
+                              ["hidden1", "hidden2", "softmax"])
         assert np.array_equal(np.bincount(run.probe.labels), [20] * 10)  # stratified: 20 per class
-        assert run.embedding("logits", 2, method="tsne").shape == (200, 2)
+        assert run.embedding("softmax", 2, method="tsne").shape == (200, 2)
     for transform in ("dist", "cka"):
         meta = MetaResult.load(logs, f"meta-{transform}-chord-tsne")
         assert len(meta) == (4 * 2 + 3 * 4) * 3 + 1 and ("<input>", "input", 0) in meta.keys
@@ -161,7 +161,7 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
     assert main(["export", str(logs), "--out", str(tmp_path / "fig")]) == 0
     files = {p.name for p in (tmp_path / "fig").iterdir()}
     for stem in ["meta-dist-chord-tsne", "meta-cka-chord-tsne",
-                 *(f"layer-{layer}-{m}" for layer in ("hidden1", "hidden2", "logits", "conv1", "conv2", "dense")
+                 *(f"layer-{layer}-{m}" for layer in ("hidden1", "hidden2", "softmax", "conv1", "conv2", "dense")
                    for m in ("pca", "tsne"))]:
         assert {f"{stem}.png", f"{stem}.svg"} <= files
     for arch in ("sigmoid", "relu", "cnn"):  # the seeds' CKA heatmaps, with their CSV and JSON
