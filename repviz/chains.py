@@ -60,6 +60,15 @@ class RepresentationError(ValueError):
     """A representation that cannot be embedded (dead layer, non-finite values)."""
 
 
+class ConstantError(RepresentationError):
+    """A representation that is the same for every probe point (a dead ReLU layer, an output that does not depend
+    on the input): nothing to embed or compare. Left out, not failed: the network is what it is."""
+
+
+#: Why a constant representation is left out, as the CLI, the API and the tab say it.
+CONSTANT = "constant: every probe point has the same activations (e.g. a dead ReLU layer)"
+
+
 def carry_layout(previous, X, rows: np.ndarray, n_neighbors: int = 5, random_state: int = 0) -> np.ndarray:
     """A start layout for every row of ``X`` from ``previous``, the layout of its rows ``rows`` in another
     snapshot (in that order): how a chain continues onto a snapshot of another probe subset.
@@ -93,9 +102,16 @@ def nonfinite(record: dict) -> RepresentationError | None:
     return RepresentationError(f"{record['nonfinite']} non-finite value(s) (NaN or infinity) in the activations")
 
 
+def constant(record: dict) -> ConstantError | None:
+    """The error of a snapshot that capture found constant over the probe (its record says so)."""
+    return ConstantError(CONSTANT) if record.get("constant") is True else None
+
+
 def failure(run: str, layer: str, step: int, method: str, error: Exception) -> dict:
-    """The result of a representation that could not be embedded."""
-    return {"run": run, "layer": layer, "step": step, "method": method, "status": "failed",
+    """The result of a representation that could not be embedded: status ``"constant"`` for a constant one (left
+    out), else ``"failed"``."""
+    return {"run": run, "layer": layer, "step": step, "method": method,
+            "status": "constant" if isinstance(error, ConstantError) else "failed",
             "error": f"{type(error).__name__}: {error}"}
 
 
@@ -126,7 +142,7 @@ def verified_activations(run: Run, layer: str, step: int, mmap: bool = False) ->
 def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     """The activations as a float32 matrix (:func:`verified_activations`) and the checksum of their file."""
     record = run.record(layer, step)
-    if error := nonfinite(record):
+    if error := nonfinite(record) or constant(record):
         raise error
     X = np.asarray(verified_activations(run, layer, step), dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
@@ -134,9 +150,8 @@ def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
     if X.shape[0] < 3:
         raise RepresentationError(f"only {X.shape[0]} probe point(s); at least 3 are needed")
-    if not np.ptp(X, axis=0).any():
-        raise RepresentationError("all probe points have the same activations (a dead layer, e.g. every ReLU "
-                                  "unit off); there is nothing to embed")
+    if not np.ptp(X, axis=0).any():  # a run recorded before capture marked constant snapshots
+        raise ConstantError(CONSTANT)
     return X, record["crc32"]
 
 

@@ -101,16 +101,22 @@ def checksum(array: np.ndarray) -> str:
     return f"{zlib.crc32(np.ascontiguousarray(array).data) & 0xFFFFFFFF:08x}"
 
 
+def same_rows(rows: np.ndarray, row: np.ndarray) -> bool:
+    """Whether every row of ``rows`` equals ``row`` exactly (NaN equals nothing)."""
+    return bool(np.equal(rows, row[None]).all())
+
+
 class ArrayBlocks:
     """An ``.npy`` array written in blocks of rows, in order, to a temporary file beside ``path``, so that it never
-    exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum` and
-    non-finite count are kept as the blocks go. :meth:`RunWriter.write_activation` and
+    exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum`,
+    non-finite count and whether every row equals the first (:attr:`constant`) are kept as the blocks go. :meth:`RunWriter.write_activation` and
     :meth:`RunWriter.write_prediction` take it in place of an array and rename it into place
     (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
 
     def __init__(self, path: Path, shape: tuple[int, ...], dtype: np.dtype | str):
         self.path, self.shape, self.dtype = path, tuple(int(s) for s in shape), np.dtype(dtype)
         self.rows, self.crc, self.nonfinite = 0, 0, 0
+        self._first: np.ndarray | None = None  # the first row, while every row written equals it
         fd, self._tmp = temp_beside(path)
         self._file = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_1_0(self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype),
@@ -125,11 +131,20 @@ class ArrayBlocks:
         self.crc = zlib.crc32(block.data, self.crc)
         if self.dtype.kind == "f":
             self.nonfinite += int(block.size - np.count_nonzero(np.isfinite(block)))
+        if self.rows == 0 and len(block):
+            self._first = block[0].copy()
+        if self._first is not None and not same_rows(block, self._first):
+            self._first = None
         try:
             self._file.write(memoryview(block).cast("B"))
         except OSError as e:
             raise disk_full(self.path, e) or e from e
         self.rows += len(block)
+
+    @property
+    def constant(self) -> bool:
+        """Every row written (two or more) equals the first: the same for every probe point."""
+        return self._first is not None and self.rows > 1
 
     def commit(self) -> None:
         """Rename the complete array into place."""

@@ -16,7 +16,16 @@ from repviz.metadata import Metadata
 
 from .contained import as_bounds, check_writable_inside, json_inside, read_inside, real_path
 from .errors import IncompatibleRunError
-from .files import ArrayBlocks, atomic_path, checksum, create_exclusive, remove_stale_temps, save_array, save_json
+from .files import (
+    ArrayBlocks,
+    atomic_path,
+    checksum,
+    create_exclusive,
+    remove_stale_temps,
+    same_rows,
+    save_array,
+    save_json,
+)
 from .layout import (
     ACTIVATION,
     FORMAT_VERSION,
@@ -103,8 +112,12 @@ class RunWriter:
 
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
-        steps = [r["step"] for r in self._records()]
-        return max(steps) if steps else None
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def steps(self) -> list[int]:
+        """The snapshot steps the run holds, in order."""
+        return sorted({r["step"] for r in self._records()})
 
     def _records(self) -> list[dict]:
         path = self.root / RECORDS
@@ -191,7 +204,8 @@ class RunWriter:
         """Store one layer's activations at one snapshot; returns the record appended.
 
         ``info`` (e.g. ``epoch``, ``batch``) is stored in the record. Non-finite values are stored as they are
-        and counted in the record's ``nonfinite`` field.
+        and counted in the record's ``nonfinite`` field; an array whose rows are all equal (a dead layer, an
+        output that does not depend on the input) is marked ``"constant": true``.
         ``rows`` (positions into the probe, increasing) stores a snapshot of that subset of the probe only; see
         :meth:`Run.rows`.
         """
@@ -230,11 +244,14 @@ class RunWriter:
             if array.path != self.root / rel:
                 raise ValueError(f"blocks opened for {array.path} cannot be stored as {self.root / rel}")
             array.commit()
-            crc, nonfinite = f"{array.crc & 0xFFFFFFFF:08x}", array.nonfinite
+            crc, nonfinite, constant = f"{array.crc & 0xFFFFFFFF:08x}", array.nonfinite, array.constant
         else:
             save_array(check_writable_inside(self.root / rel, self._own), array)
             crc = checksum(array)
             nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
+            constant = array.ndim > 0 and len(array) > 1 and same_rows(array, array[0])
+        if kind == ACTIVATION and constant:
+            fields["constant"] = True
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
                   "crc32": crc, "nonfinite": nonfinite, "time": time.time(), **fields}
         append_record(self.root / RECORDS, record, self._own)
