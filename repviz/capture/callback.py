@@ -280,19 +280,21 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         self._offset = 0  # step of this fit's epoch 0 (a later fit into the run continues the count)
         self._warned: set[str] = set()
 
-    def snapshot_now(self, step: int, states: Sequence[str] = ()) -> None:
+    def snapshot_now(self, step: int, states: Sequence[str] = ()) -> tuple[str, str]:
         """One snapshot of ``model=`` as it is now, stored as ``step``, outside any ``fit`` (what
         :func:`repviz.record` does): the run is chosen, planned, begun and finished as a fit's, so capture, store,
         probe, metadata and layer selection are the same. ``states``: digests of other weights the model counts as
         its own (the state it last recorded), so that it continues the run that holds them. A step the run holds
-        already is refused before anything is written."""
+        already is refused before anything is written. Returns where a reader opens the run: the directory above
+        it and its name."""
         target = self._target()
         if target is None:
             raise ValueError("snapshot_now records the model passed as ActivationLogger(..., model=); pass one")
         self._choose_run(target, [weights_digest(target), *states], "snapshot")
         stored = self._writer.stored_manifest() or {}
         held = self._writer.steps()
-        if int(step) in held:
+        same = (stored.get("fingerprint") or {}).get("model") == model_fingerprint(target)  # else begin refuses
+        if same and int(step) in held:
             raise ValueError(f"run {self.log_dir!r} already holds step {int(step)} (it has steps "
                              f"{', '.join(map(str, held))}); record with another step= or into another log_dir")
         self._open_run(target, stored.get("schedule") or {"unit": "step", "by": "repviz.record"})
@@ -300,6 +302,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             self._snapshot(int(step))
         finally:
             self.on_train_end()
+        return self._writer.reader_location()
 
     def _target(self):
         """The model whose layers are recorded: ``model=`` when given, else the one being trained."""

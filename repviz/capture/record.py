@@ -53,8 +53,8 @@ def record(model: Any, probe: ProbeSet | Any, log_dir: str | os.PathLike, step: 
     Returns
     -------
     Run
-        The run recorded into (:class:`repviz.store.Run`; ``run.run_dir`` is its directory, which differs from
-        ``log_dir`` when a new run was begun beside it).
+        The run recorded into (:class:`repviz.store.Run`, opened in the directory above it: ``run.name`` is
+        ``log_dir``'s last part, or ``<that>-2``, ... when a new run was begun beside it).
 
     Examples
     --------
@@ -70,7 +70,6 @@ def record(model: Any, probe: ProbeSet | Any, log_dir: str | os.PathLike, step: 
     logger = ActivationLogger(log_dir, probe, layers=layers, reduction=reduction, seed=seed,
                               prediction_output=prediction_output, model=model, forward=forward, **legacy)
     last = _LAST.get(model, {}).get(str(log_dir))  # a Keras layer: hashable by identity, weakly referenced
-    logger.snapshot_now(step, [] if last is None else [last])
+    where = logger.snapshot_now(step, [] if last is None else [last])
     _LAST.setdefault(model, {})[str(log_dir)] = weights_digest(model)
-    run_dir = os.path.abspath(logger.log_dir)
-    return store.open_run(os.path.dirname(run_dir), os.path.basename(run_dir))
+    return store.open_run(*where)
