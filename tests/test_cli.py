@@ -23,9 +23,11 @@ def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):
              "layers": {"dense": {"stored_shape": [4, 3], "output_shape": [None, 3], "reduction": {"kind": "none"}},
                         "conv": {"stored_shape": [4, 2], "output_shape": [None, 5, 5, 8],
                                  "reduction": {"kind": "count_sketch", "dim": 2}}}})
-    for step in range(8):
-        w.write_activation("dense", step, np.zeros((4, 3), np.float32))
-        w.write_activation("conv", step, np.full((4, 2), np.nan if step == 7 else 0, np.float32))
+    rng = np.random.default_rng(0)
+    for step in range(8):  # rows that differ: a constant snapshot would be listed as such
+        w.write_activation("dense", step, rng.normal(size=(4, 3)).astype(np.float32))
+        w.write_activation("conv", step, np.full((4, 2), np.nan, np.float32) if step == 7 else
+                           rng.normal(size=(4, 2)).astype(np.float32))
     assert main(["info", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("run 'relu': model relu_mlp, probe n=4, 8 snapshot(s) (epochs 0, 1, ..., 7), ")
