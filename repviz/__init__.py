@@ -1,9 +1,9 @@
 """repviz: look inside neural networks.
 
 Capture layer activations during Keras training (``ActivationLogger``, with its ``ProbeSet`` and ``Reduction``
-options) or of any model without training (``record``), read them back without TensorFlow (``open_logdir``), embed them (``repviz.manifold``), place other
-probes into their layouts (``place_run``), compare representations (``repviz.meta``) and layers
-(``repviz.similarity``).
+options) or of any model without training (``record``), read them back without TensorFlow (``open_logdir``),
+embed them (``repviz.manifold``), place other probes into their layouts (``place_run``), compare representations
+(``repviz.meta``) and layers (``repviz.similarity``).
 """
 
 from __future__ import annotations

@@ -145,6 +145,9 @@ def _print_run(name: str, run, shown: dict) -> None:
     if len(run.layers) > len(run.layers[:shown["layers"]]):
         rest = run.layers[shown["layers"]:]
         print(f"  {len(rest)} more layer(s): {_folded(rest)} (--all lists them)")
+        if constant := [lay for lay in rest if any(run.record(lay, s).get("constant") is True
+                                                   for s in run.steps(lay))]:
+            print(f"  {len(constant)} of them constant at some snapshot (left out): {_folded(constant)}")
     reasons: dict[str, list[str]] = {}
     for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded, and why
         reasons.setdefault(why, []).append(layer)

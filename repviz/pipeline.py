@@ -82,9 +82,8 @@ class EmbedResult:
         """The outcome of ``plan`` given what its tasks returned (:func:`repviz.chains.run_chain`; summary read
         from the store)."""
         outcomes = plan.failed + list(results)
-        order = (lambda f: (f["run"], f["layer"], f["step"]))
-        failed = sorted((r for r in outcomes if r["status"] == "failed"), key=order)
-        constant = sorted((r for r in outcomes if r["status"] == "constant"), key=order)
+        failed = sorted((r for r in outcomes if r["status"] == "failed"), key=_where)
+        constant = sorted((r for r in outcomes if r["status"] == "constant"), key=_where)
         rows = []
         for run in plan.runs:
             for layer in plan.layers[run.name]:
@@ -136,6 +135,10 @@ class EmbedResult:
         total = (f"{self.computed} computed, {self.cached} cached, {len(self.failed)} failed{constant} "
                  f"in {self.seconds:.1f} s")
         return "\n".join(text + [total])
+
+
+def _where(result: dict) -> tuple:
+    return result["run"], result["layer"], result["step"]
 
 
 def _scores(run: Run, key: str, layer: str, step: int) -> dict:

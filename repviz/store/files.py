@@ -109,9 +109,9 @@ def same_rows(rows: np.ndarray, row: np.ndarray) -> bool:
 class ArrayBlocks:
     """An ``.npy`` array written in blocks of rows, in order, to a temporary file beside ``path``, so that it never
     exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum`,
-    non-finite count and whether every row equals the first (:attr:`constant`) are kept as the blocks go. :meth:`RunWriter.write_activation` and
-    :meth:`RunWriter.write_prediction` take it in place of an array and rename it into place
-    (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
+    non-finite count and whether every row equals the first (:attr:`constant`) are kept as the blocks go.
+    :meth:`RunWriter.write_activation` and :meth:`RunWriter.write_prediction` take it in place of an array and
+    rename it into place (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
 
     def __init__(self, path: Path, shape: tuple[int, ...], dtype: np.dtype | str):
         self.path, self.shape, self.dtype = path, tuple(int(s) for s in shape), np.dtype(dtype)
