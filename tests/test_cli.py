@@ -101,7 +101,8 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
         new_run(tmp_path / f"starting{i:02d}", {f"l{j}": (30, 4) for j in range(4)})
     wide = new_run(tmp_path / "a_wide", {f"l{j:02d}": (30, 2) for j in range(15)})
     for j in range(15):
-        wide.write_activation(f"l{j:02d}", 0, np.zeros((30, 2), np.float32))
+        X = np.random.default_rng(j).normal(size=(30, 2)).astype(np.float32)
+        wide.write_activation(f"l{j:02d}", 0, np.zeros_like(X) if j == 13 else X)  # l13: constant (dead)
     run = open_logdir(tmp_path).run("a_wide")
     for k in range(8):
         run.embeddings.write(f"pca-{k}", "l00", 0, np.zeros((30, 2), np.float32), {})
@@ -114,9 +115,10 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
     assert ("30 run(s) with nothing recorded yet: 'starting00', 'starting01', 'starting02', 'starting03', "
             "'starting04', ... (30 in all) (--all lists them)") in out
     assert "  3 more layer(s): 'l12', 'l13', 'l14' (--all lists them)" in out
+    assert "  1 of them constant at some snapshot (left out): 'l13'" in out
     assert "  2 more embedding key(s) (--all lists them)" in out
-    # a_wide: 1 + 12 layers + 1 + 6 keys + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
-    assert len(out) == 21 + 49 * 2 + 2
+    # a_wide: 1 + 12 layers + 2 + 6 keys + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
+    assert len(out) == 22 + 49 * 2 + 2
 
     assert main(["info", "--all", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
