@@ -62,14 +62,15 @@ def logdir(server):
 
 
 def _dead_net():
-    """Untrained, with a dead ReLU layer (every unit off on every probe)."""
+    """Untrained, with a dead ReLU layer (every unit off on every probe) beside the path to its output."""
     import keras
 
-    return keras.Sequential([keras.Input((28, 28)), keras.layers.Flatten(),
-                             keras.layers.Dense(16, activation="relu", name="hidden"),
-                             keras.layers.Dense(8, activation="relu", name="dead",
-                                                bias_initializer=keras.initializers.Constant(-1000.0)),
-                             keras.layers.Dense(10, activation="softmax", name="probs")])
+    inp = keras.Input((28, 28))
+    hidden = keras.layers.Dense(16, activation="relu", name="hidden")(keras.layers.Flatten()(inp))
+    dead = keras.layers.Dense(8, activation="relu", name="dead",
+                              bias_initializer=keras.initializers.Constant(-1000.0))(hidden)
+    both = keras.layers.Concatenate(name="both")([hidden, dead])
+    return keras.Model(inp, keras.layers.Dense(10, activation="softmax", name="probs")(both))
 
 
 @pytest.fixture(scope="module")
