@@ -92,6 +92,8 @@ def test_record_refuses_a_step_the_run_holds_in_one_line(recorded, x):
     for bad in (-1, 1.5, "3"):
         with pytest.raises(ValueError, match=r"'step' parameter of record must be an int >= 0"):
             repviz.record(_functional(), x, root / "net", step=bad)
+    with pytest.raises(ValueError, match=r"'model' parameter of record must be a keras Model or Layer"):
+        repviz.record("resnet50.keras", x, root / "net", step=9)
 
 
 def test_another_model_follows_the_rerun_rule(tmp_path, x):

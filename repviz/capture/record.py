@@ -8,8 +8,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import keras
+
 from .. import store
-from .._validation import INTEGER, Rule, check_param
+from .._validation import INTEGER, Rule, check_param, param_error
 from .callback import ActivationLogger
 from .options import ProbeSet, Reduction
 from .rerun import weights_digest
@@ -66,6 +68,8 @@ def record(model: Any, probe: ProbeSet | Any, log_dir: str | os.PathLike, step: 
     >>> from repviz.similarity import similarity                                    # doctest: +SKIP
     >>> print(similarity("logs", runs=("MobileNetV3Small", "EfficientNetB0")).table())  # doctest: +SKIP
     """
+    if not isinstance(model, keras.layers.Layer):
+        raise param_error("model", "record", "a keras Model or Layer", model)
     step = int(check_param(step, [_STEP], "step", "record"))
     logger = ActivationLogger(log_dir, probe, layers=layers, reduction=reduction, seed=seed,
                               prediction_output=prediction_output, model=model, forward=forward, **legacy)
