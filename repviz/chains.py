@@ -26,7 +26,7 @@ import numpy as np
 from .align import align_to
 from .methods import Resolved
 from .narrow import narrow_layout
-from .store import NEIGHBOR_GRAPH, Run, checksum
+from .store import NEIGHBOR_GRAPH, Run, checksum, constant_rows
 from .subsets import common_rows
 from .targets import class_labels
 
@@ -144,13 +144,14 @@ def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     record = run.record(layer, step)
     if error := nonfinite(record) or constant(record):
         raise error
-    X = np.asarray(verified_activations(run, layer, step), dtype=np.float32)
+    stored = verified_activations(run, layer, step)
+    X = np.asarray(stored, dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
     if X.shape[0] < 3:
         raise RepresentationError(f"only {X.shape[0]} probe point(s); at least 3 are needed")
-    if not np.ptp(X, axis=0).any():  # a run recorded before capture marked constant snapshots
+    if constant_rows(stored):  # a run recorded before capture marked constant snapshots
         raise ConstantError(CONSTANT)
     return X, record["crc32"]
 

@@ -163,3 +163,32 @@ def test_two_architectures_compared_layer_by_layer(recorded):
 
     written = write_matrix(m, root / "archs")
     assert {p.suffix for p in written} == {".csv", ".json", ".png", ".svg"}
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_constant_means_equal_rows_up_to_float_rounding(tmp_path, blocks):
+    """MobileNetV3Small's squeeze-excite ReLUs: every probe point the same except one value a rounding unit apart
+    (two probe batches of the forward pass rounded differently). Constant; a difference of 1e-4 is not; NaN is
+    not (it is counted as non-finite)."""
+    from repviz.store import RunWriter
+
+    writer = RunWriter(tmp_path / "r")
+    writer.begin({"fingerprint": {"model": "m", "probe": "p"}, "layers": {}})
+    base = np.tile(np.linspace(0.0, 3.0, 6, dtype=np.float32), (40, 1))
+    cases = {"ulp": (29, np.nextafter(np.float32(3.0), np.float32(4.0))), "real": (29, np.float32(3.0003)),
+             "nan": (29, np.float32("nan")), "zeros": None, "float16": None}
+    for name, change in cases.items():
+        X = np.zeros_like(base) if name == "zeros" else base.copy()
+        if change is not None:
+            X[change[0], -1] = change[1]
+        dtype = np.float16 if name == "float16" else np.float32
+        if name == "float16":
+            X[7, 2] = np.float32(1.2) * (1 + 1e-4)  # rounds to the same float16 as 1.2, or one unit apart
+        if blocks:
+            array = writer.activation_blocks(name, 0, X.shape, dtype)
+            for start in range(0, 40, 16):
+                array.write(X[start:start + 16])
+        else:
+            array = X.astype(dtype)
+        record = writer.write_activation(name, 0, array)
+        assert record.get("constant", False) is (name in ("ulp", "zeros", "float16")), name

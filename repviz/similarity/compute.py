@@ -25,7 +25,7 @@ from ..meta.sources import Representation
 from ..meta.tasks import add_vectors_with, gram_with
 from ..meta.vectors import vector_length
 from ..progress import ProgressCallback
-from ..store import LogDir, NotFoundError
+from ..store import LogDir, NotFoundError, constant_rows
 from .cache import SimilarityCache
 from .registry import get_measure
 from .sources import Selection, Stored
@@ -67,7 +67,7 @@ def _activations(rep: Stored) -> np.ndarray:
     X = X.reshape(len(X), -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
-    if len(X) and not np.ptp(X, axis=0).any():
+    if constant_rows(X):
         raise ConstantError(CONSTANT)
     return X
 

@@ -20,9 +20,9 @@ from .files import (
     ArrayBlocks,
     atomic_path,
     checksum,
+    constant_rows,
     create_exclusive,
     remove_stale_temps,
-    same_rows,
     save_array,
     save_json,
 )
@@ -204,8 +204,9 @@ class RunWriter:
         """Store one layer's activations at one snapshot; returns the record appended.
 
         ``info`` (e.g. ``epoch``, ``batch``) is stored in the record. Non-finite values are stored as they are
-        and counted in the record's ``nonfinite`` field; an array whose rows are all equal (a dead layer, an
-        output that does not depend on the input) is marked ``"constant": true``.
+        and counted in the record's ``nonfinite`` field; an array whose rows are all equal up to float rounding
+        (a dead layer, an output that does not depend on the input; :func:`constant_rows`) is marked
+        ``"constant": true``.
         ``rows`` (positions into the probe, increasing) stores a snapshot of that subset of the probe only; see
         :meth:`Run.rows`.
         """
@@ -249,7 +250,7 @@ class RunWriter:
             save_array(check_writable_inside(self.root / rel, self._own), array)
             crc = checksum(array)
             nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
-            constant = array.ndim > 0 and len(array) > 1 and same_rows(array, array[0])
+            constant = constant_rows(array)
         if kind == ACTIVATION and constant:
             fields["constant"] = True
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
