@@ -1,9 +1,9 @@
 """repviz: look inside neural networks.
 
 Capture layer activations during Keras training (``ActivationLogger``, with its ``ProbeSet`` and ``Reduction``
-options), read them back without TensorFlow (``open_logdir``), embed them (``repviz.manifold``), place other
-probes into their layouts (``place_run``), compare representations (``repviz.meta``) and layers
-(``repviz.similarity``).
+options) or of any model without training (``record``), read them back without TensorFlow (``open_logdir``),
+embed them (``repviz.manifold``), place other probes into their layouts (``place_run``), compare representations
+(``repviz.meta``) and layers (``repviz.similarity``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
 __all__ = ["ActivationLogger", "LogDir", "NotFoundError", "ProbeSet", "Reduction", "Run", "SimilarityMatrix",
-           "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "similarity_over_training"]
+           "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "record", "similarity_over_training"]
 
 
 def __getattr__(name: str):
     # Keras/TensorFlow are imported only when the callback is asked for: reading, embedding and the
     # TensorBoard plugin never pay for them.
-    if name in ("ActivationLogger", "ProbeSet", "Reduction"):
+    if name in ("ActivationLogger", "ProbeSet", "Reduction", "record"):
         from . import capture
 
         return getattr(capture, name)

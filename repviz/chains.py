@@ -26,7 +26,7 @@ import numpy as np
 from .align import align_to
 from .methods import Resolved
 from .narrow import narrow_layout
-from .store import NEIGHBOR_GRAPH, Run, checksum
+from .store import NEIGHBOR_GRAPH, Run, checksum, constant_rows
 from .subsets import common_rows
 from .targets import class_labels
 
@@ -58,6 +58,15 @@ class ChainTask:
 
 class RepresentationError(ValueError):
     """A representation that cannot be embedded (dead layer, non-finite values)."""
+
+
+class ConstantError(RepresentationError):
+    """A representation that is the same for every probe point (a dead ReLU layer, an output that does not depend
+    on the input): nothing to embed or compare. Left out, not failed: the network is what it is."""
+
+
+#: Why a constant representation is left out, as the CLI, the API and the tab say it.
+CONSTANT = "constant: every probe point has the same activations (e.g. a dead ReLU layer)"
 
 
 def carry_layout(previous, X, rows: np.ndarray, n_neighbors: int = 5, random_state: int = 0) -> np.ndarray:
@@ -93,9 +102,16 @@ def nonfinite(record: dict) -> RepresentationError | None:
     return RepresentationError(f"{record['nonfinite']} non-finite value(s) (NaN or infinity) in the activations")
 
 
+def constant(record: dict) -> ConstantError | None:
+    """The error of a snapshot that capture found constant over the probe (its record says so)."""
+    return ConstantError(CONSTANT) if record.get("constant") is True else None
+
+
 def failure(run: str, layer: str, step: int, method: str, error: Exception) -> dict:
-    """The result of a representation that could not be embedded."""
-    return {"run": run, "layer": layer, "step": step, "method": method, "status": "failed",
+    """The result of a representation that could not be embedded: status ``"constant"`` for a constant one (left
+    out), else ``"failed"``."""
+    return {"run": run, "layer": layer, "step": step, "method": method,
+            "status": "constant" if isinstance(error, ConstantError) else "failed",
             "error": f"{type(error).__name__}: {error}"}
 
 
@@ -126,17 +142,17 @@ def verified_activations(run: Run, layer: str, step: int, mmap: bool = False) ->
 def _representation(run: Run, layer: str, step: int) -> tuple[np.ndarray, str]:
     """The activations as a float32 matrix (:func:`verified_activations`) and the checksum of their file."""
     record = run.record(layer, step)
-    if error := nonfinite(record):
+    if error := nonfinite(record) or constant(record):
         raise error
-    X = np.asarray(verified_activations(run, layer, step), dtype=np.float32)
+    stored = verified_activations(run, layer, step)
+    X = np.asarray(stored, dtype=np.float32)
     X = X.reshape(X.shape[0], -1)
     if not np.isfinite(X).all():
         raise RepresentationError("non-finite values (NaN or infinity) in the activations")
     if X.shape[0] < 3:
         raise RepresentationError(f"only {X.shape[0]} probe point(s); at least 3 are needed")
-    if not np.ptp(X, axis=0).any():
-        raise RepresentationError("all probe points have the same activations (a dead layer, e.g. every ReLU "
-                                  "unit off); there is nothing to embed")
+    if constant_rows(stored):  # a run recorded before capture marked constant snapshots
+        raise ConstantError(CONSTANT)
     return X, record["crc32"]
 
 

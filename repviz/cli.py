@@ -161,11 +161,17 @@ def _print_run(name: str, run, shown: dict, verbose: bool = False, runs: dict | 
         red_txt = "" if red == "none" else f" ({red} from {info.get('output_shape')})"
         nonfinite = sum(run.record(layer, s).get("nonfinite", 0) for s in run.steps(layer))
         warn = f", {nonfinite} non-finite value(s)!" if nonfinite else ""
+        constant = [s for s in run.steps(layer) if run.record(layer, s).get("constant") is True]
+        warn += f", constant at {_plural(m.get('step_unit', 'step'))} {_ranges(constant)} (left out)" if constant \
+            else ""
         print(f"  {layer:<32} {str(tuple(info.get('stored_shape', ()))):<14}{red_txt} "
               f"{len(run.steps(layer))} snapshot(s){warn}")
     if len(run.layers) > len(run.layers[:shown["layers"]]):
         rest = run.layers[shown["layers"]:]
         print(f"  {len(rest)} more layer(s): {_folded(rest)} (--all lists them)")
+        if constant := [lay for lay in rest if any(run.record(lay, s).get("constant") is True
+                                                   for s in run.steps(lay))]:
+            print(f"  {len(constant)} of them constant at some snapshot (left out): {_folded(constant)}")
     reasons: dict[str, list[str]] = {}
     for layer, why in (m.get("skipped") or {}).items():  # default layers not recorded, and why
         reasons.setdefault(why, []).append(layer)
@@ -335,6 +341,8 @@ def _run_embed(args) -> int:
                               progress=False if args.no_progress else None, executor=executor)
     for line in result.failure_lines():
         print(f"repviz embed: skipped {line}", file=sys.stderr)
+    if result.constant:
+        print(f"repviz embed: {result.constant_line()}", file=sys.stderr)
     print(result.table())
     return 1 if result.failed else 0
 
@@ -488,8 +496,12 @@ def _run_meta(args) -> int:
                           probe_check=not args.allow_different_probes)
     bar.close()
     name = result.save(logdir, args.name)
+    left_out: dict[str, list[tuple]] = {}  # a reason shared by several representations is one line
     for item in result.info["left_out"]:
-        print(f"repviz meta: left out {tuple(item['key'])}: {item['reason']}", file=sys.stderr)
+        left_out.setdefault(item["reason"], []).append(tuple(item["key"]))
+    for reason, keys in left_out.items():
+        who = str(keys[0]) if len(keys) == 1 else f"{len(keys)} representations ({_folded(keys)})"
+        print(f"repviz meta: left out {who}: {reason}", file=sys.stderr)
     runs_used = sorted({k[0] for k in result.keys})
     print(f"{len(result)} representations of {result.info['n_probe']} probes from run(s) {', '.join(runs_used)}; "
           f"{args.embedding} map; classical MDS in 2-D shows {100 * result.explained_variance:.1f}% of the variance")
@@ -559,6 +571,8 @@ def _run_similarity(args) -> int:
             matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), executor=executor,
                                 probe_check=not args.allow_different_probes, **options)
     bar.close()
+    if matrix.left_out:
+        print(f"repviz similarity: {matrix.left_out_line()}", file=sys.stderr)
     print(matrix.title)
     print(matrix.table())
     for note in matrix.notes:

@@ -44,16 +44,17 @@ Parallelism
     cluster), storing the same files, so either can resume the other's work.
 
 Failures
-    A representation that cannot be embedded (a dead layer whose activations are all equal, NaN or infinite values
-    after divergence, a method error) is reported in :attr:`EmbedResult.failed` and skipped; the chain continues
-    from the last good snapshot.
+    A representation that cannot be embedded (NaN or infinite values after divergence, a method error) is reported
+    in :attr:`EmbedResult.failed` and skipped; the chain continues from the last good snapshot. One that is the
+    same for every probe point (a dead layer, marked by capture or found on reading) is not a failure: it is left
+    out and listed in :attr:`EmbedResult.constant`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .chains import lost_chain
 from .executors import Executor, LocalExecutor, check_jobs
@@ -65,7 +66,8 @@ from .store import DamagedFileError, LogDir, Run, open_logdir
 
 @dataclass
 class EmbedResult:
-    """What :func:`embed_logdir` did: counts, failures, the cache key of each method and a summary."""
+    """What :func:`embed_logdir` did: counts, failures, the representations left out as constant, the cache key
+    of each method and a summary."""
 
     computed: int
     cached: int
@@ -73,13 +75,15 @@ class EmbedResult:
     keys: dict[str, str]
     rows: list[dict]
     seconds: float
+    constant: list[dict] = field(default_factory=list)
 
     @classmethod
     def from_plan(cls, plan: Plan, results: Iterable[dict], seconds: float) -> EmbedResult:
         """The outcome of ``plan`` given what its tasks returned (:func:`repviz.chains.run_chain`; summary read
         from the store)."""
-        results = list(results)
-        failed = plan.failed + [r for r in results if r["status"] == "failed"]
+        outcomes = plan.failed + list(results)
+        failed = sorted((r for r in outcomes if r["status"] == "failed"), key=_where)
+        constant = sorted((r for r in outcomes if r["status"] == "constant"), key=_where)
         rows = []
         for run in plan.runs:
             for layer in plan.layers[run.name]:
@@ -89,8 +93,8 @@ class EmbedResult:
                     scores = {} if last is None else _scores(run, key, layer, last)
                     rows.append({"run": run.name, "layer": layer, "method": name, "key": key,
                                  "n_embedded": len(stored), "last_step": last, "scores": scores})
-        return cls(sum(r["status"] == "computed" for r in results), plan.cached,
-                   sorted(failed, key=lambda f: (f["run"], f["layer"], f["step"])), dict(plan.keys), rows, seconds)
+        return cls(sum(r["status"] == "computed" for r in outcomes), plan.cached, failed, dict(plan.keys), rows,
+                   seconds, constant)
 
     def failure_lines(self) -> list[str]:
         """One line per run, layer, method and reason: which snapshots were skipped and why."""
@@ -100,6 +104,19 @@ class EmbedResult:
         return [f"run {run!r} layer {layer!r} ({method}) at step(s) {', '.join(map(str, steps))}: "
                 f"{error.removeprefix('RepresentationError: ')}"
                 for (run, layer, method, error), steps in groups.items()]
+
+    def constant_line(self) -> str:
+        """One line naming the representations left out as constant (empty when none)."""
+        if not self.constant:
+            return ""
+        steps: dict[tuple, list[int]] = {}
+        for c in self.constant:
+            steps.setdefault((c["run"], c["layer"]), []).append(c["step"])
+        where = [f"{run!r}/{layer!r} at step(s) {', '.join(map(str, sorted(set(s))))}"
+                 for (run, layer), s in list(steps.items())[:5]]
+        more = f"; ... ({len(steps)} layers in all)" if len(steps) > 5 else ""
+        return (f"left out {len(self.constant)} constant representation(s), the same for every probe point (e.g. "
+                f"a dead ReLU layer; nothing to embed): {'; '.join(where)}{more}")
 
     def table(self) -> str:
         """The summary: per run, layer and method, the last snapshot's quality scores."""
@@ -114,9 +131,14 @@ class EmbedResult:
         widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
         text = ["  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
                 for row in lines]
-        total = (f"{self.computed} computed, {self.cached} cached, {len(self.failed)} failed "
+        constant = f", {len(self.constant)} constant (left out)" if self.constant else ""
+        total = (f"{self.computed} computed, {self.cached} cached, {len(self.failed)} failed{constant} "
                  f"in {self.seconds:.1f} s")
         return "\n".join(text + [total])
+
+
+def _where(result: dict) -> tuple:
+    return result["run"], result["layer"], result["step"]
 
 
 def _scores(run: Run, key: str, layer: str, step: int) -> dict:

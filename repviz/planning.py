@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from .chains import ChainTask, RepresentationError, damaged, failure, nonfinite, run_chain
+from .chains import ChainTask, RepresentationError, constant, damaged, failure, nonfinite, run_chain
 from .methods import check_method, request_id, resolve
 from .store import DamagedFileError, NotFoundError, Run, open_logdir
 
@@ -77,7 +77,8 @@ class _CacheWalk:
                 previous = (layer, step)
                 self.cached += 1
                 continue
-            if error := nonfinite(record) or damaged(run, record) or _no_probe(run):  # fails every time
+            if error := nonfinite(record) or constant(record) or damaged(run, record) or _no_probe(run):
+                # fails (or is left out as constant) every time
                 self.failed.append(failure(run.name, layer, step, method, error))
                 continue
             self.todo.append(_Todo(run, items[i:], previous))
@@ -174,7 +175,8 @@ class Plan:
     cached : int
         Representations already stored and valid.
     failed : list of dict
-        Representations known to fail without computing (non-finite activations).
+        Representations known to fail without computing (non-finite activations), or to be left out (status
+        ``"constant"``: capture found them the same for every probe point).
     notes : list of MethodNote
         Method descriptions to write first.
     """

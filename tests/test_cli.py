@@ -23,9 +23,11 @@ def test_info_lists_runs_layers_shapes_snapshots(tmp_path, capsys):
              "layers": {"dense": {"stored_shape": [4, 3], "output_shape": [None, 3], "reduction": {"kind": "none"}},
                         "conv": {"stored_shape": [4, 2], "output_shape": [None, 5, 5, 8],
                                  "reduction": {"kind": "count_sketch", "dim": 2}}}})
-    for step in range(8):
-        w.write_activation("dense", step, np.zeros((4, 3), np.float32))
-        w.write_activation("conv", step, np.full((4, 2), np.nan if step == 7 else 0, np.float32))
+    rng = np.random.default_rng(0)
+    for step in range(8):  # rows that differ: a constant snapshot would be listed as such
+        w.write_activation("dense", step, rng.normal(size=(4, 3)).astype(np.float32))
+        w.write_activation("conv", step, np.full((4, 2), np.nan, np.float32) if step == 7 else
+                           rng.normal(size=(4, 2)).astype(np.float32))
     assert main(["info", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("run 'relu': model relu_mlp, probe n=4, 8 snapshot(s) (epochs 0, 1, ..., 7), ")
@@ -99,7 +101,8 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
         new_run(tmp_path / f"starting{i:02d}", {f"l{j}": (30, 4) for j in range(4)})
     wide = new_run(tmp_path / "a_wide", {f"l{j:02d}": (30, 2) for j in range(15)})
     for j in range(15):
-        wide.write_activation(f"l{j:02d}", 0, np.zeros((30, 2), np.float32))
+        X = np.random.default_rng(j).normal(size=(30, 2)).astype(np.float32)
+        wide.write_activation(f"l{j:02d}", 0, np.zeros_like(X) if j == 13 else X)  # l13: constant (dead)
     run = open_logdir(tmp_path).run("a_wide")
     for k in range(8):
         run.embeddings.write(f"pca-{k}", "l00", 0, np.zeros((30, 2), np.float32), {})
@@ -112,10 +115,11 @@ def test_info_sums_up_runs_that_recorded_nothing_and_long_lists(tmp_path, capsys
     assert ("30 run(s) with nothing recorded yet: 'starting00', 'starting01', 'starting02', 'starting03', "
             "'starting04', ... (30 in all) (--all lists them)") in out
     assert "  3 more layer(s): 'l12', 'l13', 'l14' (--all lists them)" in out
+    assert "  1 of them constant at some snapshot (left out): 'l13'" in out
     assert "  embeddings: pca-0, pca-1, pca-2, pca-3, pca-4, pca-5" in out  # keys without a stored description
     assert "  2 more embedding method(s) (--all lists them)" in out
-    # a_wide: 1 + 12 layers + 1 + the embeddings + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
-    assert len(out) == 16 + 49 * 2 + 2
+    # a_wide: 1 + 12 layers + 2 + the embeddings + 1; 49 runs of one layer: 2 lines each; the two summing-up lines
+    assert len(out) == 17 + 49 * 2 + 2
 
     assert main(["info", "--all", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -338,10 +338,12 @@ def test_a_plan_reads_only_and_executing_it_equals_embed_logdir(tmp_path, cluste
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys, cluster_run):
+    """A dead layer (marked constant at capture) is left out, not failed: one line, and no exit 1 for it."""
     cluster_run(tmp_path / "r1", layers=("a", "dead", "c"), dead=("dead",), nan_at=(("c", 2),))
     result = embed_logdir(tmp_path, ["pca"])
     assert result.computed == 4 + 3
-    assert {(f["layer"], f["step"]) for f in result.failed} == {("dead", s) for s in range(4)} | {("c", 2)}
+    assert {(f["layer"], f["step"]) for f in result.failed} == {("c", 2)}
+    assert {(f["layer"], f["step"]) for f in result.constant} == {("dead", s) for s in range(4)}
     run = open_logdir(tmp_path).run("r1")
     assert run.embeddings.info(result.keys["pca"], "c", 3)["init_from"] == ["c", 1]  # the chain skips the hole
     assert run.embeddings.steps(result.keys["pca"], "dead") == []
@@ -351,9 +353,21 @@ def test_a_failing_representation_is_reported_and_skipped(tmp_path, capsys, clus
     assert err.splitlines() == [
         "repviz embed: skipped run 'r1' layer 'c' (pca) at step(s) 2: 1 non-finite value(s) (NaN or infinity) "
         "in the activations",
-        "repviz embed: skipped run 'r1' layer 'dead' (pca) at step(s) 0, 1, 2, 3: all probe points have the same "
-        "activations (a dead layer, e.g. every ReLU unit off); there is nothing to embed"]
-    assert "0 computed, 7 cached, 5 failed" in out
+        "repviz embed: left out 4 constant representation(s), the same for every probe point (e.g. a dead ReLU "
+        "layer; nothing to embed): 'r1'/'dead' at step(s) 0, 1, 2, 3"]
+    assert "0 computed, 7 cached, 1 failed, 4 constant (left out)" in out
+
+
+def test_dead_layers_alone_leave_embed_exit_0(tmp_path, capsys, cluster_run):
+    """Before: 4 failed, exit 1. Now 0 failed, 4 constant left out, exit 0; also for a run recorded before capture
+    marked constant snapshots (found on reading)."""
+    cluster_run(tmp_path / "r1", layers=("a", "dead"), dead=("dead",))
+    records = tmp_path / "r1" / "plugins" / "repviz" / "records.jsonl"
+    records.write_text(records.read_text().replace('"constant": true, ', ""))
+    assert main(["embed", str(tmp_path), "--method", "pca"]) == 0
+    out, err = capsys.readouterr()
+    assert "4 computed, 0 cached, 0 failed, 4 constant (left out)" in out
+    assert len(err.splitlines()) == 1 and "left out 4 constant representation(s)" in err
 
 
 def test_cli_prints_the_summary_table(tmp_path, capsys, cluster_run):

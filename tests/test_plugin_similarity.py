@@ -222,3 +222,24 @@ def test_serving_a_stored_matrix_loads_no_numba_keras_or_tensorflow(logdir):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_matrix_with_a_dead_layer_is_served_with_its_holes_and_reasons(tmp_path, cluster_run):
+    """Before: one dead layer failed the whole matrix (the job failed, nothing served). Now the job computes the
+    rest and the route's JSON carries the holes (null values) with their reasons."""
+    from repviz.chains import CONSTANT
+
+    cluster_run(tmp_path / "d", layers=("a", "dead", "c"), steps=range(2), dead=("dead",))
+    plugin = loader.RepvizLoader().load(base_plugin.TBContext(logdir=str(tmp_path)))
+    client = wtest.Client(application.TensorBoardWSGI([plugin]), wrappers.Response)
+    try:
+        r = client.post(BASE + "compute_similarity", json={"mode": "layers", "run": "d"})
+        assert r.status_code == 202, r.json
+        job = _wait_job(client, r.json["job"]["id"])
+        assert job["state"] == "done", job
+        m = _get(client, "similarity?run=d&step=1").json
+    finally:
+        plugin.jobs.close()
+    assert m["left_out"] == [{"key": ["d", "dead", 1], "reason": CONSTANT}]
+    assert m["values"][1] == [None] * 3 and [row[1] for row in m["values"]] == [None] * 3
+    assert m["values"][0][2] is not None and m["values"][0][0] == pytest.approx(1.0)

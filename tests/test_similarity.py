@@ -5,11 +5,13 @@ the direct one, probe checks, ``repviz similarity`` and the heatmaps ``repviz ex
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from repviz import open_logdir
+from repviz.chains import CONSTANT
 from repviz.cli import main
 from repviz.similarity import (
     ProbeMismatchError,
@@ -316,17 +318,39 @@ def test_export_draws_the_seeds_heatmaps_and_cached_training_ones(seeds, tmp_pat
     assert (out / "similarity-solo-l1-over-training.png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("options, match", [({"measure": "procrustes"}, "is constant over the probes"),
-                                            ({"kernel": "rbf"}, "more than half of the probe pairs coincide"),
-                                            ({"debiased": True}, "all probe points coincide")])
-def test_a_layer_without_geometry_is_named(tmp_path, new_run, options, match):
+@pytest.mark.parametrize("options", [{"measure": "procrustes"}, {"kernel": "rbf"}, {"debiased": True}])
+def test_a_layer_without_geometry_is_a_hole_with_its_reason(tmp_path, new_run, options):
+    """A constant layer (marked so at capture) leaves its row and column empty, the rest is computed; before, it
+    failed the whole matrix."""
     writer = new_run(tmp_path / "dead", layers={"live": (30, 4), "flat": (30, 4)})
     writer.write_probe(np.arange(30), np.arange(30) % 3)
     writer.write_activation("live", 0, np.random.default_rng(0).normal(size=(30, 4)).astype(np.float32))
     writer.write_activation("flat", 0, np.ones((30, 4), np.float32))
-    with pytest.raises(ValueError, match=match) as e:
-        similarity(tmp_path, "dead", **options)
-    assert "run 'dead' layer 'flat' step 0" in str(e.value) and "\n" not in str(e.value)
+    m = similarity(tmp_path, "dead", **options)
+    assert np.isfinite(m.values[0, 0]) and np.isnan(m.values[1]).all() and np.isnan(m.values[:, 1]).all()
+    assert m.left_out == {RepKey("dead", "flat", 0): CONSTANT}
+    assert m.hole(0, 1) == f"'flat' (dead, step 0) is left out: {CONSTANT}" and m.hole(0, 0) is None
+    assert m.best().tolist() == [0, -1] and m.table().splitlines()[2].split() == ["flat", "-", "-"]
+    cached = cached_similarity(tmp_path, "dead", **options)  # the hole is answered from the cache too
+    assert cached is not None and cached.left_out == m.left_out
+
+
+def test_a_constant_representation_found_on_reading_is_a_hole_remembered_by_the_cache(tmp_path, new_run):
+    """A run recorded before capture marked constant snapshots: found when its values are read, then kept in the
+    cache's index so that the cached matrix is answered without reading it again."""
+    writer = new_run(tmp_path / "old", layers={"live": (30, 4), "flat": (30, 4)})
+    writer.write_probe(np.arange(30), np.arange(30) % 3)
+    writer.write_activation("live", 0, np.random.default_rng(0).normal(size=(30, 4)).astype(np.float32))
+    record = writer.write_activation("flat", 0, np.ones((30, 4), np.float32))
+    assert record["constant"] is True
+    records = tmp_path / "old" / "plugins" / "repviz" / "records.jsonl"
+    records.write_text(records.read_text().replace('"constant": true, ', ""))
+    assert "constant" not in open_logdir(tmp_path).run("old").record("flat", 0)
+    for options in ({"measure": "procrustes"}, {}):  # the measures' path and the meta bank's
+        assert cached_similarity(tmp_path, "old", **options) is None
+        m = similarity(tmp_path, "old", **options)
+        assert list(m.left_out) == [RepKey("old", "flat", 0)] and np.isnan(m.values[1]).all()
+        assert cached_similarity(tmp_path, "old", **options).left_out == m.left_out
 
 
 def test_a_torn_cache_is_recomputed_not_trusted(seeds, counted):
@@ -355,14 +379,17 @@ def test_an_executor_computes_the_banked_values_as_tasks(seeds, counted):
 
 
 @pytest.mark.parametrize("measure, kernel", [("cka", "linear"), ("cka", "rbf"), ("procrustes", "linear")])
-def test_a_flipped_bit_is_refused_naming_the_file_as_embed_reports_it(seeds, measure, kernel):
-    """The bank path (linear CKA) and the measures' path read through the checksum recorded at capture."""
+def test_a_flipped_bit_is_a_hole_naming_the_file_as_embed_reports_it(seeds, measure, kernel):
+    """The bank path (linear CKA) and the measures' path read through the checksum recorded at capture; the
+    representation that fails it is left out with that reason, the rest of the matrix computed."""
     root = seeds()
     run = open_logdir(root).run("net/seed1")
     path = run.record_path(run.record("l2", 2))
     data = bytearray(path.read_bytes())
     data[-7] ^= 0x01  # the last bit of a mantissa: a value off by 1e-7, nothing else would notice
     path.write_bytes(bytes(data))
-    with pytest.raises(ValueError, match=r"activations file '.*l2.*' does not match the checksum") as e:
-        similarity(root, ("net/seed0", "net/seed1"), step=2, measure=measure, kernel=kernel)
-    assert "\n" not in str(e.value)
+    m = similarity(root, ("net/seed0", "net/seed1"), step=2, measure=measure, kernel=kernel)
+    (why,) = m.left_out.values()
+    assert list(m.left_out) == [RepKey("net/seed1", "l2", 2)] and np.isnan(m.values[:, 1]).all()
+    assert re.search(r"activations file '.*l2.*' does not match the checksum", why) and "\n" not in why
+    assert np.isfinite(np.delete(m.values, 1, axis=1)).all()

@@ -14,13 +14,15 @@ Modules, one job each: :mod:`.callback` (``ActivationLogger`` and its batch-sche
 onto them), :mod:`.probe` (taking, conforming and labelling the probe; its fingerprints), :mod:`.layers` (walking
 the model, choosing and naming the recorded tensors), :mod:`.reduction` (pooling, the count sketch),
 :mod:`.schedule` (when snapshots are taken), :mod:`.writer` (snapshots written through the store) and
-:mod:`.rerun` (whether a fit continues the run in its directory or is a new run beside it).
+:mod:`.rerun` (whether a fit continues the run in its directory or is a new run beside it) and :mod:`.record`
+(``record``: one snapshot of a model without training, through the callback's machinery).
 Keras is imported here (and in :mod:`repviz.datasets`, :mod:`repviz.networks` and
 :mod:`repviz.manifold.autoencoder`), never in the store or the TensorBoard plugin.
 """
 
 from .callback import ActivationLogger
 from .options import ProbeSet, Reduction
+from .record import record
 from .schedule import log_spaced_epochs
 
-__all__ = ["ActivationLogger", "ProbeSet", "Reduction", "log_spaced_epochs"]
+__all__ = ["ActivationLogger", "ProbeSet", "Reduction", "log_spaced_epochs", "record"]

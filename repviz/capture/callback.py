@@ -235,12 +235,22 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
     # ---------------------------------------------------------------------------------------------------------
     def on_train_begin(self, logs=None):
         target = self._target()
-        writer, note = writer_for_fit(self._home, model_fingerprint(target), weights_digest(target))
-        if note:  # a new initialisation: a new run beside log_dir's (see repviz.capture.rerun)
+        self._choose_run(target, [weights_digest(target)])
+        self._open_run(target)
+
+    def _choose_run(self, target, states: list[str], what: str = "fit") -> None:
+        """Record into the run in ``log_dir`` when ``target`` starts from one of the weight ``states`` that run
+        reached, else into a new run beside it, said in one line (:mod:`repviz.capture.rerun`)."""
+        writer, note = writer_for_fit(self._home, model_fingerprint(target), states, what)
+        if note:  # a new initialisation: a new run beside log_dir's
             warnings.warn(note, RuntimeWarning, stacklevel=user_stacklevel())
         if str(writer) != str(self._writer):
             self._writer, self._marker_written, self._follower = writer, False, None
             self.log_dir = str(writer)  # where this fit records
+
+    def _open_run(self, target, schedule: dict | None = None) -> None:
+        """Plan the capture of ``target``, begin the chosen run (its manifest, probe and metadata) and start the
+        snapshot machinery; ``schedule``: the manifest's entry when not the logger's own."""
         stored = self._writer.stored_manifest() or {}
         self._captures, self._outputs = self._plan(target, stored.get("layers") or {})
         self._batch_rows = self.batch_size or auto_batch_rows(self.n_probe, self._captures, self._outputs)
@@ -249,7 +259,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             self._subset_batch_rows = self.batch_size or auto_batch_rows(len(self._subset), self._captures,
                                                                          self._outputs)
         self._target_policy, stored_labels = labels(self._y, self._outputs)
-        self._writer.begin(self._manifest(target))
+        self._writer.begin(self._manifest(target, schedule))
         try:
             self._writer.write_probe(self.probe_ids, stored_labels, thumbnails(self._x))
             if self.metadata is not None:
@@ -269,6 +279,30 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         self._batches = 0
         self._offset = 0  # step of this fit's epoch 0 (a later fit into the run continues the count)
         self._warned: set[str] = set()
+
+    def snapshot_now(self, step: int, states: Sequence[str] = ()) -> tuple[str, str]:
+        """One snapshot of ``model=`` as it is now, stored as ``step``, outside any ``fit`` (what
+        :func:`repviz.record` does): the run is chosen, planned, begun and finished as a fit's, so capture, store,
+        probe, metadata and layer selection are the same. ``states``: digests of other weights the model counts as
+        its own (the state it last recorded), so that it continues the run that holds them. A step the run holds
+        already is refused before anything is written. Returns where a reader opens the run: the directory above
+        it and its name."""
+        target = self._target()
+        if target is None:
+            raise ValueError("snapshot_now records the model passed as ActivationLogger(..., model=); pass one")
+        self._choose_run(target, [weights_digest(target), *states], "snapshot")
+        stored = self._writer.stored_manifest() or {}
+        held = self._writer.steps()
+        same = (stored.get("fingerprint") or {}).get("model") == model_fingerprint(target)  # else begin refuses
+        if same and int(step) in held:
+            raise ValueError(f"run {self.log_dir!r} already holds step {int(step)} (it has steps "
+                             f"{', '.join(map(str, held))}); record with another step= or into another log_dir")
+        self._open_run(target, stored.get("schedule") or {"unit": "step", "by": "repviz.record"})
+        try:
+            self._snapshot(int(step))
+        finally:
+            self.on_train_end()
+        return self._writer.reader_location()
 
     def _target(self):
         """The model whose layers are recorded: ``model=`` when given, else the one being trained."""
@@ -376,8 +410,8 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
                              f"on the probe; available layers: {choices(paths)}")
         return captures, model_outputs(model, outputs, self.prediction_output)
 
-    def _manifest(self, model) -> dict:
-        schedule = manifest_entry(self.freq, self.batch_freq, self._mixed)
+    def _manifest(self, model, schedule: dict | None = None) -> dict:
+        schedule = schedule or manifest_entry(self.freq, self.batch_freq, self._mixed)
         return {
             "fingerprint": {"model": model_fingerprint(model), "probe": fingerprint(self._x, self.probe_ids, self._y),
                             "inputs": inputs_fingerprint(self._x)},

@@ -51,12 +51,13 @@ def _reached(manifest: dict) -> list | None:
     return weights.get("reached") if isinstance(weights, dict) and isinstance(weights.get("reached"), list) else None
 
 
-def writer_for_fit(writer: store.RunWriter, model_fingerprint: str,
-                   weights: str) -> tuple[store.RunWriter, str | None]:
-    """The writer of the run a fit starting from the weights of digest ``weights`` records into, and the line
-    saying so when it is not ``writer``'s: ``writer``'s run if the fit continues it (or it holds no snapshot),
-    else the first of ``<run>-2``, ``<run>-3``, ... that the fit continues or that holds no snapshot. A run of
-    another model in ``writer``'s directory is left to :meth:`RunWriter.begin` to refuse, as before."""
+def writer_for_fit(writer: store.RunWriter, model_fingerprint: str, weights: list[str],
+                   what: str = "fit") -> tuple[store.RunWriter, str | None]:
+    """The writer of the run a fit starting from the weights ``weights`` (digests of states the model counts as
+    its own: its weights now, and for :func:`repviz.record` the state it last recorded) records into, and the
+    line saying so when it is not ``writer``'s: ``writer``'s run if the fit continues it (or it holds no
+    snapshot), else the first of ``<run>-2``, ``<run>-3``, ... that the fit continues or that holds no snapshot. A
+    run of another model in ``writer``'s directory is left to :meth:`RunWriter.begin` to refuse, as before."""
     first = writer
     for n in itertools.count(2):
         old = writer.stored_manifest()
@@ -64,7 +65,7 @@ def writer_for_fit(writer: store.RunWriter, model_fingerprint: str,
             break
         same_model = (old.get("fingerprint") or {}).get("model") == model_fingerprint
         states = _reached(old)
-        if same_model and (states is None or weights in states):
+        if same_model and (states is None or any(w in states for w in weights)):
             break
         if not same_model and writer is first:
             break
@@ -72,4 +73,4 @@ def writer_for_fit(writer: store.RunWriter, model_fingerprint: str,
     if writer is first:
         return writer, None
     return writer, (f"repviz: {str(first)!r} holds another training (the model does not start from a state that "
-                    f"run reached), so this fit is recorded as the new run {str(writer)!r}")
+                    f"run reached), so this {what} is recorded as the new run {str(writer)!r}")

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validation import NONE, Interval, Options, validate_params
+from ..chains import CONSTANT
 from ..executors import Executor
 from ..progress import ProgressCallback
 from ..store import LogDir, checksum, open_logdir, temporary_artifacts
@@ -203,6 +204,8 @@ class MetaSNE:
                                  "to compare")
             logdir, reps = None, from_arrays(source)
             ids = np.arange(len(reps[0].load()))
+        constant = [(r, CONSTANT) for r in reps if r.constant]  # left out, known without reading
+        reps = [r for r in reps if not r.constant]
         if inputs is not None:
             reps.append(input_representation(inputs, len(ids)))
         reps, compared = compared_rows(reps, len(ids), self.subsets)
@@ -223,6 +226,7 @@ class MetaSNE:
                                         None if executor is None else gram_with(executor, bank))
                       for t, bank in banks.items()}
             del banks  # the chords are the banks' own matrices: from here on they are this function's alone
+        skipped = constant + skipped
         warn_skipped(skipped)
         # the distances overwrite their squared chords and the others go before the embedding: R x R matrices
         # are the memory of a large map (README: about 5 at the peak)

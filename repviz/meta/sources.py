@@ -71,13 +71,15 @@ def shared_probe_ids(a: Run, b: Run, remedy: str = "record both runs with the sa
 class Representation:
     """One representation: its key, a checksum of its data (the cache key in a bank of one set of compared probe
     points), a loader of the stored rows, the probe positions they hold (``rows``; None: the whole probe in
-    order) and which of them are compared (``where``; None: all)."""
+    order), which of them are compared (``where``; None: all) and whether capture found it the same for every
+    probe point (``constant``: left out of every comparison, :data:`repviz.chains.CONSTANT`)."""
 
     key: Key
     checksum: str
     load: Callable[[], np.ndarray]
     rows: np.ndarray | None = field(default=None, compare=False)
     where: np.ndarray | None = field(default=None, compare=False)
+    constant: bool = field(default=False, compare=False)
 
     def compared(self) -> np.ndarray:
         """The activations of the compared probe points, in probe order."""
@@ -120,7 +122,7 @@ def from_logdir(logdir: LogDir, runs: Sequence[str] | None = None, layers: Seque
             for step in run.steps(layer):
                 rec = run.record(layer, step)
                 reps.append(Representation((run.name, layer, int(step)), rec["crc32"], _loader(run, layer, step),
-                                           rows=stored_rows(run, rec)))
+                                           rows=stored_rows(run, rec), constant=rec.get("constant") is True))
     return reps, ids
 
 

@@ -5,7 +5,10 @@ One :class:`~repviz.store.Artifacts` directory per measure and options (``simila
 
     values.npy    (R, R) float64, symmetric; NaN where the pair was never computed
     index.json    {"ids": [identity, ...], "keys": {identity: [run, layer, step]}, "params": {...},
-                   "crc32": checksum of values.npy}
+                   "crc32": checksum of values.npy, "left_out": {identity: reason}}
+
+``left_out`` names the representations found not comparable (constant over the probe, non-finite, unreadable) and
+why, so a matrix with such holes is answered from the cache like any other.
 
 A representation's identity is its key with the checksum and shape of its data (:attr:`Stored.identity`), so a
 snapshot recorded again is a new representation. Every measure is symmetric, so one triangle serves A × B and
@@ -49,6 +52,7 @@ class SimilarityCache:
         self.ids: list[str] = []
         self.keys: dict[str, list] = {}
         self.values = np.zeros((0, 0))
+        self.left_out: dict[str, str] = {}
         self._load()
 
     def _load(self) -> None:
@@ -62,6 +66,9 @@ class SimilarityCache:
             return  # torn or foreign: recompute rather than trust
         self.ids, self.values = list(ids), values
         self.keys = {i: index.get("keys", {}).get(i) for i in self.ids}
+        left_out = index.get("left_out")
+        self.left_out = {i: why for i, why in left_out.items() if isinstance(why, str)} \
+            if isinstance(left_out, dict) else {}
 
     def _positions(self, ids: list[str]) -> np.ndarray:
         pos = {v: i for i, v in enumerate(self.ids)}
@@ -95,6 +102,7 @@ class SimilarityCache:
     def save(self) -> None:
         """Write the cache atomically, first taking in the values another writer stored since it was read."""
         disk = SimilarityCache(self.artifacts)
+        self.left_out = {**disk.left_out, **self.left_out}
         if disk.ids:
             self._grow(disk.ids)
             for i in disk.ids:
@@ -104,4 +112,4 @@ class SimilarityCache:
             self.values[np.ix_(at, at)] = np.where(np.isnan(here), disk.values, here)
         self.artifacts.save_array(SIMILARITY_CACHE.values, self.values)
         self.artifacts.save_json(SIMILARITY_CACHE.index, {"ids": self.ids, "keys": self.keys, "params": self.params,
-                                                "crc32": checksum(self.values)})
+                                                "crc32": checksum(self.values), "left_out": self.left_out})

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..chains import CONSTANT, ConstantError, RepresentationError
 from ..executors import Executor
 from ..meta.bank import VectorBank
 from ..meta.distances import DEFAULT_MAX_PROBES, add_vectors, vector_id
@@ -24,7 +25,7 @@ from ..meta.sources import Representation
 from ..meta.tasks import add_vectors_with, gram_with
 from ..meta.vectors import vector_length
 from ..progress import ProgressCallback
-from ..store import LogDir
+from ..store import LogDir, NotFoundError, constant_rows
 from .cache import SimilarityCache
 from .registry import get_measure
 from .sources import Selection, Stored
@@ -60,19 +61,37 @@ def _missing_pairs(selection: Selection, missing: np.ndarray) -> set[tuple[str, 
 
 
 def _activations(rep: Stored) -> np.ndarray:
+    """The compared rows of ``rep`` as (n, width), refused as :class:`~repviz.chains.RepresentationError` when they
+    cannot be compared: non-finite, or constant (:class:`~repviz.chains.ConstantError`)."""
     X = np.asarray(rep.load())
-    return X.reshape(len(X), -1)
+    X = X.reshape(len(X), -1)
+    if not np.isfinite(X).all():
+        raise RepresentationError("non-finite values (NaN or infinity) in the activations")
+    if constant_rows(X):
+        raise ConstantError(CONSTANT)
+    return X
 
 
 def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCache, measure: str, params: dict,
                   progress: ProgressCallback | None = None) -> int:
     """Compute the ``missing`` entries (a boolean mask over the selection) with the measures, into ``cache``;
-    returns how many pairs of representations were missing."""
+    returns how many pairs of representations were missing. A representation that cannot be read or compared is
+    left out, its reason kept in ``cache.left_out``."""
     reps = {r.identity: r for r in selection.rows + selection.cols}
     pairs = _missing_pairs(selection, missing)
+    loaded = {}
+    for i in dict.fromkeys(i for pair in pairs for i in pair):
+        try:
+            loaded[i] = _activations(reps[i])
+        except (ValueError, NotFoundError) as e:  # unreadable, damaged, constant: a hole, not a failed matrix
+            cache.left_out[i] = str(e)
+    count = len(pairs)
+    pairs = {p for p in pairs if p[0] in loaded and p[1] in loaded}
+    if not pairs:
+        return count
     rows, cols = covering(pairs, list(reps))
-    A = [_activations(reps[i]) for i in rows]
-    B = None if rows == cols else [_activations(reps[i]) for i in cols]
+    A = [loaded[i] for i in rows]
+    B = None if rows == cols else [loaded[i] for i in cols]
     try:
         block = get_measure(measure).compute(A, B, params, len(selection.ids), progress)
     except ValueError as e:  # the measures call the representations reps_a[i], reps_b[j]: name them
@@ -80,27 +99,30 @@ def from_measures(selection: Selection, missing: np.ndarray, cache: SimilarityCa
         names |= {f"reps_b[{k}]": reps[i].label for k, i in enumerate(cols if B is not None else [])}
         raise ValueError(re.sub(r"reps_[ab]\[\d+\]", lambda m: names.get(m.group(0), m.group(0)), str(e))) from e
     cache.put([reps[i] for i in rows], [reps[i] for i in cols], block)
-    return len(pairs)
+    return count
 
 
 def from_bank(logdir: LogDir, selection: Selection, missing: np.ndarray, cache: SimilarityCache, transform: str,
               progress: ProgressCallback | None = None, executor: Executor | None = None) -> int:
     """Fill the ``missing`` entries from the meta bank of ``transform`` (vectors built and banked for the
     representations it lacks; with ``executor``, vectors and Gram blocks as its tasks, :mod:`repviz.meta.tasks`);
-    returns how many vectors were built (0 when the bank was warm)."""
+    returns how many vectors were built (0 when the bank was warm). A representation whose vector cannot be built
+    (constant, non-finite, unreadable) is left out, its reason kept in ``cache.left_out``."""
     reps = {r.identity: r for r in selection.rows + selection.cols}
     need = [reps[i] for i in dict.fromkeys(i for pair in _missing_pairs(selection, missing) for i in pair)]
     n = len(selection.ids)
     bank = VectorBank(logdir.vector_cache(transform, selection.probe_id), vector_length(n, transform))
     banked = [Representation(tuple(r.key), r.checksum, r.stored, where=r.where) for r in need]
-    vids = [vector_id(rep, transform) for rep in banked]
-    built = sum(v not in bank for v in vids)
+    built = sum(vector_id(rep, transform) not in bank for rep in banked)
     if executor is None:
-        add_vectors(banked, {transform: bank}, None, progress)
+        _, skipped = add_vectors(banked, {transform: bank}, None, progress, skip_invalid=True)
     else:
         _, skipped = add_vectors_with(executor, logdir, banked, {transform: bank}, None, progress)
-        if skipped:  # as add_vectors without skip_invalid: the first one that cannot be compared, named
-            raise ValueError(skipped[0][1])
-    chord2 = bank.sq_chords(vids, progress, None if executor is None else gram_with(executor, bank))
-    cache.put(need, need, 1.0 - chord2 / 2.0)
+    of = {rep.key: r for rep, r in zip(banked, need)}
+    cache.left_out.update({of[rep.key].identity: why for rep, why in skipped})
+    kept = [(rep, r) for rep, r in zip(banked, need) if r.identity not in cache.left_out]
+    if kept:
+        chord2 = bank.sq_chords([vector_id(rep, transform) for rep, _ in kept], progress,
+                                None if executor is None else gram_with(executor, bank))
+        cache.put([r for _, r in kept], [r for _, r in kept], 1.0 - chord2 / 2.0)
     return built

@@ -4,10 +4,14 @@
 Rows and columns keep the order of the matrix (layers in model order, snapshots in step order); each cell shows
 its value when the matrix is small enough to read (:data:`ANNOTATE_CELLS`), the most similar column of each row
 is outlined (the layer-identification test of Kornblith et al. 2019 reads the outlines off the diagonal), and the
-colour bar names the measure. Needs matplotlib (the ``export`` extra).
+colour bar names the measure. A representation left out (constant over the probe, as a dead layer is) leaves its
+row or column empty: grey, hatched, and named with its reason in the caption. Needs matplotlib (the ``export``
+extra).
 """
 
 from __future__ import annotations
+
+import textwrap
 
 import numpy as np
 
@@ -47,12 +51,20 @@ def heatmap(matrix: SimilarityMatrix, title: str = "") -> Figure:
                   ha="right" if n_cols > 6 else "center", fontsize=7)
     ax.set_yticks(range(n_rows), matrix.labels("rows"), fontsize=7)
     ax.set_ylabel(_axis_name(matrix, "rows"), fontsize=8)
-    outlined = bool(np.isfinite(V).any(axis=1).all())
+    outlined = bool(np.isfinite(V).any())
     ax.set_xlabel(_axis_name(matrix, "cols") + ("\n(outlined: each row's most similar column)" if outlined else ""),
                   fontsize=8)
     if outlined:
         for i, j in enumerate(matrix.best()):
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=1.2, ec="red"))
+            if j >= 0:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=1.2, ec="red"))
+    for i, j in zip(*np.nonzero(np.isnan(V))):
+        if matrix.hole(i, j):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fc="0.85", ec="0.6", hatch="///", lw=0))
+    if line := matrix.left_out_line():
+        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(line[0].upper() + line[1:], 110)), fontsize=6.5,
+                 color="0.3", va="bottom")
+        fig.subplots_adjust(bottom=0.3)
     if V.size <= ANNOTATE_CELLS:
         middle = (vmin + vmax) / 2
         for (i, j), v in np.ndenumerate(V):

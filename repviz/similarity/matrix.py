@@ -20,7 +20,7 @@ from .cache import SimilarityCache, cache_artifacts, measure_params
 from .options import AUTO_EXACT_PROBES, KERNELS, RBF_SIGMA
 from .registry import DEFAULT_MEASURE
 from .result import SimilarityMatrix
-from .sources import Selection, between_runs, over_training
+from .sources import Selection, Stored, between_runs, over_training
 
 # CKA's defaults, shared by the three entry points (see :func:`similarity` for what they mean).
 _DEFAULTS = {"measure": DEFAULT_MEASURE, "kernel": KERNELS[0], "debiased": True, "sigma": RBF_SIGMA, "batch_size": None,
@@ -59,7 +59,7 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
                             options["batch_size"], options["random_state"], len(selection.ids))
     cache = SimilarityCache(cache_artifacts(logdir, measure, params), {"measure": measure, **params})
     values = cache.get(selection.rows, selection.cols)
-    missing = np.isnan(values)
+    missing = np.isnan(values) & _comparable(selection.rows, cache)[:, None] & _comparable(selection.cols, cache)
     notes = [_probe_note(selection)]
     if "batch_size" in params:
         n, b = len(selection.ids), params["batch_size"]
@@ -82,9 +82,19 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
         values = cache.get(selection.rows, selection.cols)
     else:
         notes.append("every value from the cache")
+    left_out = {r.key: r.left_out or cache.left_out[r.identity] for r in selection.rows + selection.cols
+                if r.left_out or r.identity in cache.left_out}
+    if left_out:  # holes: their rows and columns are empty, whatever another matrix cached
+        values[[r.key in left_out for r in selection.rows], :] = np.nan
+        values[:, [c.key in left_out for c in selection.cols]] = np.nan
     unit = selection.rows[0].run.manifest.get("step_unit", "step")
     return SimilarityMatrix(values, [r.key for r in selection.rows], [c.key for c in selection.cols], measure,
-                            params, notes, unit if isinstance(unit, str) else "step")
+                            params, notes, unit if isinstance(unit, str) else "step", left_out)
+
+
+def _comparable(reps: list[Stored], cache: SimilarityCache) -> np.ndarray:
+    """Which of ``reps`` can be compared: neither ruled out by its record nor found not comparable before."""
+    return np.array([not r.left_out and r.identity not in cache.left_out for r in reps], dtype=bool)
 
 
 def similarity(logdir: LogDir | str | os.PathLike, runs: str | Sequence[str], step: int | None = None, *,

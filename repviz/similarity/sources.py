@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..chains import verified_activations
+from ..chains import constant, nonfinite, verified_activations
 from ..meta.sources import ProbeMismatchError as ProbeMismatchError  # re-exported by repviz.similarity
 from ..meta.sources import common_points, shared_probe_ids, stored_rows
 from ..store import LogDir, NotFoundError, Run, checksum
@@ -29,7 +29,8 @@ from .result import RepKey
 class Stored:
     """One stored representation: its key, the checksum and shape of its data and, when it is compared on part of
     the probe, which rows (``where``, positions in its stored rows) and a tag of those probe points
-    (``compared``): together its identity in caches."""
+    (``compared``): together its identity in caches. ``left_out``: why its record alone rules it out of every
+    comparison (constant over the probe, non-finite values), else empty."""
 
     key: RepKey
     checksum: str
@@ -37,6 +38,7 @@ class Stored:
     run: Run
     where: np.ndarray | None = field(default=None, compare=False)
     compared: str = ""
+    left_out: str = field(default="", compare=False)
 
     @property
     def identity(self) -> str:
@@ -83,7 +85,9 @@ class Selection:
 
 def _stored(run: Run, layer: str, step: int) -> Stored:
     rec = run.record(layer, step)
-    return Stored(RepKey(run.name, layer, int(step)), str(rec.get("crc32", "")), tuple(rec.get("shape", ())), run)
+    why = constant(rec) or nonfinite(rec)
+    return Stored(RepKey(run.name, layer, int(step)), str(rec.get("crc32", "")), tuple(rec.get("shape", ())), run,
+                  left_out="" if why is None else str(why))
 
 
 def _on_common_points(rows: list[Stored], cols: list[Stored], ids: np.ndarray) -> Selection:

@@ -106,16 +106,45 @@ def checksum(array: np.ndarray) -> str:
     return f"{zlib.crc32(np.ascontiguousarray(array).data) & 0xFFFFFFFF:08x}"
 
 
+def rounding(dtype: np.dtype) -> float:
+    """How far apart, relative to an array's largest magnitude, two values of ``dtype`` may be and still count as
+    one value computed twice (a few units of float rounding: batches of a forward pass round differently)."""
+    dtype = np.dtype(dtype)
+    return 4.0 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+
+
+def spread(rows: np.ndarray, first: np.ndarray) -> tuple[float, float]:
+    """The largest difference of ``rows`` from the row ``first`` and their largest magnitude (NaN if any value is
+    not finite)."""
+    if not len(rows):
+        return 0.0, 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        return float(np.max(np.abs(rows - first))), float(np.max(np.abs(rows)))
+
+
+def constant_rows(array: np.ndarray) -> bool:
+    """Whether every row of ``array`` (two or more) equals the first up to :func:`rounding`: the same for every
+    probe point (a dead ReLU layer, an output that does not depend on the input)."""
+    array = np.asarray(array)
+    if array.ndim == 0 or len(array) < 2:
+        return False
+    rows = array.reshape(len(array), -1)
+    deviation, magnitude = spread(rows, rows[0])
+    return deviation <= rounding(array.dtype) * magnitude
+
+
 class ArrayBlocks:
     """An ``.npy`` array written in blocks of rows, in order, to a temporary file beside ``path``, so that it never
-    exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum` and
-    non-finite count are kept as the blocks go. :meth:`RunWriter.write_activation` and
-    :meth:`RunWriter.write_prediction` take it in place of an array and rename it into place
-    (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
+    exists whole in memory (a snapshot of 50,000 probes x 4,096 columns is 800 MB); its :func:`checksum`,
+    non-finite count and whether every row equals the first (:attr:`constant`) are kept as the blocks go.
+    :meth:`RunWriter.write_activation` and :meth:`RunWriter.write_prediction` take it in place of an array and
+    rename it into place (:meth:`RunWriter.activation_blocks`, :meth:`RunWriter.prediction_blocks` open one)."""
 
     def __init__(self, path: Path, shape: tuple[int, ...], dtype: np.dtype | str):
         self.path, self.shape, self.dtype = path, tuple(int(s) for s in shape), np.dtype(dtype)
         self.rows, self.crc, self.nonfinite = 0, 0, 0
+        self._first: np.ndarray | None = None  # the first row, while every row written equals it (rounding)
+        self._spread = (0.0, 0.0)  # the rows' largest difference from the first, their largest magnitude
         fd, self._tmp = temp_beside(path)
         self._file = os.fdopen(fd, "wb")
         np.lib.format.write_array_header_1_0(self._file, {"descr": np.lib.format.dtype_to_descr(self.dtype),
@@ -130,11 +159,23 @@ class ArrayBlocks:
         self.crc = zlib.crc32(block.data, self.crc)
         if self.dtype.kind == "f":
             self.nonfinite += int(block.size - np.count_nonzero(np.isfinite(block)))
+        if self.rows == 0 and len(block):
+            self._first = block[0].reshape(-1).copy()
+        if self._first is not None and len(block):
+            deviation, magnitude = spread(block.reshape(len(block), -1), self._first)
+            self._spread = (max(deviation, self._spread[0]), max(magnitude, self._spread[1]))
+            if not self._spread[0] <= rounding(self.dtype) * self._spread[1]:
+                self._first = None  # it varies (a later block only adds to the difference)
         try:
             self._file.write(memoryview(block).cast("B"))
         except OSError as e:
             raise disk_full(self.path, e) or e from e
         self.rows += len(block)
+
+    @property
+    def constant(self) -> bool:
+        """Every row written (two or more) equals the first up to :func:`rounding` (:func:`constant_rows`)."""
+        return self._first is not None and self.rows > 1
 
     def commit(self) -> None:
         """Rename the complete array into place."""

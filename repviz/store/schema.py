@@ -63,7 +63,7 @@ def object_fault(obj: Any, fields: dict) -> str | None:
 RECORD_FIELDS = {"kind": typed(str), "file": typed(str), "step": is_int, "dtype": typed(str),
                   "crc32": typed(str), "shape": lambda v: is_shape(v) and bool(v) and None not in v,
                   "nonfinite": lambda v: is_int(v) and v >= 0, "layer": typed(str), "output": typed(str),
-                  "rows": typed(str)}
+                  "rows": typed(str), "constant": typed(bool)}
 RECORD_REQUIRED = frozenset(("kind", "file", "step", "dtype", "crc32", "shape"))
 
 

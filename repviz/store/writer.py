@@ -20,6 +20,7 @@ from .files import (
     ArrayBlocks,
     atomic_path,
     checksum,
+    constant_rows,
     create_exclusive,
     remove_stale_temps,
     save_array,
@@ -112,8 +113,12 @@ class RunWriter:
 
     def last_step(self) -> int | None:
         """The largest snapshot step the run holds (None for a new run): a continued fit numbers on from it."""
-        steps = [r["step"] for r in self._records()]
-        return max(steps) if steps else None
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def steps(self) -> list[int]:
+        """The snapshot steps the run holds, in order."""
+        return sorted({r["step"] for r in self._records()})
 
     def _records(self) -> list[dict]:
         path = self.root / RECORDS
@@ -201,7 +206,9 @@ class RunWriter:
         """Store one layer's activations at one snapshot; returns the record appended.
 
         ``info`` (e.g. ``epoch``, ``batch``) is stored in the record. Non-finite values are stored as they are
-        and counted in the record's ``nonfinite`` field.
+        and counted in the record's ``nonfinite`` field; an array whose rows are all equal up to float rounding
+        (a dead layer, an output that does not depend on the input; :func:`constant_rows`) is marked
+        ``"constant": true``.
         ``rows`` (positions into the probe, increasing) stores a snapshot of that subset of the probe only; see
         :meth:`Run.rows`.
         """
@@ -240,11 +247,14 @@ class RunWriter:
             if array.path != self.root / rel:
                 raise ValueError(f"blocks opened for {array.path} cannot be stored as {self.root / rel}")
             array.commit()
-            crc, nonfinite = f"{array.crc & 0xFFFFFFFF:08x}", array.nonfinite
+            crc, nonfinite, constant = f"{array.crc & 0xFFFFFFFF:08x}", array.nonfinite, array.constant
         else:
             save_array(check_writable_inside(self.root / rel, self._own), array)
             crc = checksum(array)
             nonfinite = int(array.size - np.count_nonzero(np.isfinite(array))) if array.dtype.kind == "f" else 0
+            constant = constant_rows(array)
+        if kind == ACTIVATION and constant:
+            fields["constant"] = True
         record = {"kind": kind, "file": rel, "dtype": array.dtype.str, "shape": list(array.shape),
                   "crc32": crc, "nonfinite": nonfinite, "time": time.time(), **fields}
         append_record(self.root / RECORDS, record, self._own)

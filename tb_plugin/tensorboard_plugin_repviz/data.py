@@ -170,7 +170,8 @@ def info_impl(catalog: Catalog, run_name: str, layer: str, step: int, key: str |
     info = run.layer_info(known_layer(run, layer))
     record = run.record(layer, step)
     out = {"layer": {"name": layer, **info},
-           "record": {k: record.get(k) for k in ("shape", "dtype", "nonfinite", "epoch", "batch", "step")},
+           "record": {k: record.get(k) for k in ("shape", "dtype", "nonfinite", "constant", "epoch", "batch",
+                                                 "step")},
            "points": {"n": int(record["shape"][0]), "of": len(run.probe), "subset": "rows" in record},
            "embedding": None}
     if key is not None:

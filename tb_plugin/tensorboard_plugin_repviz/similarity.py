@@ -143,8 +143,9 @@ def selection(catalog: Catalog, fields: dict, *, step_required: bool) -> Selecti
 
 def stored_matrix(catalog: Catalog, chosen: Selection) -> dict | None:
     """The stored matrix of ``chosen`` as JSON (values, rows and cols as [run, layer, step] in model or step
-    order, measure, params, notes, title), with the colour scale's title and direction and the selection echoed;
-    None when some value is not computed yet."""
+    order, measure, params, notes, title, ``left_out``: the representations whose cells are empty, each with its
+    reason), with the colour scale's title and direction and the selection echoed; None when some value is not
+    computed yet."""
     log = catalog.logdir()
     if log is None:
         return None

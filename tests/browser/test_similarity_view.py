@@ -2,8 +2,10 @@
 
 Two seeds of one five-layer network, their layer × layer CKA stored at every epoch. Read from the page's own
 pixels: the heatmap draws (cells, labels, colour bar), hovering a cell draws both representations' scatters, the
-snapshot slider changes the picture, a click opens the pair in the Runs view, and one layer's snapshot × snapshot
-matrix, not computed yet, is computed by the button's background job.
+snapshot slider changes the picture, a click opens the pair in the Runs view, one layer's snapshot × snapshot
+matrix, not computed yet, is computed by the button's background job, and a network with a dead layer, recorded
+without training (``repviz.record``), is drawn with a hatched hole whose hover says why, which the layer list
+leaves out.
 """
 
 from __future__ import annotations
@@ -51,10 +53,24 @@ def logdir(server):
     xp, yp = xt[:pk.N_PROBE].astype(np.float32) / 255, yt[:pk.N_PROBE]
     for seed in (0, 1):
         _train(root / f"seed{seed}", seed, x, y, xp, yp)
+    repviz.record(_dead_net(), (xp, yp), root / "zdead")  # after the seeds in the index: not their default pair
     repviz.embed_logdir(root, methods=["pca"], progress=False)
     for step in range(pk.EPOCHS + 1):
         similarity(root, ("seed0", "seed1"), step)
+    similarity(root, ("zdead", "seed1"), 0)
     return root
+
+
+def _dead_net():
+    """Untrained, with a dead ReLU layer (every unit off on every probe) beside the path to its output."""
+    import keras
+
+    inp = keras.Input((28, 28))
+    hidden = keras.layers.Dense(16, activation="relu", name="hidden")(keras.layers.Flatten()(inp))
+    dead = keras.layers.Dense(8, activation="relu", name="dead",
+                              bias_initializer=keras.initializers.Constant(-1000.0))(hidden)
+    both = keras.layers.Concatenate(name="both")([hidden, dead])
+    return keras.Model(inp, keras.layers.Dense(10, activation="softmax", name="probs")(both))
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +184,36 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
             "the snapshot × snapshot matrix", 180)
     assert pk.ink(_heatmap(view)).sum() > 5000
     pk.shot(view, shots, "similarity-6-over-training")
+
+
+def test_a_dead_layer_is_a_hatched_hole_that_says_why_and_can_be_left_out(view, shots):
+    """Before: the matrix of a network with a dead layer failed whole (exit 2, a failed job). Now its row is a
+    grey hatched hole, the hover says why, and the layer list leaves it out of the picture."""
+    view.find_element(By.CSS_SELECTOR, '[data-name="similarity-mode"] [data-value="layers"]').click()
+    pk.select(view, "similarity-run", "zdead")
+    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("runs") == ["zdead", "seed1"],
+            "the dead network against seed1")
+    pk.wait(view, lambda d: pk.stats(d).get("similarityHoles") == len(LAYERS), "the hole drawn")
+    layout = pk.stats(view)["similarityLayout"]
+    assert (layout["n"], layout["m"]) == (3, len(LAYERS))
+    pixels = _heatmap(view)
+    scale = pixels.shape[1] / view.find_element(By.CSS_SELECTOR, '[data-testid="similarity"]').rect["width"]
+    x, y, side = (round(v * scale) for v in (layout["x"], layout["y"] + layout["cell"], layout["cell"]))
+    hole = pixels[y + 3:y + side - 3, x + 3:x + side - 3, :3].reshape(-1, 3).astype(int)
+    grey = np.abs(hole - 224).max(axis=1) < 8  # the hole's fill, #e0e0e0
+    lines = np.abs(hole - 158).max(axis=1) < 30  # its hatching, #9e9e9e
+    assert grey.mean() > 0.4 and lines.mean() > 0.05, (grey.mean(), lines.mean())
+    canvas = _move_to_cell(view, 1, 2)
+    reason = pk.wait_text(view, '[data-testid="pair-hole"]', "the hole's reason")
+    assert reason.startswith("dead (zdead, step 0) is left out: constant: every probe point has the same activations")
+    assert canvas.get_attribute("title") == reason and pk.text(view, '[data-testid="pair-value"]') == "–"
+    assert "Left out (empty cells): dead (constant" in pk.text(view, '[data-testid="similarity-left-out"]')
+    pk.shot(view, shots, "similarity-7-hole")
+    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-layers"] summary').click()
+    view.find_element(By.CSS_SELECTOR, '[data-testid="hide-left-out"]').click()
+    pk.wait(view, lambda d: pk.stats(d)["similarityLayout"]["n"] == 2, "the dead layer left out")
+    assert pk.stats(view)["similarityHoles"] == 0
+    assert "Layers shown: 6 of 7" in pk.text(view, '[data-testid="similarity-layers"]')
+    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-layers"] input[value="dense_1"]').click()
+    pk.wait(view, lambda d: pk.stats(d)["similarityLayout"]["m"] == len(LAYERS) - 1, "dense_1 left out too")
+    pk.shot(view, shots, "similarity-8-left-out")

@@ -113,6 +113,7 @@ export function infoLine(info, method) {
     parts.push(h("span", { "data-testid": "subset", text: `${fmt(points.n)} of ${fmt(points.of)} points (a probe subset)` }));
   }
   if (record.nonfinite) parts.push(h("span", { class: "warn", text: `${fmt(record.nonfinite)} non-finite values` }));
+  if (record.constant) parts.push(h("span", { class: "warn", text: "constant: the same for every probe point (left out)" }));
   if (info.embedding && info.embedding.one_dimensional) parts.push(h("span", { text: "1-D: x = its values, y = a strip per class" }));
   const scoreParts = SCORE_NAMES.filter(([key]) => scores[key] !== undefined)
     .map(([key, name]) => h("span", { class: "score" }, `${name} `, h("b", { text: fmt(scores[key]) })));

@@ -1,6 +1,7 @@
 // A labelled heatmap on a 2-D canvas: one cell per (row, column) value coloured on viridis, row labels on the left,
 // column labels below, a colour bar with its ticks and title on the right, values written in the cells when they
-// are large enough to read, the hovered cell outlined. Changing to values of the same shape can be animated.
+// are large enough to read, the hovered cell outlined, holes (a representation left out) grey and hatched with
+// their reason as the hover's tooltip. Changing to values of the same shape can be animated.
 // Hover and click report the cell under the mouse; similarityview.js decides what they mean.
 import { shown } from "./dom.js";
 import { fitCanvas } from "./overlay.js";
@@ -9,6 +10,7 @@ import { fitCanvas } from "./overlay.js";
 const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
   [53, 183, 121], [110, 206, 88], [253, 231, 37]];
 const MISSING = "#e0e0e0";
+const HATCH = "#9e9e9e";
 const FONT = "Roboto, Arial, sans-serif";
 const MAX_CELL = 96; // CSS pixels: a 2 × 2 matrix stays a compact picture
 const ANNOTATE_CELL = 30; // cells at least this wide carry their value
@@ -43,6 +45,24 @@ export function scaleOf(values) {
   return hi > lo ? { lo, hi } : { lo: lo - 0.5, hi: hi + 0.5 };
 }
 
+/** Diagonal lines over the cell at (x, y), `size` pixels wide: a hole, not a value. */
+function hatch(ctx, x, y, size) {
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, y, size, size);
+  ctx.clip();
+  ctx.strokeStyle = HATCH;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  const step = Math.max(4, Math.min(8, size / 4));
+  for (let d = -size; d < size; d += step) {
+    ctx.moveTo(x + d, y + size);
+    ctx.lineTo(x + d + size, y);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
 /** Up to about five round tick values in [lo, hi]. */
 function ticks(lo, hi) {
   const raw = (hi - lo) / 4;
@@ -64,8 +84,8 @@ function fitText(ctx, label, width) {
 
 /**
  * @typedef {{values: (?number)[][], rows: string[], cols: string[], rowTitle: string, colTitle: string,
- *            scaleTitle: string}} HeatmapData  values[i][j] of row i and column j (null: missing); row and column
- *   labels; the axes' and the colour bar's titles
+ *            scaleTitle: string, holes?: (?string)[][]}} HeatmapData  values[i][j] of row i and column j (null:
+ *   missing); row and column labels; the axes' and the colour bar's titles; why a cell is a hole (null: it is not)
  * @typedef {{i: number, j: number}} Cell
  */
 
@@ -172,6 +192,7 @@ export class Heatmap {
 
     // cells and their values
     const annotate = cell >= ANNOTATE_CELL;
+    let holes = 0;
     ctx.font = `${Math.min(13, Math.floor(cell / 3))}px ${FONT}`;
     ctx.textAlign = "center";
     ctx.textBaseline = "middle";
@@ -182,6 +203,10 @@ export class Heatmap {
         const rgb = missing ? null : viridis((v - lo) / (hi - lo));
         ctx.fillStyle = missing ? MISSING : `rgb(${rgb.join(",")})`;
         ctx.fillRect(x0 + j * cell, y0 + i * cell, cell + 0.5, cell + 0.5);
+        if (missing && this.reason({ i, j })) {
+          hatch(ctx, x0 + j * cell, y0 + i * cell, cell);
+          holes += 1;
+        }
         if (annotate && !missing) {
           const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 150;
           ctx.fillStyle = light ? "#212121" : "#ffffff";
@@ -243,6 +268,13 @@ export class Heatmap {
     const stats = window.__repvizStats;
     stats.similarityDraws = (stats.similarityDraws || 0) + 1;
     stats.similarityLayout = { ...this.layout };
+    stats.similarityHoles = holes;
+  }
+
+  /** Why cell `cell` is a hole, or null. @param {?Cell} cell @returns {?string} */
+  reason(cell) {
+    const holes = this.data && this.data.holes;
+    return (cell && holes && holes[cell.i] && holes[cell.i][cell.j]) || null;
   }
 
   /** The colour bar at (x, y), `h` pixels tall, with ticks and its title alongside. */
@@ -286,6 +318,7 @@ export class Heatmap {
     const same = cell === this.hovered || (cell && this.hovered && cell.i === this.hovered.i && cell.j === this.hovered.j);
     if (same) return;
     this.hovered = cell;
+    this.canvas.title = this.reason(cell) || ""; // a hole says why on hover
     this.draw();
     this.handlers.onHover(cell);
   }

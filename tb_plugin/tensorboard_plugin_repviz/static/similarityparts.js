@@ -1,5 +1,6 @@
 // The Similarity view's parts that need no view state: which snapshots a layers × layers heatmap can be drawn at,
-// the layer identification test across two runs, and the small scatter of each representation of a hovered cell.
+// the layer identification test across two runs, the representations a matrix leaves out (its holes) and the
+// matrix without the layers the user hid, and the small scatter of each representation of a hovered cell.
 import { pointColors } from "./colors.js";
 import { fitCanvas } from "./overlay.js";
 
@@ -10,9 +11,45 @@ export function sharedSteps(runs) {
   return [...layers[0]].filter((s) => layers.every((set) => set.has(s))).sort((a, b) => a - b);
 }
 
+/** What a row or column of `matrix` is called in the list of layers to show: its layer (mode "layers") or its
+ * step (mode "steps"), so that hiding one hides it as a row and as a column, at every snapshot. */
+export function labelOf(mode, key) {
+  return mode === "layers" ? key[1] : String(key[2]);
+}
+
+/**
+ * `matrix` without the rows and columns whose label (labelOf) is in `hidden`; the same object when none is.
+ * @param {Set<string>} hidden
+ */
+export function withoutHidden(matrix, mode, hidden) {
+  const keep = (keys) => keys.map((k, i) => (hidden.has(labelOf(mode, k)) ? -1 : i)).filter((i) => i >= 0);
+  const rows = keep(matrix.rows);
+  const cols = keep(matrix.cols);
+  if (rows.length === matrix.rows.length && cols.length === matrix.cols.length) return matrix;
+  return { ...matrix, rows: rows.map((i) => matrix.rows[i]), cols: cols.map((j) => matrix.cols[j]),
+    values: rows.map((i) => cols.map((j) => matrix.values[i][j])) };
+}
+
+/**
+ * Why each cell of `matrix` is empty (its row's or its column's representation is left out: constant over the
+ * probe, as a dead layer is, or unreadable), or null: the server's `left_out` as one reason per cell.
+ * @returns {(?string)[][]}
+ */
+export function holeReasons(matrix) {
+  const why = new Map((matrix.left_out || []).map((h) => [h.key.join("\u0000"), h.reason]));
+  const reason = (key) => {
+    const r = why.get(key.join("\u0000"));
+    return r === undefined ? null : `${key[1]} (${key[0]}, step ${key[2]}) is left out: ${r}`;
+  };
+  const rows = matrix.rows.map(reason);
+  const cols = matrix.cols.map(reason);
+  return rows.map((r) => cols.map((c) => r || c));
+}
+
 /**
  * Kornblith et al. (2019)'s test across two runs: in how many rows whose layer the columns also hold is that layer
- * the most alike column (the highest similarity, the lowest distance). Null for one run, or no shared layer.
+ * the most alike column (the highest similarity, the lowest distance); rows whose layer is a hole are left out.
+ * Null for one run, or no shared layer.
  * @returns {?{hits: number, rows: number}}
  */
 export function identification(matrix) {
@@ -22,7 +59,7 @@ export function identification(matrix) {
   let hits = 0;
   let rows = 0;
   matrix.rows.forEach(([, layer], i) => {
-    if (!cols.includes(layer)) return;
+    if (!cols.includes(layer) || matrix.values[i][cols.indexOf(layer)] === null) return; // absent, or a hole
     rows += 1;
     let best = 0;
     matrix.values[i].forEach((v, j) => {

@@ -2,14 +2,16 @@
 // against the layers of another (or the same) at one snapshot, with a slider that animates it over training, or of
 // one layer's snapshots against each other. Hovering a cell shows the two representations' scatters side by side,
 // linked by probe id to the shared hover and selection; a click opens the pair in the Runs view. A heatmap not
-// computed yet offers a button that computes it (every snapshot) in a background job. The measures and kernels
-// are the server's (the run index's `choices.similarity`).
+// computed yet offers a button that computes it (every snapshot) in a background job. A representation the server
+// left out (constant over the probe, as a dead layer is) is a hatched hole whose hover says why, and any layer can
+// be left out of the picture from the list under it. The measures and kernels are the server's (the run index's
+// `choices.similarity`).
 import { cellData } from "./cellsview.js";
 import { choiceFor, runNamed, stepAtOrBefore } from "./choice.js";
 import * as V from "./dom.js";
 import { Heatmap } from "./heatmap.js";
 import { pointAt } from "./overlay.js";
-import { drawPair, identification, sharedSteps } from "./similarityparts.js";
+import { drawPair, holeReasons, identification, labelOf, sharedSteps, withoutHidden } from "./similarityparts.js";
 
 const { h } = V;
 
@@ -38,7 +40,9 @@ export class SimilarityView {
     // what the heatmap shows (resolved against the index when shown)
     this.pick = { mode: "layers", run: null, run2: null, layer: null, step: null, measure: null, kernel: null, debiased: true };
     this.run2Alone = false; // run2 is run only because no other run of its probe set was listed yet
-    this.matrix = null; // the matrix drawn, as the server sent it
+    this.full = null; // the matrix as the server sent it
+    this.matrix = null; // the matrix drawn: the server's without the hidden layers
+    this.hidden = new Set(); // labels (labelOf) of the rows and columns left out of the picture by the user
     this.missing = false; // the chosen heatmap is not computed
     this.failure = null; // why the chosen heatmap cannot be drawn (the server's one line)
     this.token = null;
@@ -185,7 +189,10 @@ export class SimilarityView {
       this.update();
     };
     const run = runNamed(index, p.run);
-    const parts = [V.segmented("similarity-mode", MODES, p.mode, (v) => set({ mode: v }))];
+    const parts = [V.segmented("similarity-mode", MODES, p.mode, (v) => {
+      if (v !== p.mode) this.hidden.clear(); // layers and steps are not the same labels
+      set({ mode: v });
+    })];
     parts.push(V.picker(p.mode === "layers" ? "Rows" : "Run", "similarity-run", runOptions, p.run, (v) => set({ run: v })));
     if (p.mode === "layers") {
       parts.push(V.picker("Columns", "similarity-run2", runOptions, p.run2, (v) => {
@@ -217,13 +224,49 @@ export class SimilarityView {
     const m = this.matrix;
     this.summaryEl.classList.toggle("off", !m);
     if (!m) return;
-    const found = identification(m);
+    const found = m.rows.length && m.cols.length ? identification(m) : null;
     const notes = m.notes.map((note) => h("p", { class: "hint", text: note }));
     if (found) {
       notes.unshift(h("p", { "data-testid": "identification" }, "Layer identification: ", h("b", { text: `${found.hits} of ${found.rows}` }),
         ` layers of run ${m.rows[0][0]} are most alike the layer of the same name in run ${m.cols[0][0]}.`));
     }
-    this.summaryEl.replaceChildren(...notes);
+    const left = this.full.left_out || [];
+    if (left.length) {
+      notes.push(h("p", { class: "warn", "data-testid": "similarity-left-out",
+        text: `Left out (empty cells): ${left.map((o) => `${o.key[1]} (${o.reason})`).join("; ")}` }));
+    }
+    this.summaryEl.replaceChildren(...notes, this.layerList());
+  }
+
+  /** Checkboxes of the rows and columns to show (by layer, or by snapshot over training): unticking one leaves it
+   * out of the picture; "hide left-out" unticks the holes. */
+  layerList() {
+    const mode = this.pick.mode;
+    const labels = [...new Set([...this.full.rows, ...this.full.cols].map((k) => labelOf(mode, k)))];
+    const holes = new Set((this.full.left_out || []).map((o) => labelOf(mode, o.key)));
+    const apply = () => {
+      this.matrix = withoutHidden(this.full, mode, this.hidden);
+      this.clearPair();
+      this.heatmap.setData(this.heatmapData(this.matrix));
+      this.renderSummary();
+    };
+    const boxes = labels.map((label) => h("label", { class: "picker" },
+      h("input", { type: "checkbox", name: "similarity-show", value: label, checked: !this.hidden.has(label),
+        onchange: (e) => {
+          if (e.target.checked) this.hidden.delete(label);
+          else this.hidden.add(label);
+          apply();
+        } }),
+      h("span", { text: holes.has(label) ? `${label} (left out)` : label })));
+    const hideHoles = holes.size ? h("button", { type: "button", "data-testid": "hide-left-out", text: "hide left-out",
+      onclick: () => {
+        holes.forEach((label) => this.hidden.add(label));
+        apply();
+      } }) : null;
+    const shown = labels.filter((l) => !this.hidden.has(l)).length;
+    return h("details", { class: "sim-layers", "data-testid": "similarity-layers", open: this.hidden.size > 0 },
+      h("summary", { text: `${mode === "layers" ? "Layers" : "Snapshots"} shown: ${shown} of ${labels.length}` }),
+      h("div", { class: "sim-layer-boxes" }, boxes, hideHoles));
   }
 
   renderSlider() {
@@ -274,10 +317,11 @@ export class SimilarityView {
       }
     }
     if (this.token !== token) return;
-    this.matrix = matrix;
+    this.full = matrix;
+    this.matrix = matrix && withoutHidden(matrix, this.pick.mode, this.hidden);
     this.missing = matrix === null && failure === null;
     this.failure = failure;
-    this.heatmap.setData(matrix && this.heatmapData(matrix), { animate });
+    this.heatmap.setData(matrix && this.heatmapData(this.matrix), { animate });
     const stats = window.__repvizStats;
     stats.similarityShown = matrix
       ? { step: this.pick.step, rows: matrix.rows.length, cols: matrix.cols.length, runs: [this.pick.run, this.pick.run2] }
@@ -287,14 +331,16 @@ export class SimilarityView {
     if (this.pair) this.showPair(this.pair.cell);
   }
 
-  /** The heatmap's labels and titles for `matrix` (rows and columns [run, layer, step]). */
+  /** The heatmap's labels and titles for `matrix` (rows and columns [run, layer, step]); null when every row or
+   * every column is hidden. */
   heatmapData(matrix) {
+    if (!matrix.rows.length || !matrix.cols.length) return null;
     const run = runNamed(this.page.index, this.pick.run);
     const unit = (run && run.step_unit) || "step";
     const byLayer = this.pick.mode === "layers";
     const label = (key) => (byLayer ? key[1] : `${unit} ${key[2]}`);
     const axis = (keys) => (byLayer ? `run ${keys[0][0]} · layers (${unit} ${keys[0][2]})` : `${keys[0][1]} of run ${keys[0][0]} · ${unit}s`);
-    return { values: matrix.values, rows: matrix.rows.map(label), cols: matrix.cols.map(label),
+    return { values: matrix.values, rows: matrix.rows.map(label), cols: matrix.cols.map(label), holes: holeReasons(matrix),
       rowTitle: axis(matrix.rows), colTitle: axis(matrix.cols),
       scaleTitle: `${matrix.scale_title} (${matrix.higher_is_similar ? "higher" : "lower"}: more alike)` };
   }
@@ -405,9 +451,11 @@ export class SimilarityView {
         h("br"), [side.when, method].filter(Boolean).join(" · ")),
         side.data ? canvas : h("p", { class: "hint", text: "No 2-D embedding stored: compute one in the main view (Method) or run repviz embed." }));
     });
+    const hole = this.heatmap.reason(cell);
     this.pairEl.replaceChildren(
       h("h3", {}, h("span", { text: this.matrix.scale_title }),
         h("b", { "data-testid": "pair-value", text: value === null ? "–" : value.toFixed(3) })),
+      hole ? h("p", { class: "warn", "data-testid": "pair-hole", text: hole }) : null,
       h("div", { class: "pair-figures" }, figures));
     this.drawPair();
   }
