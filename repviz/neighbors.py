@@ -161,8 +161,8 @@ def distances(A, B, metric="euclidean", metric_params: dict | None = None, *, sq
 
 
 def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block_bytes: int = 64 << 20,
-        random_state=None, metric_params: dict | None = None,
-        seeds: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        random_state=None, metric_params: dict | None = None, seeds: np.ndarray | None = None,
+        dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """Nearest neighbours of every row of ``X`` among the other rows.
 
     Parameters
@@ -191,11 +191,15 @@ def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block
         previous snapshot. From a graph that shares most of the answer it converges in a round or two (at
         50,000 MNIST activations, 95 % shared: about a third of the time, the same recall). Entries outside
         [0, n_samples) are ignored; the exact search ignores ``seeds``.
+    dtype : float32 or float64, default=float32
+        dtype of the distances. float64 (for float64 ``X``): the exact search recomputes the winners' distances
+        of a Euclidean-type metric from the coordinates' differences, exact to float64 rounding (the selection,
+        and so the indices, are the same for both); NN-descent's float32 distances are widened.
 
     Returns
     -------
     indices : int64 array (n_samples, n_neighbors), sorted by increasing distance
-    distances : float32 array (n_samples, n_neighbors), in the metric's units
+    distances : array (n_samples, n_neighbors) of ``dtype``, in the metric's units
     """
     metric = canonical_metric(metric)
     check_option(method, KNN_METHODS, "method", "knn")
@@ -215,17 +219,21 @@ def knn(X, n_neighbors: int, *, metric="euclidean", method: str = "exact", block
             raise ValueError(f"seeds must be an integer array with one row of candidate neighbours per point, "
                              f"shape ({n}, m); got {seeds.dtype} {seeds.shape}")
     if method == "nndescent":
-        return _nndescent_knn(X, k, metric, random_state, seeds=seeds)
+        ind, dist = _nndescent_knn(X, k, metric, random_state, seeds=seeds)
+        return ind, dist.astype(dtype, copy=False)
     if metric == "precomputed" and sp.issparse(X):
-        return _graph_knn(X, k, exclude_self=True)
-    return _exact_knn(X, X, k, metric, metric_params, block_bytes, exclude_self=True)
+        return _graph_knn(X, k, exclude_self=True, dtype=dtype)
+    ind, dist = _exact_knn(X, X, k, metric, metric_params, block_bytes, exclude_self=True, dtype=dtype)
+    if np.dtype(dtype) == np.float64 and metric in GRAM_METRICS:
+        _winner_distances(X, X, ind, metric, block_bytes, dist)
+    return ind, dist
 
 
 def kneighbors(Q, X, n_neighbors: int, *, metric="euclidean", metric_params: dict | None = None,
-               block_bytes: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
+               block_bytes: int = 64 << 20, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """The ``n_neighbors`` nearest rows of ``X`` to each row of ``Q`` (exact; a row equal to one of X's finds
     it at distance 0). With ``metric="precomputed"``, ``Q`` holds the distances (m, n_samples) from the
-    queries to X's rows, dense or a sparse graph. Returns (indices, distances) as :func:`knn`."""
+    queries to X's rows, dense or a sparse graph. Returns (indices, distances of ``dtype``) as :func:`knn`."""
     metric = canonical_metric(metric)
     Q = check_data(Q, "kneighbors")
     n = X.shape[0]
@@ -236,15 +244,23 @@ def kneighbors(Q, X, n_neighbors: int, *, metric="euclidean", metric_params: dic
             raise ValueError(f"With metric='precomputed', kneighbors expects distances to the {n} fitted points "
                              f"(shape (n_queries, {n})); got shape {Q.shape}.")
         if sp.issparse(Q):
-            return _graph_knn(Q, n_neighbors, exclude_self=False)
+            return _graph_knn(Q, n_neighbors, exclude_self=False, dtype=dtype)
     elif Q.shape[1] != X.shape[1]:
         raise ValueError(f"X has {Q.shape[1]} features, but the fitted data has {X.shape[1]} features.")
-    ind, dist = _exact_knn(Q, X, n_neighbors, metric, metric_params, block_bytes, exclude_self=False)
+    ind, dist = _exact_knn(Q, X, n_neighbors, metric, metric_params, block_bytes, exclude_self=False,
+                           dtype=dtype)
     if metric in GRAM_METRICS:  # the winners' distances again, directly: a point of X finds itself at 0
-        for s in range(0, len(ind), max(1, block_bytes // (8 * n_neighbors * X.shape[1]))):
-            rows = slice(s, s + max(1, block_bytes // (8 * n_neighbors * X.shape[1])))
-            dist[rows] = distances_to(Q[rows], X, ind[rows], metric)
+        _winner_distances(Q, X, ind, metric, block_bytes, dist)
     return ind, dist
+
+
+def _winner_distances(Q, X, ind: np.ndarray, metric, block_bytes: int, out: np.ndarray) -> None:
+    """out[i, a] = the distance from row i of ``Q`` to row ind[i, a] of ``X``, from the coordinates'
+    differences (:func:`distances_to`), block by block."""
+    step = max(1, block_bytes // (8 * ind.shape[1] * X.shape[1]))
+    for s in range(0, len(ind), step):
+        rows = slice(s, s + step)
+        out[rows] = distances_to(Q[rows], X, ind[rows], metric)
 
 
 def distances_to(Q, X, ind: np.ndarray, metric) -> np.ndarray:
@@ -381,8 +397,9 @@ def _select_block(start_row, stop_row, D, sq, sq_q, start, exclude_self, k, out_
 
 
 def _exact_knn(Q, X, k: int, metric, metric_params: dict | None, block_bytes: int,
-               exclude_self: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The k nearest rows of X to each row of Q (Q is X with ``exclude_self``), block by block."""
+               exclude_self: bool, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
+    """The k nearest rows of X to each row of Q (Q is X with ``exclude_self``), block by block; distances of
+    ``dtype``."""
     m = Q.shape[0]
     gram = metric in GRAM_METRICS
     if metric == "cosine":
@@ -391,7 +408,7 @@ def _exact_knn(Q, X, k: int, metric, metric_params: dict | None, block_bytes: in
     sq = _sq_norms(X) if gram else np.empty(0)
     sq_q = (sq if exclude_self else _sq_norms(Q)) if gram else np.empty(0)
     indices = np.empty((m, k), dtype=np.int64)
-    dist = np.empty((m, k), dtype=np.float32)
+    dist = np.empty((m, k), dtype=dtype)
     rows = block_rows(X.shape[0], block_bytes)
     for start in range(0, m, rows):
         stop = min(m, start + rows)
@@ -405,9 +422,9 @@ def _exact_knn(Q, X, k: int, metric, metric_params: dict | None, block_bytes: in
     return indices, _to_metric_units(dist, metric) if gram else dist
 
 
-def _graph_knn(G: sp.csr_matrix, k: int, *, exclude_self: bool) -> tuple[np.ndarray, np.ndarray]:
+def _graph_knn(G: sp.csr_matrix, k: int, *, exclude_self: bool, dtype=np.float32) -> tuple[np.ndarray, np.ndarray]:
     """The k smallest stored entries of each row of a sparse distance graph (the diagonal left out with
-    ``exclude_self``), in (distance, index) order."""
+    ``exclude_self``), in (distance, index) order; distances of ``dtype``."""
     m = G.shape[0]
     rows = np.repeat(np.arange(m), np.diff(G.indptr))
     cols, vals = G.indices.astype(np.int64), G.data
@@ -422,7 +439,7 @@ def _graph_knn(G: sp.csr_matrix, k: int, *, exclude_self: bool) -> tuple[np.ndar
     order = np.lexsort((cols, vals, rows))
     take = (np.concatenate([[0], np.cumsum(counts)[:-1]])[:, None] + np.arange(k)).ravel()
     pick = order[take] if m else order[:0]
-    return cols[pick].reshape(m, k), vals[pick].astype(np.float32).reshape(m, k)
+    return cols[pick].reshape(m, k), vals[pick].astype(dtype).reshape(m, k)
 
 
 # --- NN-descent --------------------------------------------------------------------------------------------

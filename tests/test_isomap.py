@@ -30,11 +30,12 @@ def test_geodesics_equal_scipy_dijkstra():
     ref = dijkstra(G, directed=False)
     assert np.isfinite(ref).all()
     n = len(X)
-    out = np.empty((n, n), dtype=np.float32)
     order = np.random.default_rng(1).permutation(n).astype(np.int64)
-    for reuse in (False, True):  # plain Dijkstra, and with finished rows reused as shortcuts
-        _geodesics(G, order, out, reuse=reuse)
-        np.testing.assert_allclose(out, ref if reuse else ref[order], rtol=1e-5, atol=1e-5)
+    for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):  # float64: exact despite float32 heap keys
+        out = np.empty((n, n), dtype=dtype)
+        for reuse in (False, True):  # plain Dijkstra, and with finished rows reused as shortcuts
+            _geodesics(G, order, out, reuse=reuse)
+            np.testing.assert_allclose(out, ref if reuse else ref[order], rtol=rtol, atol=rtol)
 
 
 @pytest.mark.parametrize("data", ["swiss_roll", "s_curve"])
@@ -101,12 +102,14 @@ def test_bad_parameters(roll, kwargs, match):
 
 
 def test_refuses_huge_geodesic_matrix(roll, monkeypatch):
-    monkeypatch.setenv("REPVIZ_MAX_DENSE_BYTES", str(1 << 20))
-    with pytest.raises(MemoryError, match=r"Use Isomap\(n_landmarks=1000\)"):
-        Isomap().fit(roll)
+    monkeypatch.setenv("REPVIZ_MAX_DENSE_BYTES", str(2 << 20))
+    with pytest.raises(MemoryError, match=r"Use Isomap\(n_landmarks=1000\).*, or pass float32 data"):
+        Isomap().fit(roll)  # float64: two 800 x 800 float64 matrices, 10 MB
+    with pytest.raises(MemoryError, match=r"O\(n_landmarks × n_samples\)\.$"):
+        Isomap().fit(roll.astype(np.float32))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Isomap(n_landmarks=100, random_state=0).fit(roll)  # 100 x 800 float32 fits the budget
+        Isomap(n_landmarks=100, random_state=0).fit(roll)  # two 100 x 800 float64 matrices fit the budget
 
 
 def _aligned(ours: np.ndarray, ref_embedding: np.ndarray, embedding: np.ndarray) -> np.ndarray:
@@ -125,7 +128,7 @@ def test_transform_matches_sklearn(kwargs):
     np.testing.assert_allclose(_aligned(ours.transform(Q), ref.embedding_, ours.embedding_), ref.transform(Q),
                                atol=1e-4 * np.abs(ref.embedding_).max())
     np.testing.assert_allclose(ours.transform(X), ours.embedding_, atol=1e-5 * np.abs(ref.embedding_).max())
-    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, rtol=1e-5, atol=1e-4)  # float32 kNN
+    np.testing.assert_allclose(ours.dist_matrix_, ref.dist_matrix_, rtol=1e-7)  # float64 input: float64 numerics
     assert ours.reconstruction_error() == pytest.approx(ref.reconstruction_error(), rel=1e-4)
 
 

@@ -218,7 +218,7 @@ def test_classical_mds_dissimilarity_matrix_is_what_it_embedded():
     X = np.random.default_rng(0).standard_normal((30, 4)) * 1e7
     for metric, ref in (("euclidean", "euclidean"), ("manhattan", "cityblock")):
         D = ClassicalMDS(metric=metric).fit(X).dissimilarity_matrix_
-        assert D.dtype == np.float64  # float64 data: the float32 distances, widened
+        assert D.dtype == np.float64  # float64 data: float64 distances
         np.testing.assert_allclose(D, cdist(X, X, ref), rtol=1e-5, atol=1e-5 * np.abs(X).max())
     P = cdist(X, X).astype(np.float32)
     np.testing.assert_array_equal(ClassicalMDS(metric="precomputed").fit(P).dissimilarity_matrix_, P)

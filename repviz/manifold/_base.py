@@ -11,10 +11,11 @@ DataFrame when ``set_output(transform=...)`` or scikit-learn's ``config_context(
 (the configuration is read only when scikit-learn is already imported: it cannot be set otherwise).
 The rules and the array checks themselves live in :mod:`repviz._validation`.
 
-Dtypes follow scikit-learn's ``preserves_dtype`` contract at the boundary only: the numerics stay float32, and
-where a user's call leaves the estimator its output (and, after a fit, ``embedding_`` and the other public float
+Dtypes follow scikit-learn's ``preserves_dtype`` contract. A class with ``_float64_numerics`` computes in
+float64 when a call's output is float64 (:meth:`Estimator._numerics_dtype`); the others compute in float32. Where
+a user's call leaves the estimator its output (and, after a fit, ``embedding_`` and the other public float
 arrays) is cast to the input's dtype if the class preserves it, else to the first dtype it lists
-(``_preserves_dtype``). Widening float32 to float64 is exact, so the values are those of the float32 numerics.
+(``_preserves_dtype``); widening float32 results to float64 is exact.
 Calls an estimator makes inside another wrapped call (its own ``transform`` from ``fit``, a PCA inside a force
 layout) are not cast: repviz's own code sees the float32 results it always had.
 """
@@ -54,6 +55,9 @@ class Estimator:
     #: Input dtypes whose outputs keep them (scikit-learn's ``preserves_dtype`` tag); any other input dtype gives
     #: the first. Outputs are cast at the boundary (module docstring).
     _preserves_dtype: tuple[str, ...] = ("float64", "float32")
+    #: Whether a float64 output is computed in float64 (scikit-learn's precision; n × n arrays take twice the
+    #: memory) rather than in float32 and widened.
+    _float64_numerics = False
 
     def __init_subclass__(cls, **kwargs):
         """Wrap the ``fit``, ``transform``, ``fit_transform`` and ``inverse_transform`` a subclass defines
@@ -113,6 +117,12 @@ class Estimator:
                 dtype = None
         names = self._preserves_dtype
         return np.dtype(dtype.name if dtype is not None and dtype.name in names else names[0])
+
+    def _numerics_dtype(self, X) -> np.dtype:
+        """The dtype to compute in for input ``X``: float64 if the class has ``_float64_numerics`` and the output
+        is float64, else float32 (float32 input always gives float32 numerics)."""
+        wide = self._float64_numerics and self._output_dtype(X) == np.float64
+        return np.dtype(np.float64 if wide else np.float32)
 
     def _cast_fitted(self, dtype: np.dtype) -> None:
         """``embedding_`` as ``dtype``, and the other public float32 arrays (dense or sparse) and scalars widened

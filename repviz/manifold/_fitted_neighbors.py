@@ -56,11 +56,13 @@ class FittedNeighbors:
         """The ``n_neighbors`` nearest fitted points of each row of ``X`` (None: of each fitted point, itself
         excluded), sorted by distance. Returns (distances, indices) as scikit-learn's, or indices only."""
         k = self._k(n_neighbors)
+        dtype = self._X.dtype
         if X is None:
-            ind, dist = knn(self._X, k, metric=self.metric, metric_params=self.metric_params)
+            ind, dist = knn(self._X, k, metric=self.metric, metric_params=self.metric_params, dtype=dtype)
         else:
-            ind, dist = kneighbors(self._query(X), self._X, k, metric=self.metric, metric_params=self.metric_params)
-        dist = np.asarray(dist, dtype=np.float32) * np.float32(self._scale)
+            ind, dist = kneighbors(self._query(X), self._X, k, metric=self.metric, metric_params=self.metric_params,
+                                   dtype=dtype)
+        dist = np.asarray(dist, dtype=dtype) * dtype.type(self._scale)
         return (dist, ind) if return_distance else ind
 
     def kneighbors_graph(self, X=None, n_neighbors: int | None = None, mode: str = "connectivity") -> sp.csr_matrix:
@@ -69,7 +71,7 @@ class FittedNeighbors:
         _check_mode(mode)
         dist, ind = self.kneighbors(X, n_neighbors)
         m, k = ind.shape
-        data = dist.ravel() if mode == "distance" else np.ones(ind.size, dtype=np.float32)
+        data = dist.ravel() if mode == "distance" else np.ones(ind.size, dtype=dist.dtype)
         return sp.csr_matrix((data, ind.ravel(), np.arange(0, m * k + 1, k)), shape=(m, self.n_samples_fit_))
 
     def radius_neighbors_graph(self, X=None, radius: float | None = None, mode: str = "connectivity"

@@ -55,9 +55,10 @@ def distance_rows(X: np.ndarray, rows: np.ndarray, metric: str, sq: np.ndarray |
 
 def knn_graph(X: np.ndarray, n_neighbors: int, metric: str, *, method: str = "exact", random_state=None,
               metric_params: dict | None = None):
-    """Symmetric kNN graph (CSR, edge weight = distance; an edge exists if either end lists the other)."""
+    """Symmetric kNN graph (CSR, edge weight = distance, as exact as ``X``'s dtype allows; an edge exists if
+    either end lists the other)."""
     ind, dist = knn(X, n_neighbors, metric=metric, method=method, random_state=random_state,
-                    metric_params=metric_params)
+                    metric_params=metric_params, dtype=X.dtype)
     return symmetrize(ind, dist, X.shape[0]), ind, dist
 
 

@@ -1,8 +1,9 @@
 """Isomap (Tenenbaum, de Silva & Langford 2000): classical MDS of geodesic distances on a neighbourhood graph.
 
 Geodesics come from a numba Dijkstra (binary heap) that reuses the rows already computed as exact shortcuts
-(see ``_geodesic_batch``), writing float32 distances straight into the matrix that is then squared and
-double-centred in place, so the full method holds one n×n float32 array. The top eigenvectors come from the
+(see ``_geodesic_batch``), writing the distances straight into the matrix that is then squared and
+double-centred in place, so the full method holds one n×n array besides ``dist_matrix_``: float32 for float32
+input, float64 (twice the memory, scikit-learn's precision) for float64 input. The top eigenvectors come from the
 shared partial eigensolver. With
 ``n_landmarks`` it runs landmark Isomap (de Silva & Tenenbaum 2003): geodesics from m landmarks only, classical
 MDS of the landmarks, then distance-based triangulation of every point; memory O(m n).
@@ -158,7 +159,7 @@ def _independent_last(indptr, indices, perm):  # pragma: no cover - compiled
 
 
 def _geodesics(G, sources: np.ndarray, out: np.ndarray, *, reuse: bool) -> None:
-    """Geodesic distances from ``sources`` into the rows of ``out`` (float32). With ``reuse`` (all nodes as
+    """Geodesic distances from ``sources`` into the rows of ``out`` (float32 or float64). With ``reuse`` (all nodes as
     sources, out[s] the row of node s), rows finished in earlier batches serve as hubs for later ones."""
     n = G.shape[0]
     if n >= 2**32:
@@ -197,11 +198,12 @@ class Isomap(Estimator):
     """Isomap embedding: geodesic distances along a kNN (or radius) graph, embedded by classical MDS.
 
     Cost: kNN graph as in :func:`repviz.neighbors.knn`; Dijkstra from every point O(n (E + n) log n) time;
-    the n×n float32 geodesic matrix ``dist_matrix_`` and its squared, double-centred copy (8 n² bytes, refused
-    above the dense-memory budget with a pointer to ``n_landmarks``) and a partial eigensolve O(n² k ×
-    iterations). Landmark Isomap: O(m (E + n) log n) time, O(m n) memory. A disconnected graph is joined by its
-    shortest bridging edges with a warning (``connect=True``, see :mod:`repviz.manifold._graph`) or refused
-    (``connect=False``; a sparse precomputed graph, whose joining distances are unknown, is always refused).
+    the n×n geodesic matrix ``dist_matrix_`` and its squared, double-centred copy (8 n² bytes for float32 input,
+    16 n² for float64; refused above the dense-memory budget with a pointer to ``n_landmarks``) and a partial
+    eigensolve O(n² k × iterations). Landmark Isomap: O(m (E + n) log n) time, O(m n) memory. A disconnected
+    graph is joined by its shortest bridging edges with a warning (``connect=True``, see
+    :mod:`repviz.manifold._graph`) or refused (``connect=False``; a sparse precomputed graph, whose joining
+    distances are unknown, is always refused).
 
     Parameters
     ----------
@@ -244,7 +246,7 @@ class Isomap(Estimator):
         Columns signed so their largest-magnitude entry is positive.
     eigenvalues_ : ndarray (n_components,)
     dist_matrix_ : ndarray (n_samples, n_samples), or (n_landmarks, n_samples) for landmark Isomap
-        Geodesic distances on the graph (computed in float32; float32 for float32 input, else float64).
+        Geodesic distances on the graph (float32 for float32 input, else float64, computed in that dtype).
     n_connected_components_ : int
         Components of the graph before connecting.
     landmarks_ : int ndarray (n_landmarks,) or None
@@ -263,6 +265,7 @@ class Isomap(Estimator):
     ((200, 2), (3, 2))
     """
 
+    _float64_numerics = True
     _accepts_sparse = True
     _parameter_constraints = {
         "n_neighbors": [Interval(int, 1, None, "left"), NONE],
@@ -310,7 +313,8 @@ class Isomap(Estimator):
                              "Isomap(radius=..., n_neighbors=None) for a radius graph, or "
                              "Isomap(n_neighbors=..., radius=None) for a kNN graph.")
         metric, params = resolve_metric(self.metric, self.metric_params, self.p)
-        X = check_data(X, "Isomap", min_samples=2, dtype=np.float32, metric=metric)
+        dtype = self._numerics_dtype(X)
+        X = check_data(X, "Isomap", min_samples=2, dtype=dtype, metric=metric)
         n = X.shape[0]
         # geodesics scale with X: the embedding is multiplied back (not for sparse input or a callable metric)
         X, scale = (X, 1.0) if sp.issparse(X) or callable(metric) else rescaled(X, metric)
@@ -321,8 +325,9 @@ class Isomap(Estimator):
         if k >= m:
             raise ValueError(f"n_components ({k}) must be less than the number of points embedded by classical "
                              f"MDS ({m}: n_landmarks, or n_samples).")
-        check_dense_memory(8.0 * m * n, "Isomap", f"two {m}×{n} float32 geodesic-distance matrices",
-                           "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples).")
+        check_dense_memory(2.0 * dtype.itemsize * m * n, "Isomap", f"two {m}×{n} {dtype.name} geodesic-distance "
+                           f"matrices", "Use Isomap(n_landmarks=1000), whose memory is O(n_landmarks × n_samples)"
+                           + (", or pass float32 data (half the memory)." if dtype == np.float64 else "."))
         nbrs = neighbor_graph(X, owner="Isomap", metric=metric, n_neighbors=self.n_neighbors,
                                radius=None if self.radius is None else self.radius / scale,
                                neighbors=self.neighbors, connect=self.connect,
@@ -330,11 +335,11 @@ class Isomap(Estimator):
         G = nbrs.graph
         if self.n_landmarks is None:
             self.landmarks_ = None
-            B = np.empty((n, n), dtype=np.float32)
+            B = np.empty((n, n), dtype=dtype)
             perm = np.random.default_rng(0).permutation(n).astype(np.int64)  # fixed: results are reproducible
             _geodesics(G, _independent_last(G.indptr.astype(np.int64), G.indices.astype(np.int64), perm), B,
                        reuse=True)
-            self.dist_matrix_ = B * np.float32(scale)
+            self.dist_matrix_ = B * dtype.type(scale)
             np.square(B, out=B)
             mean_sq = B.mean(axis=0, dtype=np.float64)
             Y, w = torgerson(double_centre(B), k, solver=self.eigen_solver, tol=self.tol, max_iter=self.max_iter,
@@ -343,15 +348,15 @@ class Isomap(Estimator):
             proj = Y / np.where(w > 0, w, np.inf)  # V / sqrt(lambda); a null direction projects to 0
         else:
             landmarks = np.sort(rng_from(self.random_state).choice(n, size=m, replace=False))
-            D2 = np.empty((m, n), dtype=np.float32)
+            D2 = np.empty((m, n), dtype=dtype)
             _geodesics(G, landmarks.astype(np.int64), D2, reuse=False)
-            self.dist_matrix_ = D2 * np.float32(scale)
+            self.dist_matrix_ = D2 * dtype.type(scale)
             np.square(D2, out=D2)
             Y, w, mean_sq, proj = _landmark_mds(D2, landmarks, k, self)
             self.landmarks_ = landmarks
         embedding = fix_signs(Y * scale)
         signs = np.where(np.sum(embedding * Y, axis=0) < 0, -1.0, 1.0)
-        self.embedding_ = embedding.astype(np.float32)
+        self.embedding_ = embedding.astype(dtype)
         self.eigenvalues_ = w * scale**2
         self.n_connected_components_ = nbrs.n_components
         self.n_features_in_ = X.shape[1]
@@ -368,7 +373,8 @@ class Isomap(Estimator):
         or with ``metric="precomputed"`` the (m, n_samples) distances to the fitted points (dense or a sparse
         graph). Time O(m n (d + k)), memory O(m n)."""
         self._check_fitted()
-        Q = check_data(X, "Isomap", dtype=np.float32)
+        dtype = self.dist_matrix_.dtype  # the fit's numerics
+        Q = check_data(X, "Isomap", dtype=dtype)
         n = self.nbrs_.n_samples_fit_
         if self.nbrs_.metric == "precomputed":
             if Q.shape[1] != n:
@@ -383,7 +389,7 @@ class Isomap(Estimator):
                             graph.data.astype(np.float64), DT, g)
         np.square(g, out=g)
         g -= self._mean_sq
-        return (-0.5 * g @ self._proj).astype(np.float32)
+        return (-0.5 * g @ self._proj).astype(dtype)
 
     def _query_graph(self, Q) -> sp.csr_matrix:
         """CSR (queries × fitted points) of the distances to each query's neighbours (kNN, or within radius)."""

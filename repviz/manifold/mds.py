@@ -2,8 +2,8 @@
 
 ``classical_mds`` (full spectrum, for small matrices such as meta-SNE's) and ``torgerson`` (partial
 eigensolver, for large n) share ``double_centre``; Isomap embeds its geodesics with ``torgerson``. The iterative
-methods run numba kernels over the rows of a dense float32 distance matrix: O(n² k) time per iteration and
-O(n²) memory, refused above the dense-memory budget.
+methods run numba kernels over the rows of a dense distance matrix (float32; float64 for MDS and ClassicalMDS of
+float64 input): O(n² k) time per iteration and O(n²) memory, refused above the dense-memory budget.
 """
 
 from __future__ import annotations
@@ -91,21 +91,22 @@ def classical_mds(D, n_components: int = 2) -> tuple[np.ndarray, np.ndarray]:
     return fix_signs(V[:, :n_components] * top), w
 
 
-def _dissimilarities(X, metric, owner: str, metric_params: dict | None = None) -> tuple[np.ndarray, float]:
-    """Dense float32 (n, n) dissimilarities from data (any metric of :mod:`repviz.neighbors`) or a precomputed
+def _dissimilarities(X, metric, owner: str, metric_params: dict | None = None,
+                     dtype=np.float32) -> tuple[np.ndarray, float]:
+    """Dense (n, n) dissimilarities of ``dtype`` from data (any metric of :mod:`repviz.neighbors`) or a precomputed
     matrix (refused unless symmetric with a zero diagonal, as scikit-learn and TSNE do), after the memory check,
     divided by ``scale`` (see :func:`repviz._validation.rescaled`; 1 for a callable metric, whose scaling is
     unknown), and ``scale``: the embedding of these is multiplied by it."""
     metric, params = resolve_metric(metric, metric_params)
-    X = check_array(X, owner, min_samples=2)
+    X = check_array(X, owner, min_samples=2, dtype=dtype)
     X, scale = (X, 1.0) if callable(metric) else rescaled(X, metric)
     n = X.shape[0]
-    check_dense_memory(4.0 * n * n, owner, f"a dense {n}×{n} distance matrix",
+    check_dense_memory(X.dtype.itemsize * n * n, owner, f"a dense {n}×{n} distance matrix",
                        "Subsample the points, or use PCA / Isomap(n_landmarks=...) for large n.")
     if metric == "precomputed":
         check_distance_matrix(X, owner, symmetric=True, zero_diagonal=True)
         return X, scale
-    D = np.empty((n, n), dtype=np.float32)
+    D = np.empty((n, n), dtype=X.dtype)
     step = block_rows(n, 64 << 20)
     for s in range(0, n, step):
         rows = np.arange(s, min(n, s + step))
@@ -129,7 +130,8 @@ class ClassicalMDS(Estimator):
 
     With ``metric="euclidean"`` on data this equals PCA scores, and is computed that way: time O(n d²), memory
     O(n d). Other metrics or a precomputed matrix build the n×n double-centred matrix (memory 8 n² bytes) and
-    take its top eigenpairs with the shared partial eigensolver (time O(n² k) per iteration).
+    take its top eigenpairs with the shared partial eigensolver (time O(n² k) per iteration). Float64 input is
+    computed in float64, float32 input in float32 (the dissimilarities then take half the memory).
 
     Parameters
     ----------
@@ -152,6 +154,7 @@ class ClassicalMDS(Estimator):
         on first access then (time O(n² d), memory 4 n² bytes).
     """
 
+    _float64_numerics = True
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric": METRIC_RULES,
@@ -172,8 +175,9 @@ class ClassicalMDS(Estimator):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix)."""
         self._validate_params()
         k = self.n_components
+        dtype = self._numerics_dtype(X)
         if resolve_metric(self.metric, self.metric_params)[0] == "euclidean":
-            X = check_array(X, "ClassicalMDS", min_samples=2)
+            X = check_array(X, "ClassicalMDS", min_samples=2, dtype=dtype)
             n = X.shape[0]
             if k > min(X.shape):
                 raise ValueError(f"n_components ({k}) must be at most min(n_samples, n_features) "
@@ -184,7 +188,7 @@ class ClassicalMDS(Estimator):
             w, trace = w * (n - 1), total * (n - 1)
             self._fit_X, self._dissimilarity_matrix = X, None
         else:
-            D, scale = _dissimilarities(X, self.metric, "ClassicalMDS", self.metric_params)
+            D, scale = _dissimilarities(X, self.metric, "ClassicalMDS", self.metric_params, dtype)
             n = D.shape[0]
             if k >= n:
                 raise ValueError(f"n_components ({k}) must be less than n_samples ({n}) in ClassicalMDS.")
@@ -193,9 +197,9 @@ class ClassicalMDS(Estimator):
             Y, w = torgerson(B, k, solver=self.eigen_solver, random_state=self.random_state)
             Y, w = Y * scale, w * scale**2
             if scale != 1.0:  # D is then the fit's own rescaled copy, never the caller's matrix
-                D *= np.float32(scale)
+                D *= D.dtype.type(scale)
             self._fit_X, self._dissimilarity_matrix = None, D
-        self.embedding_ = fix_signs(Y).astype(np.float32)
+        self.embedding_ = fix_signs(Y).astype(dtype)
         self.eigenvalues_ = w
         self.explained_variance_ratio_ = w / trace if trace > 0 else np.zeros_like(w)
         self.n_features_in_ = np.asarray(X).shape[1]
@@ -205,8 +209,8 @@ class ClassicalMDS(Estimator):
     def dissimilarity_matrix_(self) -> np.ndarray:
         self._check_fitted()
         if self._dissimilarity_matrix is None:
-            D, scale = _dissimilarities(self._fit_X, "euclidean", "ClassicalMDS")
-            self._dissimilarity_matrix = D * np.float32(scale) if scale != 1.0 else D
+            D, scale = _dissimilarities(self._fit_X, "euclidean", "ClassicalMDS", dtype=self._fit_X.dtype)
+            self._dissimilarity_matrix = D * D.dtype.type(scale) if scale != 1.0 else D
         self._dissimilarity_matrix = self._as_fitted_dtype(self._dissimilarity_matrix)
         return self._dissimilarity_matrix
 
@@ -250,7 +254,8 @@ class MDS(Estimator):
     sum_{i<j} disparity² = n(n - 1) / 2; pairs of dissimilarity 0 are treated as missing, as in scikit-learn.
     The default start, classical MDS, makes the result deterministic and usually close to the optimum.
     Time O(n² k) per iteration (non-metric: plus O(n²) for the regression, after one O(n² log n) sort), memory
-    O(n²) (4 n² bytes for the float32 dissimilarities; non-metric: about 4 (k + 3) n² bytes more).
+    O(n²) (4 n² bytes for the dissimilarities of float32 input, 8 n² of float64 input, which is computed in
+    float64; non-metric: about 4 (k + 3) n² bytes more).
 
     Parameters
     ----------
@@ -293,6 +298,7 @@ class MDS(Estimator):
         Iterations of the run kept.
     """
 
+    _float64_numerics = True
     _parameter_constraints = {
         "n_components": [Interval(int, 1, None, "left")],
         "metric_mds": [BOOLEAN],
@@ -328,7 +334,7 @@ class MDS(Estimator):
         """Embed the rows of ``X`` (or the points of a precomputed distance matrix); ``init``: an array
         (n_samples, n_components) to start from instead of the ``init`` parameter."""
         self._validate_params()
-        delta, scale = _dissimilarities(X, self.metric, "MDS", self.metric_params)
+        delta, scale = _dissimilarities(X, self.metric, "MDS", self.metric_params, self._numerics_dtype(X))
         start = self.init if init is None else np.asarray(init)
         rng = rng_from(self.random_state)
         runs = self.n_init if isinstance(start, str) and start == "random" else 1
@@ -341,11 +347,11 @@ class MDS(Estimator):
                 best = run
         Y, stress, stress1, self.n_iter_ = best
         normalized = (not self.metric_mds) if self.normalized_stress == "auto" else self.normalized_stress
-        self.embedding_ = (Y * scale).astype(np.float32)
+        self.embedding_ = (Y * scale).astype(delta.dtype)
         self.normalized_stress_ = stress1
         self.stress_ = stress1 if normalized else stress * scale**2
         if scale != 1:  # then delta is our own copy (rescaled): scale it back in place, no second n × n array
-            delta *= np.float32(scale)
+            delta *= delta.dtype.type(scale)
         self.dissimilarity_matrix_ = delta
         self.n_features_in_ = np.asarray(X).shape[1]
         return self
@@ -367,9 +373,34 @@ class MDS(Estimator):
             if old is not None and old - stress < self.eps * sq:
                 break
             old = stress
-        Y = Y.astype(np.float32)  # the stress reported is that of the float32 configuration returned
-        stress, sq = _guttman_transform(target, Y.astype(np.float64), Y_new)
+        Y = Y.astype(delta.dtype)  # the stress reported is that of the configuration returned, in its dtype
+        if Y.dtype == np.float64:
+            stress, sq = _gram_stress(target, Y)
+        else:
+            stress, sq = _guttman_transform(target, Y.astype(np.float64), Y_new)
         return Y, float(stress), float(np.sqrt(stress / sq)) if sq > 0 else 0.0, it
+
+
+def _gram_stress(target: np.ndarray, Y: np.ndarray) -> tuple[float, float]:
+    """Raw stress sum_{i<j} (d_ij - target_ij)² and sum_{i<j} d_ij² of the float64 layout ``Y``, with d computed
+    as scikit-learn's ``euclidean_distances`` computes it (Gram identity, zero diagonal), block by block: a float64
+    ``stress_`` then equals what a user recomputes from ``embedding_`` with it, even for a near-perfect layout,
+    whose stress is rounding noise that differs between formulas."""
+    n = Y.shape[0]
+    sq = np.einsum("ij,ij->i", Y, Y)
+    stress = total = 0.0
+    step = block_rows(n, 64 << 20)
+    for s in range(0, n, step):
+        rows = np.arange(s, min(n, s + step))
+        d = -2 * (Y[rows] @ Y.T)
+        d += sq[rows, None]
+        d += sq[None, :]
+        np.maximum(d, 0, out=d)
+        d[np.arange(len(rows)), rows] = 0
+        np.sqrt(d, out=d)
+        stress += float(np.square(d - target[rows]).sum())
+        total += float(np.square(d).sum())
+    return 0.5 * stress, 0.5 * total
 
 
 def _pair_order(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

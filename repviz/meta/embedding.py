@@ -36,7 +36,9 @@ def embed(D: np.ndarray, method: str = "mds", n_components: int = 2, perplexity:
     if method == "smacof":
         from ..manifold import MDS
 
-        mds = MDS(n_components, metric="precomputed", init=Y, random_state=random_state).fit(D)
+        # float32 numerics, as the stored maps were made (MDS computes float64 input in float64)
+        mds = MDS(n_components, metric="precomputed", init=Y, random_state=random_state).fit(
+            np.asarray(D, dtype=np.float32))
         Y = np.asarray(mds.embedding_, dtype=np.float64)
         info["normalized_stress"] = float(mds.normalized_stress_)
     elif method == "tsne":
