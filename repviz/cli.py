@@ -21,7 +21,7 @@ from .metadata import info_line
 from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
-from .store import META_RESULT, PLACED, NotFoundError, open_logdir
+from .store import META_RESULT, PLACED, NotFoundError, open_logdir, path_key
 
 
 def _human_bytes(n: float) -> str:
@@ -183,7 +183,9 @@ def _print_run(name: str, run, shown: dict, verbose: bool = False, runs: dict | 
         print(f"  embeddings: {', '.join(_method_names(run, keys[:shown['keys']], verbose))}")
     if len(keys) > len(keys[:shown["keys"]]):
         print(f"  {len(keys) - shown['keys']} more embedding method(s) (--all lists them)")
+    by_key = {path_key(other): other for other in runs or {}}  # placed points are filed by the layout run's key
     for into, key in run.artifact(PLACED).keys(depth=2):  # repviz place
+        into = by_key.get(into, into)
         layout = (runs or {}).get(into, run)
         print(f"  placed into: run {into!r}, its {_method_names(layout, [key], verbose)[0]} layouts")
 

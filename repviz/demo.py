@@ -4,7 +4,8 @@ is checked against what it should show.
 
 The demo is a list of steps run in order on one :class:`DemoConfig` (``STEPS``); each step reads what the earlier
 ones wrote in the log directory and prints what it found: training (test accuracy), per-layer embeddings (PCA
-and aligned t-SNE), the meta-SNE maps (``dist`` and ``cka``, the raw input as landmark) with the truth checks of
+and aligned t-SNE), a second probe set (training digits recorded by :func:`repviz.record` after training) placed
+into one network's layouts, the meta-SNE maps (``dist`` and ``cka``, the raw input as landmark) with the truth checks of
 :func:`repviz.meta.seed_checks`, the layer-by-layer CKA of the seeds of each network (Kornblith et al. 2019's
 layer identification, read off :func:`repviz.similarity`'s heatmap), and a closing summary.
 ``examples/compare_networks.py`` is the same experiment as a script. The networks train in a process of their
@@ -34,6 +35,8 @@ TARGETS = (("layer_identification", ("cka",), 0.9), ("architecture_separation", 
 TRANSFORMS = ("dist", "cka")
 #: ActivationLogger's max_width for the showcase: every map of its networks is kept whole (see train_networks).
 SHOWCASE_MAX_WIDTH = 4096
+#: The network (at the first seed) whose t-SNE layouts the demo places a second probe set into, and that set's run.
+PLACED_INTO, PLACED_RUN = "relu", "relu/training-digits"
 
 
 @dataclass
@@ -82,6 +85,7 @@ class DemoConfig:
     checks: dict = field(default_factory=dict)  # transform -> SeedChecks
     maps: dict[str, str] = field(default_factory=dict)  # transform -> meta-SNE result name
     similar: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # architecture -> (hits, layers, step)
+    placed: tuple[str, str] | None = None  # the second probe set's run and the run it is placed into
 
     @classmethod
     def quick_config(cls, logdir: str | Path, **overrides) -> DemoConfig:
@@ -98,7 +102,7 @@ def run_name(architecture: str, seed: int) -> str:
 def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """Train every architecture with every seed, recorded by :class:`repviz.ActivationLogger` on one stratified
     probe set at log-spaced epochs; print each network's test accuracy."""
-    from .capture import ActivationLogger, log_spaced_epochs
+    from .capture import ActivationLogger, ProbeSet, log_spaced_epochs, record
     from .networks import build_network
     from .store import run_directory, run_name_of
 
@@ -126,6 +130,13 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
             cfg.runs[name] = (arch, seed)
             out(f"{name:>14}: {cfg.epochs} epochs on {len(x):,} digits, test accuracy {cfg.accuracy[name]:.3f} "
                 f"({len(xt):,} digits), snapshots at epochs 0, {', '.join(map(str, epochs))}")
+            if (arch, seed) == (PLACED_INTO, cfg.seed):  # a second probe set of this network, to place
+                rows = stratified_indices(y, max(10, cfg.n_probe // 5), random_state=cfg.seed)
+                again = name[len(run_name(arch, seed)):]  # "-2" beside an earlier demo's runs, as the seeds went
+                run = record(model, ProbeSet(x[rows], y[rows], ids=rows),
+                             run_directory(cfg.logdir, PLACED_RUN + again), step=cfg.epochs, seed=seed,
+                             max_width=SHOWCASE_MAX_WIDTH)
+                cfg.placed = (run_name_of(cfg.logdir, run.run_dir), name)
 
 
 def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
@@ -153,7 +164,7 @@ def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) ->
             elif kind == "error":
                 raise value
             else:
-                cfg.runs, cfg.accuracy = value
+                cfg.runs, cfg.accuracy, cfg.placed = value
                 break
         child.join()
     finally:
@@ -174,7 +185,7 @@ def _train_child(cfg: DemoConfig, sending) -> None:
         except Exception:  # an exception that does not pickle
             sending.send(("error", RuntimeError(f"{type(e).__name__}: {e}")))
     else:
-        sending.send(("done", (cfg.runs, cfg.accuracy)))
+        sending.send(("done", (cfg.runs, cfg.accuracy, cfg.placed)))
     finally:
         sending.close()
 
@@ -191,6 +202,19 @@ class _Sent(io.TextIOBase):
     def write(self, text: str) -> int:
         self._sending.send(("stderr", text))
         return len(text)
+
+
+def place_digits(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
+    """Place the second probe set (training digits, recorded after training) into the t-SNE layouts of its
+    network's last snapshot, where the tab draws them as rings (:func:`repviz.place_run`)."""
+    from .placement import place_run
+
+    run, into = cfg.placed
+    rows = [r for r in place_run(cfg.logdir, run, into, "tsne", steps=[cfg.epochs]) if "knn_accuracy" in r]
+    placed, own = (np.mean([r[k] for r in rows]) for k in ("knn_accuracy", "layout_knn_accuracy"))
+    out(f"placed {rows[0]['n']} training digits ({run}) into the t-SNE layouts of {into} at epoch {cfg.epochs}: "
+        f"10-NN accuracy {placed:.2f} among the layout's points (its own points: {own:.2f}), "
+        f"{len(rows)} layers")
 
 
 def embed_layers(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
@@ -308,9 +332,8 @@ def check_lines(checks: dict, *, quick: bool = False) -> list[str]:
     return lines
 
 
-STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [train_networks_apart, embed_layers,
-                                                                    compare_representations, compare_layers,
-                                                                    summarise]
+STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [
+    train_networks_apart, embed_layers, place_digits, compare_representations, compare_layers, summarise]
 
 
 def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:

@@ -65,8 +65,9 @@ def test_demo_options_offline(tmp_path, capsys):
     assert lines[0].lstrip().startswith("sigmoid/seed3: 1 epochs on 2,000 digits, test accuracy")
     assert lines[-1].startswith(f"browse it: tensorboard --logdir {tmp_path / 'logs'}")
     logdir = open_logdir(tmp_path / "logs")
-    assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (3, 4))
-    for run in logdir.runs.values():
+    seeds = [f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (3, 4)]
+    assert sorted(logdir.runs) == sorted([*seeds, "relu/training-digits"])
+    for run in map(logdir.run, seeds):
         assert run.steps() == [0, 1] and run.activations("softmax", 1).shape == (100, 10)
         assert run.probe.thumbnails.shape == (100, 28, 28) and np.array_equal(np.bincount(run.probe.labels), [10] * 10)
         for method in ("pca", "tsne"):

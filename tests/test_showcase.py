@@ -126,13 +126,22 @@ def test_quick_demo_writes_runs_maps_and_summary(quick):
 
     logs, text = quick
     logdir = repviz.open_logdir(logs)
-    assert sorted(logdir.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
-    for name, run in logdir.runs.items():
+    seeds = sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
+    assert sorted(logdir.runs) == sorted([*seeds, "relu/training-digits"])
+    for name in seeds:
+        run = logdir.run(name)
         assert run.steps() == [0, 1, 2]
         assert run.layers == (["conv1", "conv2", "dense", "softmax"] if name.startswith("cnn") else
                               ["hidden1", "hidden2", "softmax"])
         assert np.array_equal(np.bincount(run.probe.labels), [20] * 10)  # stratified: 20 per class
         assert run.embedding("softmax", 2, method="tsne").shape == (200, 2)
+    # the second probe set: 40 training digits recorded after training, placed into relu/seed0's t-SNE layouts
+    placed, layout = logdir.run("relu/training-digits"), logdir.run("relu/seed0")
+    assert placed.steps() == [2] and placed.embeddings.method_keys() == []
+    coords, info = placed.placed("relu/seed0", layout.embeddings.key("tsne"), "hidden2", 2)
+    assert coords.shape == (40, 2) and info["placed_into"]["run"] == "relu/seed0"
+    assert re.search(r"placed 40 training digits \(relu/training-digits\) into the t-SNE layouts of relu/seed0 at "
+                     r"epoch 2: 10-NN accuracy 0\.\d\d", text)
     for transform in ("dist", "cka"):
         meta = MetaResult.load(logs, f"meta-{transform}-chord-tsne")
         assert len(meta) == (4 * 2 + 3 * 4) * 3 + 1 and ("<input>", "input", 0) in meta.keys
@@ -164,10 +173,10 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
                  *(f"layer-{layer}-{m}" for layer in ("hidden1", "hidden2", "softmax", "conv1", "conv2", "dense")
                    for m in ("pca", "tsne"))]:
         assert {f"{stem}.png", f"{stem}.svg"} <= files
-    for arch in ("sigmoid", "relu", "cnn"):  # the seeds' CKA heatmaps, with their CSV and JSON
-        stem = f"similarity-{arch}_seed0-vs-{arch}_seed1-step2"
+    for stem in [*(f"similarity-{arch}_seed0-vs-{arch}_seed1-step2" for arch in ("sigmoid", "relu", "cnn")),
+                 "similarity-relu_training-digits-vs-relu_training-digits-step2"]:  # the placed set: its own layers
         assert {f"{stem}.{ext}" for ext in ("png", "svg", "csv", "json")} <= files
-    assert len(files) == 14 * 2 + 2 + 3 * 4
+    assert len(files) == 14 * 2 + 2 + 4 * 4
     rows = list(csv.DictReader(open(tmp_path / "fig" / "quality.csv")))
     assert len(rows) == 20 * 2 and {r["step"] for r in rows} == {"2"}
     assert all(0.5 < float(r["trustworthiness"]) <= 1 for r in rows)
@@ -178,7 +187,7 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
     try:
         index = json.loads(client.get(base + "runs").get_data())
         runs = {run["name"]: run for run in index["runs"]}
-        assert len(runs) == 6 and set(index["meta"]) == {"meta-dist-chord-tsne", "meta-cka-chord-tsne"}
+        assert len(runs) == 7 and set(index["meta"]) == {"meta-dist-chord-tsne", "meta-cka-chord-tsne"}
         r = client.get(base + "meta_result?name=meta-cka-chord-tsne")
         assert r.status_code == 200 and len(json.loads(r.get_data())["keys"]) == 61
         (tsne,) = [e for e in runs["cnn/seed1"]["embeddings"] if e["method"] == "tsne"]
@@ -214,6 +223,8 @@ def test_a_second_demo_into_the_same_directory_trains_new_runs_beside_the_first(
     assert sorted(first.runs) == sorted(f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (0, 1))
     assert sorted(second.runs) == sorted(f"{name}-2" for name in first.runs)
     assert second.runs["cnn/seed1-2"] == ("cnn", 1) and set(second.accuracy) == set(second.runs)
+    assert (first.placed, second.placed) == (("relu/training-digits", "relu/seed0"),
+                                             ("relu/training-digits-2", "relu/seed0-2"))
     logdir = repviz.open_logdir(tmp_path / "logs")
     assert all(logdir.run(name).steps() == [0, 1] for name in [*first.runs, *second.runs])
 
