@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 import warnings
 from collections.abc import Iterator
 
@@ -22,6 +21,7 @@ from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
 from .store import META_RESULT, PLACED, NotFoundError, open_logdir
+from .workers import Terminated, sigterm_unwinds
 
 
 def _human_bytes(n: float) -> str:
@@ -453,11 +453,11 @@ def _run_meta(args) -> int:
                              "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    subsets=args.subsets, random_state=args.seed, progress=bar)
-    with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below
+    # the representations left out: one line each below; the bar's line ended however fit ends (Ctrl-C, SIGTERM)
+    with warnings.catch_warnings(), contextlib.closing(bar), _cluster(args) as executor:
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
         result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor,
                           probe_check=not args.allow_different_probes)
-    bar.close()
     name = result.save(logdir, args.name)
     for item in result.info["left_out"]:
         print(f"repviz meta: left out {tuple(item['key'])}: {item['reason']}", file=sys.stderr)
@@ -523,13 +523,12 @@ def _run_similarity(args) -> int:
     logdir = open_logdir(args.logdir, args.results)
     options = dict(measure=args.measure, kernel=args.kernel, debiased=not args.biased, batch_size=args.batch_size,
                    progress=bar)
-    with _cluster(args) as executor:
+    with contextlib.closing(bar), _cluster(args) as executor:  # the bar's line ended however this block ends
         if args.layer is not None:
             matrix = similarity_over_training(logdir, runs[0], args.layer, steps, executor=executor, **options)
         else:
             matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), executor=executor,
                                 probe_check=not args.allow_different_probes, **options)
-    bar.close()
     print(matrix.title)
     print(matrix.table())
     for note in matrix.notes:
@@ -631,33 +630,12 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         yield
 
 
-class _Terminated(Exception):
-    """SIGTERM (``kill``, ``timeout``, a scheduler) arrived: unwind so worker processes are stopped."""
-
-
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """Turn SIGTERM into an exception while a command runs, so ``with`` blocks (worker pools) clean up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise _Terminated
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _warnings_as_lines(args.command), _sigterm_unwinds():
+        with _warnings_as_lines(args.command), sigterm_unwinds():
             return args.func(args)
-    except _Terminated:
+    except Terminated:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except (MissingExtra, SchedulerUnreachable, ClusterFailed) as e:
