@@ -21,6 +21,7 @@ from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
 from .store import META_RESULT, PLACED, NotFoundError, open_logdir
+from .version import install_hint
 from .workers import Terminated, sigterm_unwinds
 
 
@@ -42,7 +43,7 @@ def _add_scheduler(p) -> None:
     p.add_argument("--scheduler", metavar="ADDR|local[N]",
                    help="run on a Dask cluster: a scheduler address (tcp://host:8786) or local[N] for N worker "
                         "processes here; the log directory must be on storage every worker sees at the same path "
-                        "(needs pip install \"repviz[dask]\")")
+                        f"(needs the dask extra: {install_hint('dask')})")
 
 
 @contextlib.contextmanager
@@ -380,7 +381,8 @@ def _add_export(sub) -> None:
                        description="Write, for papers and for readers without TensorBoard: per layer, a grid of "
                                    "its stored embeddings over snapshots coloured by label; each meta-SNE map with "
                                    "its training paths, runs coloured and the input landmark marked; the quality "
-                                   "scores as CSV and Markdown. Needs matplotlib (pip install \"repviz[export]\").")
+                                   "scores as CSV and Markdown. Needs matplotlib (the export extra: "
+                                   f"{install_hint('export')}).")
     p.add_argument("logdir", help="a log directory with embeddings (repviz embed) and meta-SNE maps (repviz meta)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the figures (created if missing)")
     p.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default png,svg)")

@@ -206,4 +206,5 @@ def test_scheduler_without_dask_names_the_extra(tmp_path, capsys, monkeypatch, c
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"repviz {command}: error: running on a Dask cluster needs "
                                                f"dask.distributed, which is not installed")
-    assert err[0].endswith('install it with: pip install "repviz[dask]"')
+    assert err[0].endswith('install it with: pip install ".[dask]" in the repviz checkout, or pip install '
+                           '"dask[distributed]>=2024.1"')

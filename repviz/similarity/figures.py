@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..version import install_hint
+
 try:
     import matplotlib
 
@@ -18,7 +20,7 @@ try:
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 except ImportError as e:  # the optional extra: one clear line for the CLI
-    raise ImportError("similarity figures need matplotlib; install it with: pip install \"repviz[export]\"") from e
+    raise ImportError(f"similarity figures need matplotlib; install it with: {install_hint('export')}") from e
 
 from .registry import get_measure
 from .result import SimilarityMatrix
