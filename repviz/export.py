@@ -234,7 +234,7 @@ def _matrix_stem(matrix: SimilarityMatrix) -> str:
 def write_matrix(matrix: SimilarityMatrix, out: str | os.PathLike,
                  formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """``out/<stem>.csv`` (labelled rows and columns), ``out/<stem>.json`` (:meth:`SimilarityMatrix.to_dict`) and
-    the heatmap in each of ``formats`` (``repviz similarity --out``); ``out`` is created if missing. Returns the
+    the heatmap in each of ``formats`` (``repviz similarity --figures``); ``out`` is created if missing. Returns the
     paths written."""
     out = Path(out)
     stem = _matrix_stem(matrix)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import multiprocessing
 import os
 import signal
@@ -78,17 +79,46 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated
 
 
+def _terminate_by_raising() -> Callable[[], None]:
+    """Raise :class:`Terminated` on SIGTERM from now on; returns the function that restores what was before.
+
+    Python code that C calls back (numba's compiler, through ctypes) cannot raise: the exception is dropped there
+    with a traceback, and the process would go on. So a dropped Terminated is raised again, quietly, 50 ms later
+    (SIGALRM), by when the callback has returned.
+    """
+    hook, again = sys.unraisablehook, hasattr(signal, "setitimer")
+
+    def unraisable(info) -> None:
+        if again and isinstance(info.exc_value, Terminated):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+        else:
+            hook(info)
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    alarm = signal.signal(signal.SIGALRM, _raise_terminated) if again else None
+    sys.unraisablehook = unraisable
+
+    def restore() -> None:
+        if again:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
+        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
+
+    return restore
+
+
 @contextlib.contextmanager
 def sigterm_unwinds() -> Iterator[None]:
     """Raise :class:`Terminated` on SIGTERM while the block runs (in the main thread; elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    restore = _terminate_by_raising()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        restore()
 
 
 class WorkerDied(RuntimeError):
@@ -126,7 +156,7 @@ def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection, parent
     # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us (SIGTERM,
     # which unwinds the task so that the file it was writing leaves no temporary behind).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    _terminate_by_raising()
     try:
         with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
             while (task := tasks.recv()) is not None:
@@ -137,9 +167,15 @@ def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection, parent
                     raise
                 except BaseException as e:
                     events.send(("error", _portable(e)))
-    except Terminated:  # unwound: now end as the signal ends a process, so the parent reads "killed by signal 15"
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    except Terminated:
+        pass
+    else:
+        return
+    # Unwound, and out of the except block, so the frames it held are freed (a context entered halfway when the
+    # signal came is closed now); then end as the signal ends a process, so the parent reads "killed by signal 15".
+    gc.collect()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _portable(error: BaseException) -> BaseException:

@@ -44,18 +44,21 @@ if __name__ == "__main__":
 """
 
 
-def _stop(tmp_path: Path, args: list[str], gate_at: int, sig: int = signal.SIGTERM, entry: str = "repviz"
-          ) -> tuple[int, list[str]]:
-    """Run ``repviz ARGS`` (or the live embedder, ``python -m repviz.follow ARGS``) with the Nth array write held,
-    send ``sig`` once it is held; (exit status, stderr lines other than the gate's)."""
+def _stop(tmp_path: Path, args: list[str], gate_at: int, sig: int = signal.SIGTERM, entry: str = "repviz",
+          held: int = 1) -> tuple[int, list[str]]:
+    """Run ``repviz ARGS`` (or the live embedder, ``python -m repviz.follow ARGS``) with the Nth array write of each
+    process held, send ``sig`` once ``held`` processes hold one; (exit status, stderr lines other than the
+    gate's)."""
     script = tmp_path / "gated.py"
     script.write_text(_GATED)
     proc = subprocess.Popen([sys.executable, "-W", "default", str(script), entry, *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "GATE_AT": str(gate_at)})
-    lines = []
-    while not (line := proc.stderr.readline()).startswith("gate:"):
+    lines, holding = [], 0
+    while holding < held:
+        line = proc.stderr.readline()
         assert line, f"the command ended before its write {gate_at}: {''.join(lines)}{proc.communicate()}"
+        holding += line.startswith("gate:")
         lines.append(line)
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=60)
@@ -77,7 +80,8 @@ def test_sigterm_stops_embed(tmp_path, cluster_run, jobs):
     logs = tmp_path / "logs"
     cluster_run(logs / "r1", steps=range(8))
     cluster_run(tmp_path / "fresh" / "r1", steps=range(8))
-    rc, err = _stop(tmp_path, ["embed", str(logs), "--method", "pca", "--jobs", str(jobs), "--no-progress"], 5)
+    rc, err = _stop(tmp_path, ["embed", str(logs), "--method", "pca", "--jobs", str(jobs), "--no-progress"], 5,
+                    held=jobs)  # each worker in the middle of a write
     assert (rc, err) == (143, ["repviz embed: terminated"])
     assert not _temporaries(logs)
     embed = open_logdir(logs).run("r1").embeddings
@@ -135,3 +139,51 @@ def test_sigterm_stops_the_live_embedder(tmp_path, cluster_run):
     rc, err = _stop(tmp_path, [str(logs), "r1", "pca"], 5, entry="follow")
     assert (rc, err) == (143, ["repviz follow: terminated"])
     assert not _temporaries(logs)
+
+
+@pytest.mark.parametrize("command", ["meta", "similarity"])
+@pytest.mark.parametrize("stop, status, said", [(KeyboardInterrupt, 130, "interrupted"),
+                                                ("Terminated", 143, "terminated")])
+def test_a_stopped_command_ends_its_progress_line_first(tmp_path, capsys, monkeypatch, small_logdir, command, stop,
+                                                        status, said):
+    """Non-regression: on a terminal, Ctrl-C during `repviz meta` or `similarity` printed "interrupted" at the end
+    of the progress line (the bar was closed only after a normal end)."""
+    from repviz import progress, workers
+    from repviz.meta import MetaSNE
+    from repviz.similarity import matrix
+
+    stop = workers.Terminated if stop == "Terminated" else stop
+    logs = small_logdir(tmp_path / "logs")
+    monkeypatch.setattr(progress, "is_interactive", lambda stream=None: True)
+
+    def stopped(*args, **kwargs):  # MetaSNE.fit(self, ...) holds the bar; similarity's _matrix is handed it
+        bar = next(a for a in (*args, *kwargs.values(), getattr(args[0], "progress", None))
+                   if isinstance(a, progress.TerminalProgress))
+        bar("vectors", 1, 3)
+        raise stop
+
+    monkeypatch.setattr(MetaSNE, "fit", stopped)
+    monkeypatch.setattr(matrix, "_matrix", stopped)
+    args = ["--runs", "a"] if command == "similarity" else []
+    assert main([command, str(logs), *args]) == status
+    err = capsys.readouterr().err
+    assert err.startswith(f"\rrepviz {command}: vectors 1/3") and err.endswith(f"\nrepviz {command}: {said}\n")
+
+
+def test_a_terminated_dropped_by_a_callback_from_c_is_raised_again(capfd):
+    """Non-regression: SIGTERM while numba compiled (its compiler calls Python back through ctypes, where an
+    exception cannot propagate) printed "Exception ignored on calling ctypes callback function ... Terminated",
+    and the process went on computing until it was killed, leaving its temporary file."""
+    import ctypes
+    import time
+
+    from repviz.workers import Terminated, sigterm_unwinds
+
+    def compile_step() -> None:  # what the compiler's callback does when the signal arrives in it
+        signal.raise_signal(signal.SIGTERM)
+
+    callback = ctypes.CFUNCTYPE(None)(compile_step)
+    with pytest.raises(Terminated), sigterm_unwinds():
+        callback()  # the Terminated raised in here is dropped by ctypes...
+        time.sleep(5)  # ...and raised again here
+    assert "Exception ignored" not in capfd.readouterr().err

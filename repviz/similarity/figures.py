@@ -1,4 +1,4 @@
-"""Similarity heatmaps with matplotlib (written by ``repviz similarity --out`` and ``repviz export``:
+"""Similarity heatmaps with matplotlib (written by ``repviz similarity --figures`` and ``repviz export``:
 :mod:`repviz.export`).
 
 Rows and columns keep the order of the matrix (layers in model order, snapshots in step order); each cell shows
