@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import signal
 import sys
-import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
@@ -22,6 +23,8 @@ from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
 from .store import META_RESULT, PLACED, NotFoundError, open_logdir, path_key
+from .version import install_hint
+from .workers import Terminated, sigterm_unwinds
 
 
 def _human_bytes(n: float) -> str:
@@ -42,7 +45,7 @@ def _add_scheduler(p) -> None:
     p.add_argument("--scheduler", metavar="ADDR|local[N]",
                    help="run on a Dask cluster: a scheduler address (tcp://host:8786) or local[N] for N worker "
                         "processes here; the log directory must be on storage every worker sees at the same path "
-                        "(needs pip install \"repviz[dask]\")")
+                        f"(needs the dask extra: {install_hint('dask')})")
 
 
 @contextlib.contextmanager
@@ -415,7 +418,8 @@ def _add_export(sub) -> None:
                        description="Write, for papers and for readers without TensorBoard: per layer, a grid of "
                                    "its stored embeddings over snapshots coloured by label; each meta-SNE map with "
                                    "its training paths, runs coloured and the input landmark marked; the quality "
-                                   "scores as CSV and Markdown. Needs matplotlib (pip install \"repviz[export]\").")
+                                   "scores as CSV and Markdown. Needs matplotlib (the export extra: "
+                                   f"{install_hint('export')}).")
     p.add_argument("logdir", help="a log directory with embeddings (repviz embed) and meta-SNE maps (repviz meta)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the figures (created if missing)")
     p.add_argument("--formats", default="png,svg", help="comma-separated figure formats (default png,svg)")
@@ -492,11 +496,11 @@ def _run_meta(args) -> int:
                              "thumbnails, or pass inputs= to repviz.meta.MetaSNE.fit in Python")
     meta = MetaSNE(args.transform, args.metric, args.embedding, robustness=not args.no_robustness,
                    subsets=args.subsets, random_state=args.seed, progress=bar)
-    with warnings.catch_warnings(), _cluster(args) as executor:  # the representations left out: one line each below
+    # the representations left out: one line each below; the bar's line ended however fit ends (Ctrl-C, SIGTERM)
+    with warnings.catch_warnings(), contextlib.closing(bar), _cluster(args) as executor:
         warnings.filterwarnings("ignore", message=r"left out \d+ representation", category=RuntimeWarning)
         result = meta.fit(logdir, runs=runs, layers=_split(args.layers, "--layers"), inputs=inputs, executor=executor,
                           probe_check=not args.allow_different_probes)
-    bar.close()
     name = result.save(logdir, args.name)
     left_out: dict[str, list[tuple]] = {}  # a reason shared by several representations is one line
     for item in result.info["left_out"]:
@@ -543,8 +547,9 @@ def _add_similarity(sub) -> None:
     p.add_argument("--biased", action="store_true", help="CKA with the biased HSIC estimator (default: debiased)")
     p.add_argument("--batch-size", type=int, metavar="N",
                    help="minibatch CKA over N probes per batch (default: exact up to 2,048 probes)")
-    p.add_argument("--out", metavar="DIR", help="also write the matrix as CSV and JSON and its heatmap (PNG, SVG) "
-                                                "under DIR")
+    p.add_argument("--figures", metavar="DIR", help="also write the matrix as CSV and JSON and its heatmap (PNG, "
+                                                    "SVG) under DIR")
+    p.add_argument("--out", dest="figures_out", metavar="DIR", help=argparse.SUPPRESS)  # the old --figures
     p.add_argument("--results", metavar="DIR", help="keep the cache under DIR instead of the log directory (e.g. "
                                                     "when it is read-only)")
     p.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
@@ -556,6 +561,10 @@ def _run_similarity(args) -> int:
     from .progress import TerminalProgress
     from .similarity import similarity, similarity_over_training
 
+    if args.figures_out is not None:  # --out is the read-only overlay in the other commands: --results here
+        print("repviz similarity: warning: --out is deprecated here, use --figures DIR for the figures (--results DIR "
+              "keeps the cache outside a read-only log directory)", file=sys.stderr)
+        args.figures = args.figures if args.figures is not None else args.figures_out
     runs = _split(args.runs, "--runs")
     if len(runs) > 2 or (args.layer is not None and len(runs) != 1):
         raise ValueError(f"--runs names {len(runs)} runs; give one or two (a,b), or one with --layer")
@@ -566,13 +575,12 @@ def _run_similarity(args) -> int:
     logdir = open_logdir(args.logdir, args.results)
     options = dict(measure=args.measure, kernel=args.kernel, debiased=not args.biased, batch_size=args.batch_size,
                    progress=bar)
-    with _cluster(args) as executor:
+    with contextlib.closing(bar), _cluster(args) as executor:  # the bar's line ended however this block ends
         if args.layer is not None:
             matrix = similarity_over_training(logdir, runs[0], args.layer, steps, executor=executor, **options)
         else:
             matrix = similarity(logdir, runs, args.step, layers=_split(args.layers, "--layers"), executor=executor,
                                 probe_check=not args.allow_different_probes, **options)
-    bar.close()
     if matrix.left_out:
         print(f"repviz similarity: {matrix.left_out_line()}", file=sys.stderr)
     print(matrix.title)
@@ -583,11 +591,11 @@ def _run_similarity(args) -> int:
     if args.layer is None and len(runs) == 2 and n == len(matrix.rows):  # the same layers: one architecture
         print(f"# layer identification: {100 * rate:.0f}% of {n} layers of {runs[0]!r} are most similar to "
               f"the same layer of {runs[1]!r}")
-    if args.out:
+    if args.figures:
         from .export import write_matrix
 
-        written = write_matrix(matrix, args.out)
-        print(f"wrote {', '.join(p.name for p in written)} under {args.out}")
+        written = write_matrix(matrix, args.figures)
+        print(f"wrote {', '.join(p.name for p in written)} under {args.figures}")
     return 0
 
 
@@ -679,49 +687,55 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         yield
 
 
-class _Terminated(Exception):
-    """SIGTERM (``kill``, ``timeout``, a scheduler) arrived: unwind so worker processes are stopped."""
+#: The options that name a directory to write (created if missing), as typed, by their destination.
+_DIRECTORY_OPTIONS = {"out": "--out", "results": "--results", "figures": "--figures", "figures_out": "--out"}
 
 
-@contextlib.contextmanager
-def _sigterm_unwinds() -> Iterator[None]:
-    """Turn SIGTERM into an exception while a command runs, so ``with`` blocks (worker pools) clean up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def _check_directories(args) -> None:
+    """Each directory option names a directory, or nothing yet (it is created): a file there, or on its way, is
+    one line rather than the [Errno 17] or [Errno 20] of the first write."""
+    for dest, option in _DIRECTORY_OPTIONS.items():
+        if getattr(args, dest, None) is None:
+            continue
+        path = Path(getattr(args, dest))
+        found = next((p for p in (path, *path.parents) if p.exists()), None)
+        if found is not None and not found.is_dir():
+            what = "a file" if found.is_file() else "not a directory"
+            raise ValueError(f"{option} must be a directory: {found} is {what}")
 
-    def handler(signum, frame):
-        raise _Terminated
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def _elsewhere_hint(args, error: OSError) -> str:
+    """For a log directory that cannot be written (not ours, or a read-only file system): the option that writes
+    the results elsewhere; "" for another error, or a file outside the log directory."""
+    if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not hasattr(args, "logdir"):
+        return ""
+    option = "--results" if "results" in args else "--out" if "out" in args else None
+    inside = error.filename is None or Path(os.path.abspath(error.filename)).is_relative_to(
+        os.path.abspath(args.logdir))
+    return f" (write the results elsewhere with {option} DIR)" if option and inside else ""
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with _warnings_as_lines(args.command), _sigterm_unwinds():
+        with _warnings_as_lines(args.command), sigterm_unwinds():
+            _check_directories(args)
             return args.func(args)
-    except _Terminated:
+    except Terminated:
         print(f"repviz {args.command}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except (MissingExtra, SchedulerUnreachable, ClusterFailed) as e:
         print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except (NotFoundError, ValueError, PermissionError) as e:  # a user error: one clear line, no traceback
-        hint = " (write the results elsewhere with --out DIR)" if isinstance(e, PermissionError) and \
-            "out" in args else ""
-        print(f"repviz {args.command}: error: {e}{hint}", file=sys.stderr)
+    except (NotFoundError, ValueError) as e:  # a user error: one clear line, no traceback
+        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `repviz info logs | head -1`: the reader has all it wanted
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as e:  # the machine's side (a full disk, a file it cannot read): one line naming the file
-        print(f"repviz {args.command}: error: {e}", file=sys.stderr)
+        print(f"repviz {args.command}: error: {e}{_elsewhere_hint(args, e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"repviz {args.command}: interrupted", file=sys.stderr)

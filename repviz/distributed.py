@@ -18,7 +18,7 @@ the same path (NFS, Lustre, a shared volume), which :meth:`DaskExecutor.prepare`
   ``max_lost_workers`` while the run goes on), or has none left for ``patience`` seconds, ends the run
   with :class:`ClusterFailed`, one line; what was stored stays, and the same command resumes from it.
 
-``dask[distributed]`` is an optional extra (``pip install "repviz[dask]"``); the CLI imports this module, and
+``dask[distributed]`` is an optional extra (``pip install ".[dask]"`` in the checkout); the CLI imports this module, and
 nothing below it does.
 """
 
@@ -36,10 +36,11 @@ from typing import Any
 
 from .executors import LostHandler, TaskFunction
 from .store import LogDir, open_logdir
+from .version import install_hint
 from .workers import WorkerDied, cores
 
 _LOCAL = re.compile(r"local(?:\[(\d+)\])?")
-_EXTRA = 'pip install "repviz[dask]"'
+_EXTRA = install_hint("dask")
 _ONE_AT_A_TIME = threading.Lock()  # per worker process: see the module docstring
 _LOOK_EVERY = 0.5  # seconds between looks at the workers while no task finishes
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .version import install_hint
+
 try:
     import matplotlib
 
@@ -34,7 +36,7 @@ try:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 except ImportError as e:  # the optional extra: one clear line for the CLI
-    raise ImportError("repviz export needs matplotlib; install it with: pip install \"repviz[export]\"") from e
+    raise ImportError(f"repviz export needs matplotlib; install it with: {install_hint('export')}") from e
 
 from .meta.distances import DEFAULT_MAX_PROBES
 from .meta.result import MetaResult
@@ -248,7 +250,7 @@ def _matrix_stem(matrix: SimilarityMatrix) -> str:
 def write_matrix(matrix: SimilarityMatrix, out: str | os.PathLike,
                  formats: Sequence[str] = ("png", "svg")) -> list[Path]:
     """``out/<stem>.csv`` (labelled rows and columns), ``out/<stem>.json`` (:meth:`SimilarityMatrix.to_dict`) and
-    the heatmap in each of ``formats`` (``repviz similarity --out``); ``out`` is created if missing. Returns the
+    the heatmap in each of ``formats`` (``repviz similarity --figures``); ``out`` is created if missing. Returns the
     paths written."""
     out = Path(out)
     stem = _matrix_stem(matrix)

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 
 from .pipeline import embed_logdir
 from .store import open_logdir
-from .workers import background_process
+from .workers import Terminated, background_process, sigterm_unwinds
 
 
 def start(logdir: str, run: str, methods: Sequence[str]) -> subprocess.Popen:
@@ -75,9 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if hasattr(os, "nice"):
         os.nice(19)
     try:
-        follow(args[0], args[1], args[2:], sys.stdin)
+        with sigterm_unwinds():  # kill, or a scheduler ending the training job: unwind, leave no temporary file
+            follow(args[0], args[1], args[2:], sys.stdin)
     except KeyboardInterrupt:  # Ctrl-C in the terminal reaches the whole process group: stop quietly
         return 130
+    except Terminated:
+        print("repviz follow: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     return 0
 
 

@@ -225,9 +225,9 @@ def embed_logdir(logdir, methods: Sequence[str] = (DEFAULT_METHOD,), params: dic
         :class:`~repviz.progress.ProgressState` that a server polls.
     executor : Executor, optional
         Where the chains run instead of ``LocalExecutor(jobs)`` (then leave ``jobs`` at 1), e.g.
-        ``repviz.distributed.DaskExecutor(client)`` (``pip install "repviz[dask]"``): the log directory must be on
-        storage every worker sees at the same path (checked first); the workers store the results exactly as a
-        local run would, so either can resume the other's work.
+        ``repviz.distributed.DaskExecutor(client)`` (the dask extra: ``pip install ".[dask]"`` in the checkout): the
+        log directory must be on storage every worker sees at the same path (checked first); the workers store the
+        results exactly as a local run would, so either can resume the other's work.
 
     Returns
     -------

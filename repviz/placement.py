@@ -139,6 +139,9 @@ def _check_same_model(new: Run, into: Run, layer: str) -> None:
 def _pairs(new: Run, into: Run, key: str, layers: list[str] | None, steps: list[int] | None) -> list[tuple[str, int]]:
     """The (layer, step) of ``into``'s layout ``key`` that ``new`` also holds, restricted to ``layers``/``steps``."""
     have = [layer for layer in into.layers if into.embeddings.steps(key, layer)]
+    if not have:  # the key is described but holds no snapshot: an embedding stopped early, or its files were removed
+        raise NotFoundError(f"run {into.name!r} holds no snapshot of its {key!r} layouts; compute them first "
+                            f"(repviz embed LOGDIR --runs {into.name} with the same method), then place")
     for layer in layers or []:
         if layer not in have:
             raise NotFoundError(f"run {into.name!r} has no {key!r} layout of layer {layer!r}; it has layouts of: "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import gc
 import multiprocessing
 import os
 import signal
@@ -68,6 +69,58 @@ def background_process(args: Sequence[str], *, threads: int = 1, **popen: Any) -
     return process
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (``kill``, ``timeout``, a batch scheduler): unwinds like ``KeyboardInterrupt``, through
+    ``finally`` blocks (temporary files deleted, worker processes stopped) and past the ``except Exception`` that
+    keeps one failing item from stopping the others."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
+def _terminate_by_raising() -> Callable[[], None]:
+    """Raise :class:`Terminated` on SIGTERM from now on; returns the function that restores what was before.
+
+    Python code that C calls back (numba's compiler, through ctypes) cannot raise: the exception is dropped there
+    with a traceback, and the process would go on. So a dropped Terminated is raised again, quietly, 50 ms later
+    (SIGALRM), by when the callback has returned.
+    """
+    hook, again = sys.unraisablehook, hasattr(signal, "setitimer")
+
+    def unraisable(info) -> None:
+        if again and isinstance(info.exc_value, Terminated):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+        else:
+            hook(info)
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    alarm = signal.signal(signal.SIGALRM, _raise_terminated) if again else None
+    sys.unraisablehook = unraisable
+
+    def restore() -> None:
+        if again:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
+        signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
+
+    return restore
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """Raise :class:`Terminated` on SIGTERM while the block runs (in the main thread; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    restore = _terminate_by_raising()
+    try:
+        yield
+    finally:
+        restore()
+
+
 class WorkerDied(RuntimeError):
     """A worker process ended in the middle of a task (killed, e.g. for lack of memory); ``task`` is that task."""
 
@@ -100,15 +153,29 @@ def _die_with_parent(parent: int) -> None:
 
 def _worker_main(fn: TaskFunction, tasks: Connection, events: Connection, parent: int) -> None:
     _die_with_parent(parent)
-    # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us.
+    # Ctrl-C reaches every process of the terminal's group: the parent alone decides, and terminates us (SIGTERM,
+    # which unwinds the task so that the file it was writing leaves no temporary behind).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
-        while (task := tasks.recv()) is not None:
-            try:
-                result = fn(task, lambda n: events.send(("advance", n)))
-                events.send(("done", result))  # pickles before writing: a failure here sends nothing
-            except BaseException as e:
-                events.send(("error", _portable(e)))
+    _terminate_by_raising()
+    try:
+        with contextlib.suppress(EOFError):  # the parent is gone: nobody wants the results
+            while (task := tasks.recv()) is not None:
+                try:
+                    result = fn(task, lambda n: events.send(("advance", n)))
+                    events.send(("done", result))  # pickles before writing: a failure here sends nothing
+                except Terminated:
+                    raise
+                except BaseException as e:
+                    events.send(("error", _portable(e)))
+    except Terminated:
+        pass
+    else:
+        return
+    # Unwound, and out of the except block, so the frames it held are freed (a context entered halfway when the
+    # signal came is closed now); then end as the signal ends a process, so the parent reads "killed by signal 15".
+    gc.collect()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _portable(error: BaseException) -> BaseException:
@@ -252,10 +319,16 @@ class WorkerPool:
                 worker.tasks.send(None)
         self._join()
 
-    def terminate(self) -> None:
-        """Stop every worker now (SIGTERM), mid-task."""
+    def terminate(self, grace: float = 5.0) -> None:
+        """Stop every worker now, mid-task: SIGTERM, which unwinds its task, then SIGKILL for one still running
+        ``grace`` seconds later (inside a long compiled kernel, which sees no signal until it returns)."""
         for worker in self._workers:
             worker.process.terminate()
+        deadline = time.monotonic() + grace
+        for worker in self._workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
         self._join()
 
     def _join(self) -> None:

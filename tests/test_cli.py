@@ -1,5 +1,6 @@
 """The ``repviz`` command: ``info`` on a store-written log directory, ``demo`` end to end (offline)."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -213,4 +214,77 @@ def test_scheduler_without_dask_names_the_extra(tmp_path, capsys, monkeypatch, c
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"repviz {command}: error: running on a Dask cluster needs "
                                                f"dask.distributed, which is not installed")
-    assert err[0].endswith('install it with: pip install "repviz[dask]"')
+    assert err[0].endswith('install it with: pip install ".[dask]" in the repviz checkout, or pip install '
+                           '"dask[distributed]>=2024.1"')
+
+
+# --- messages of the directory options (--out, --results, --figures) --------------------------------------------
+
+@pytest.mark.parametrize("command", [
+    ["embed", "{logs}", "--method", "pca", "--out", "{file}"],
+    ["embed", "{logs}", "--method", "pca", "--out", "{file}/below"],
+    ["meta", "{logs}", "--no-progress", "--out", "{file}"],
+    ["info", "{logs}", "--out", "{file}"],
+    ["place", "{logs}", "--run", "a", "--into", "b", "--out", "{file}"],
+    ["similarity", "{logs}", "--runs", "a", "--figures", "{file}"],
+    ["similarity", "{logs}", "--runs", "a", "--results", "{file}"],
+    ["export", "{logs}", "--out", "{file}"]])
+def test_a_directory_option_naming_a_file_is_one_line(tmp_path, capsys, small_logdir, command):
+    """Non-regression: --out naming a file gave "[Errno 17] File exists" or "[Errno 20] Not a directory"."""
+    logs, file = small_logdir(tmp_path / "logs", runs=("a", "b")), tmp_path / "notes.txt"
+    file.write_text("not a directory")
+    assert main([arg.format(logs=logs, file=file) for arg in command]) == 2
+    option = command[-2]
+    assert capsys.readouterr().err.splitlines() == [f"repviz {command[0]}: error: {option} must be a directory: "
+                                                    f"{file} is a file"]
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+@pytest.mark.parametrize("command, option", [(["embed", "--method", "pca"], "--out"),
+                                             (["meta", "--no-progress"], "--out"),
+                                             (["similarity", "--runs", "a"], "--results")])
+def test_a_log_directory_that_cannot_be_written_names_the_way_out(tmp_path, capsys, monkeypatch, small_logdir, code,
+                                                                  command, option):
+    """Non-regression: a read-only file system gave a bare "[Errno 30] Read-only file system" (only a
+    PermissionError got the hint), and similarity's hint named --out, its figures folder, not --results."""
+    from repviz.store import files
+
+    logs = small_logdir(tmp_path / "logs")
+
+    def refuse(path):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(files, "temp_beside", refuse)
+    assert main([command[0], str(logs), *command[1:]]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"repviz {command[0]}: error: [Errno {code}] ")
+    assert err[0].endswith(f" (write the results elsewhere with {option} DIR)")
+
+
+def test_similarity_writes_its_figures_with_figures_and_still_with_out(tmp_path, capsys, small_logdir):
+    """--out is where results go when the log directory is read-only in every other command; in similarity it
+    was the figures folder: now --figures, the old spelling kept with one line saying so."""
+    pytest.importorskip("matplotlib")
+    logs = small_logdir(tmp_path / "logs")
+    assert main(["similarity", str(logs), "--runs", "a", "--no-progress", "--figures", str(tmp_path / "new")]) == 0
+    assert capsys.readouterr().err == "" and {p.suffix for p in (tmp_path / "new").iterdir()} >= {".csv", ".png"}
+    assert main(["similarity", str(logs), "--runs", "a", "--no-progress", "--out", str(tmp_path / "old")]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "repviz similarity: warning: --out is deprecated here, use --figures DIR for the figures (--results DIR keeps "
+        "the cache outside a read-only log directory)"]
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == sorted(p.name for p in (tmp_path / "new").iterdir())
+
+
+def test_placing_into_layouts_without_snapshots_says_what_to_do(tmp_path, capsys, small_logdir):
+    """Non-regression: a layout key whose snapshots were all gone (an embedding stopped early, files removed) said
+    "... (its steps: [0, 1, 2]; the layouts': [])"."""
+    logs = small_logdir(tmp_path / "logs", runs=("a", "b"))
+    assert main(["embed", str(logs), "--method", "pca", "--runs", "b"]) == 0
+    for snapshot in (logs / "b").rglob("embeddings/*/*/*.npy"):
+        snapshot.unlink()
+    capsys.readouterr()
+    assert main(["place", str(logs), "--run", "a", "--into", "b", "--method", "pca"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("repviz place: error: run 'b' holds no snapshot of its 'pca-")
+    assert err[0].endswith("layouts; compute them first (repviz embed LOGDIR --runs b with the same method), then "
+                           "place")

@@ -132,6 +132,32 @@ def test_rank_transform_is_spearman_of_distance_matrices():
     np.testing.assert_allclose(1 - D[0, 1] ** 2 / 2, spearmanr(pdist(X), pdist(Y)).statistic, atol=1e-5)
 
 
+def _saturated(rng, z):
+    """A sigmoid layer driven far into saturation, float32 as stored: most units at (or one float32 step from) 0
+    or 1, so many probe pairs are at exactly the same distance."""
+    with np.errstate(over="ignore"):
+        return (1 / (1 + np.exp(-400 * z))).astype(np.float32)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_rank_transform_on_a_saturated_layer_is_exact_spearman(sampled):
+    """Non-regression: the ranks came from float32 distances (through the Gram matrix), whose rounding tied
+    distances that differ and split equal ones, moving Spearman's correlation by 1.5e-2 on this layer."""
+    rng = np.random.default_rng(6)
+    z = rng.normal(size=(200, 8))
+    X, Y = _saturated(rng, z), _saturated(rng, z + 0.3 * rng.normal(size=z.shape))
+    pairs = probe_pairs(200, 9000, random_state=1) if sampled else None
+    v = [representation_vectors(R, ["rank"], pairs)["rank"] for R in (X, Y)]
+
+    def d2(R):  # the squared distances, in float64 from the stored values
+        d = pdist(R.astype(np.float64), "sqeuclidean")
+        return d if pairs is None else squareform(d)[pairs.I, pairs.J]
+
+    assert len(d2(X)) - len(np.unique(d2(X))) > 10  # tied distances
+    expected = spearmanr(d2(X), d2(Y)).statistic
+    assert abs(float(v[0].astype(np.float64) @ v[1]) - expected) < 1e-5  # float64 rounding of the sums
+
+
 @pytest.mark.parametrize("eps", [1e-3, 1e-4, 1e-5])
 def test_float32_storage_against_float64_reference_for_nearly_identical_inputs(eps):
     """Late-epoch snapshots differ by little: 2 - 2cos in float32 would cancel to 0; float64 accumulation over

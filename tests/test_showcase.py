@@ -237,7 +237,7 @@ def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     (tmp_path / "logs").mkdir()
     assert main(["export", str(tmp_path / "logs"), "--out", str(tmp_path / "fig")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == 'repviz export: error: repviz export needs matplotlib; install it with: pip install "repviz[export]"'
+    assert err == 'repviz export: error: repviz export needs matplotlib; install it with: pip install ".[export]" in the repviz checkout, or pip install "matplotlib>=3.8"'
     assert not Path(tmp_path / "fig").exists()
 
 

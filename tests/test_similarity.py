@@ -264,7 +264,7 @@ def test_the_command_prints_the_labelled_matrix_and_writes_it(seeds, capsys, tmp
     root = seeds()
     out = tmp_path / "figures"
     assert main(["similarity", str(root), "--runs", "net/seed0,net/seed1", "--step", "1", "--biased",
-                 "--no-progress", "--out", str(out)]) == 0
+                 "--no-progress", "--figures", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
     expected = _reference(root, "cka", "linear", False, [RepKey("net/seed0", lay, 1) for lay in LAYERS],
                           [RepKey("net/seed1", lay, 1) for lay in LAYERS])

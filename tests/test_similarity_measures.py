@@ -363,3 +363,11 @@ def test_refusals_name_what_is_wrong():
         procrustes_distance(np.ones((50, 3)), Y)
     with pytest.raises(ValueError, match="needs at least 4"):
         linear_cka(X[:3], Y[:3], debiased=True)
+    # two centred points always have the same shape: every biased CKA was 1 and every Procrustes distance 0
+    for kernel in ("linear", "rbf"):
+        with pytest.raises(ValueError, match=r"^reps_a\[0\] has 2 probe\(s\); this measure needs at least 3$"):
+            cka_matrix([X[:2], Y[:2]], kernel=kernel, debiased=False)
+    with pytest.raises(ValueError, match=r"^X has 2 probe\(s\); this measure needs at least 3$"):
+        rbf_cka(X[:2], Y[:2])
+    with pytest.raises(ValueError, match=r"^reps_a\[0\] has 2 probe\(s\); this measure needs at least 3$"):
+        procrustes_matrix([X[:2], Y[:2]])

@@ -4,9 +4,10 @@ umap-learn is a well-kept library with its own numba kernels; this wraps it rath
 adds: the neighbours come from :func:`repviz.neighbors.knn` (exact, or NN-descent from 50,000 points), handed to
 umap-learn as ``precomputed_knn``, so UMAP sees the same graph as the other methods and the quality scores, and
 ``transform`` finds the neighbours of new points with :func:`repviz.neighbors.kneighbors`. umap-learn is an
-optional extra (``pip install "repviz[umap]"``): importing this module without it raises one line saying so, and
-umap-learn itself is loaded at the first ``fit`` (seconds: it imports TensorFlow, where installed, for its
-ParametricUMAP; its layout kernels compile at the first fit of a process, 10-50 s on a busy 2-core machine).
+optional extra (``pip install ".[umap]"`` in the checkout): importing this module without it raises one line
+saying so, and umap-learn itself is loaded at the first ``fit`` (seconds: it imports TensorFlow, where installed,
+for its ParametricUMAP; its layout kernels compile at the first fit of a process, 10-50 s on a busy 2-core
+machine).
 
 umap-learn is reproducible only on one thread: with ``random_state`` set, its stochastic gradient descent runs
 serially (``n_jobs`` is then 1; umap-learn would override it and warn). ``random_state=None`` runs on
@@ -23,11 +24,12 @@ import numpy as np
 
 from .._validation import ARRAY_LIKE, NONE, RANDOM_STATE, Interval, Options, check_array
 from ..neighbors import KNN_METHODS, kneighbors, knn
+from ..version import install_hint
 from ._base import Estimator, rng_from
 
 #: What a user without umap-learn is told (by this module's import, and so by every entry point that resolves
 #: the "umap" method).
-INSTALL_HINT = 'UMAP needs umap-learn, which is not installed: pip install "repviz[umap]"'
+INSTALL_HINT = f"UMAP needs umap-learn, which is not installed: {install_hint('umap')}"
 
 if importlib.util.find_spec("umap") is None:
     raise ImportError(INSTALL_HINT)

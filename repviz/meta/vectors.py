@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from .._validation import check_option, rescaled
@@ -130,6 +131,7 @@ def representation_vectors(X, transforms, pairs: PairSample | None = None,
     transforms = sorted(dict.fromkeys(transforms), key=lambda t: t == "rbf_cka")
     for t in transforms:
         check_option(t, TRANSFORMS, "transform", "representation_vectors")
+    stored = X
     X = _centred(X, name)
     n = X.shape[0]
     if pairs is not None and pairs.n != n:
@@ -145,11 +147,10 @@ def representation_vectors(X, transforms, pairs: PairSample | None = None,
             v = _ucentred_vector(X, G, diag, pairs, name, dots)
         elif t == "rbf_cka":
             v = _rbf_vector(X, G, diag, _dists(G, d2, 0.5), name, pairs)
+        elif t == "rank":
+            v = _centred_ranks(stored, pairs)
         else:
-            v = _dists(G, d2, {"dist": 0.5, "sqrt": 0.25, "rank": 1.0}[t])
-            if t == "rank":
-                v = rankdata(v).astype(np.float32)
-                v -= np.float32(v.mean(dtype=np.float64))
+            v = _dists(G, d2, {"dist": 0.5, "sqrt": 0.25}[t])
         out[t] = _unit(v, name, t)
     return out
 
@@ -180,6 +181,29 @@ def _dists(G, d2, half_power) -> np.ndarray:
     v = np.empty(len(G) * (len(G) - 1) // 2, dtype=np.float32)
     _kernels.condensed_dists(G, np.ascontiguousarray(np.diagonal(G)), np.float32(half_power), v)
     return v
+
+
+def _centred_ranks(X, pairs: PairSample | None) -> np.ndarray:
+    """The ranks of the pairs' squared distances, centred, as float32, equal distances sharing their average rank
+    (as in ``scipy.stats.spearmanr``).
+
+    Computed from the stored values with float64 differences (exact for float32 activations of similar scale),
+    not from the float32 Gram matrix, whose rounding ties distances that differ and splits equal ones: on a
+    saturated layer (units at 0 or 1, many equal distances) that moved Spearman's correlation by 1e-2. Memory: a
+    float64 copy of ``X`` (all pairs) or of a block of pairs.
+    """
+    X = np.asarray(X)
+    X = X.reshape(X.shape[0], -1)
+    if pairs is None:
+        d2 = pdist(X.astype(np.float64), "sqeuclidean")
+    else:
+        d2 = np.empty(len(pairs), dtype=np.float64)
+        step = max(1, (16 << 20) // (8 * max(1, X.shape[1])))
+        for s in range(0, len(pairs), step):
+            diff = X[pairs.I[s:s + step]].astype(np.float64) - X[pairs.J[s:s + step]]
+            d2[s:s + step] = np.einsum("ij,ij->i", diff, diff)
+    ranks = rankdata(d2)
+    return (ranks - ranks.mean()).astype(np.float32)
 
 
 def _unit(v: np.ndarray, name: str, transform: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Similarity heatmaps with matplotlib (written by ``repviz similarity --out`` and ``repviz export``:
+"""Similarity heatmaps with matplotlib (written by ``repviz similarity --figures`` and ``repviz export``:
 :mod:`repviz.export`).
 
 Rows and columns keep the order of the matrix (layers in model order, snapshots in step order); each cell shows
@@ -15,6 +15,8 @@ import textwrap
 
 import numpy as np
 
+from ..version import install_hint
+
 try:
     import matplotlib
 
@@ -22,7 +24,7 @@ try:
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 except ImportError as e:  # the optional extra: one clear line for the CLI
-    raise ImportError("similarity figures need matplotlib; install it with: pip install \"repviz[export]\"") from e
+    raise ImportError(f"similarity figures need matplotlib; install it with: {install_hint('export')}") from e
 
 from .registry import get_measure
 from .result import SimilarityMatrix

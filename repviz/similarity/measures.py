@@ -54,6 +54,11 @@ def _rows(X, name: str) -> np.ndarray:
     return X.reshape(X.shape[0], -1)
 
 
+#: Probes a comparison needs: two centred points always have the same shape (every biased CKA would be 1, every
+#: Procrustes distance 0), and the debiased HSIC divides by (n - 3).
+MIN_PROBES, MIN_PROBES_DEBIASED = 3, 4
+
+
 def _probes(reps: list[np.ndarray], names: list[str], minimum: int) -> int:
     n = reps[0].shape[0]
     for X, name in zip(reps, names):
@@ -236,7 +241,7 @@ def linear_cka(X, Y, *, debiased: bool = False) -> float:
     would pass ``STACK_BYTES`` (above about 4,700 probes), else from the Gram matrices; both are exact.
     """
     X, Y = _rows(X, "X"), _rows(Y, "Y")
-    n = _probes([X, Y], ["X", "Y"], 4 if debiased else 2)
+    n = _probes([X, Y], ["X", "Y"], MIN_PROBES_DEBIASED if debiased else MIN_PROBES)
     p, q = X.shape[1], Y.shape[1]
     gram_cheaper = p * q + (p * p + q * q) / 2 > n * (p + q) / 2
     if gram_cheaper and _stack_bytes(n, 2, debiased) <= STACK_BYTES:
@@ -345,7 +350,7 @@ def _cka_block(reps_a, reps_b, names_a: list[str], names_b: list[str] | None, *,
         raise ValueError(f"The 'sigma' parameter of {owner} must be a float > 0. Got {sigma!r} instead.")
     names = names_a + (names_b or [])
     reps = [_rows(X, name) for X, name in zip(list(reps_a) + list(reps_b or []), names)]
-    n = _probes(reps, names, 4 if debiased else 2)
+    n = _probes(reps, names, MIN_PROBES_DEBIASED if debiased else MIN_PROBES)
     if batch_size is None:
         batch_size = AUTO_EXACT_PROBES if n <= AUTO_EXACT_PROBES else AUTO_BATCH
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 8:
@@ -405,7 +410,7 @@ def procrustes_distance(X, Y) -> float:
     O(n·min(n, p)·min(n, q)), memory O(n·min(n, width)).
     """
     X, Y = _rows(X, "X"), _rows(Y, "Y")
-    _probes([X, Y], ["X", "Y"], 2)
+    _probes([X, Y], ["X", "Y"], MIN_PROBES)
     return _angle(_shape(X, "X"), _shape(Y, "Y"))
 
 
@@ -422,7 +427,7 @@ def procrustes_matrix(reps_a: Sequence[np.ndarray], reps_b: Sequence[np.ndarray]
     names = [f"reps_a[{i}]" for i in range(len(a))] + [f"reps_b[{i}]" for i in range(len(b))]
     if not a or (reps_b is not None and not b):
         raise ValueError("procrustes_matrix needs at least one representation on each side")
-    _probes(a + b, names, 2)
+    _probes(a + b, names, MIN_PROBES)
     reps, kept, room = a + b, {}, [STACK_BYTES]
 
     def shape(k: int) -> np.ndarray:
