@@ -369,7 +369,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             raise ValueError(f"the probe (inputs of shape {shapes(self._x)}) does not fit {through}: running it "
                              f"on the probe failed with {type(e).__name__}: {e}") from e
         self._skipped = {} if self.layers_spec is not None else default_skips(paths, chosen, calls)
-        tensors = recorded_tensors(chosen, calls, n_head, explicit, self._skipped, model.name)
+        tensors = recorded_tensors(chosen, calls, n_head, explicit, self._skipped, model.name, paths)
         captures = [capture(t, self.reduction, self.seed, recorded.get(t.name)) for t in tensors]
         if not captures:
             raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "
