@@ -103,9 +103,11 @@ def activation_after(layer: Any) -> Any:
 
 
 def is_default(layer: Any) -> bool:
-    """Whether ``layers=None`` records ``layer``: a layer of the default set, a container (:func:`is_container`), or
-    an ``Add``/``Multiply`` merge whose output is not handed to one activation layer alone (that activation's
-    output, recorded, is then the block's)."""
+    """Whether ``layers=None`` records ``layer``: a layer of the default set (``TimeDistributed`` when the layer it
+    wraps is), a container (:func:`is_container`), or an ``Add``/``Multiply`` merge whose output is not handed to
+    one activation layer alone (that activation's output, recorded, is then the block's)."""
+    if isinstance(layer, keras.layers.TimeDistributed):
+        return is_default(layer.layer)
     if isinstance(layer, merge_types()):
         return activation_after(layer) is None
     return isinstance(layer, default_types()) or is_container(layer)
@@ -259,6 +261,8 @@ def default_skips(paths: dict[str, Any], chosen: list[tuple[str, Any]], calls: d
 
 def _left_out(layer: Any, wrapper: str | None, where: dict[int, str]) -> str:
     kind = type(layer).__name__
+    if isinstance(layer, keras.layers.TimeDistributed):
+        kind = f"{kind}({type(layer.layer).__name__})"
     if wrapper is not None:
         return f"runs once per time step inside TimeDistributed {wrapper!r}, whose output (every step) is recorded"
     after = activation_after(layer) if isinstance(layer, merge_types()) else None
