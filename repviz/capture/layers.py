@@ -97,7 +97,7 @@ def activation_types() -> tuple[type, ...]:
 
 def activation_after(layer: Any) -> Any:
     """The activation layer that alone takes ``layer``'s output in the model's graph (a residual ``Add`` then
-    ``ReLU``), else None."""
+    ``ReLU``), else None (also in a subclassed model, whose calls leave no graph)."""
     nodes = getattr(layer, "_outbound_nodes", None) or []
     return nodes[0].operation if len(nodes) == 1 and isinstance(nodes[0].operation, activation_types()) else None
 
