@@ -117,8 +117,9 @@ def reduce(tensor: Any, c: Any, masks: dict[int, Any] | None = None) -> Any:
     elif c.pooling:
         axis = c.sequence_axis or 1
         mask = keras_mask(tensor)
-        if len(x.shape) > 3 and (mask is None or tuple(mask.shape)[1:] != tuple(x.shape)[axis:axis + 1]):
-            mask = (masks or {}).get(int(x.shape[axis]))
+        length = x.shape[axis]
+        if len(x.shape) > 3 and (mask is None or tuple(mask.shape)[1:] != (length,)):
+            mask = None if length is None else (masks or {}).get(int(length))
         x = pool_sequence(ops.moveaxis(x, axis, 1) if axis != 1 else x, mask, c.pooling.split("_")[1])
     return ops.reshape(x, (-1, c.flat_width))
 
