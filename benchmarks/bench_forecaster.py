@@ -1,14 +1,17 @@
 """Capture cost of a TimeDistributed forecaster, and how many representations each modern layer pattern records.
 
     python benchmarks/bench_forecaster.py [--trees after=.,before=/path/to/other/checkout] [--repeats 3]
-                                          [--epochs 5] [--rows 4000] [--steps 32] [--probe 500] [--cell lstm]
+                                          [--epochs 10] [--rows 4000] [--steps 32] [--probe 500] [--cell lstm]
 
 The forecaster is ``LSTM(16, return_sequences=True) -> TimeDistributed(Dense(1))`` on sine series of ``--steps``
 steps with the next value at every step as its regression target (mse). Each fit runs in its own process with
 ``PYTHONPATH`` set to one checkout of repviz (``--trees``: name=path, compared side by side): a plain fit and a fit
 with the default ``ActivationLogger`` (every epoch, ``--probe`` series), alternated for ``--repeats`` rounds. The
-table gives, per checkout, the median fit time of each, the overhead against the plain fit of the same round
-(median over the rounds) and the representations the logger recorded. A second table counts the representations
+table gives, per checkout, the median fit time of each, the overhead against the plain fit of the same round in
+wall time and in the process's CPU time (the logger's work wherever it runs; medians over the rounds), the time
+the logger holds the training thread (its set-up before the first epoch, the median snapshot after an epoch, the
+final wait for the background writer), and the representations recorded. On a shared machine whole fits differ
+by tens of percent between processes, so the logger's own times are the steadier figures. A second table counts the representations
 each pattern records by default on each checkout: the forecaster, a nested model with dict outputs, a masked
 self-attention block and a residual block with a squeeze-excite gate.
 """
@@ -98,14 +101,32 @@ def worker(args) -> dict:
             root = Path(tempfile.mkdtemp(prefix="bench_forecaster_"))
         return {"counts": counts}
     model, x, y = forecaster(args)
-    callbacks = []
+    callbacks, hooks = [], {}
     if args.worker == "logged":
-        callbacks = [repviz.ActivationLogger(root / "run", probe=(x[:args.probe], y[:args.probe]))]
-    start = time.perf_counter()
+        logger = repviz.ActivationLogger(root / "run", probe=(x[:args.probe], y[:args.probe]))
+        for hook in ("on_train_begin", "on_epoch_begin", "on_epoch_end", "on_train_end"):
+            setattr(logger, hook, timed(getattr(logger, hook), hooks.setdefault(hook, [])))
+        callbacks = [logger]
+    start, cpu = time.perf_counter(), time.process_time()
     model.fit(x, y, epochs=args.epochs, batch_size=64, verbose=0, callbacks=callbacks)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     layers = len(repviz.open_logdir(root).run("run").layers) if callbacks else None
-    return {"seconds": seconds, "layers": layers}
+    times = {}
+    if callbacks:
+        times = {"setup": hooks["on_train_begin"][0] + hooks["on_epoch_begin"][0],
+                 "snapshot": statistics.median(hooks["on_epoch_end"]), "end": hooks["on_train_end"][0]}
+    return {"seconds": seconds, "cpu": cpu, "layers": layers, **times}
+
+
+def timed(hook, seconds: list):
+    """``hook``, appending the seconds each call takes to ``seconds``."""
+    def call(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return hook(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - start)
+    return call
 
 
 def spawn(tree: Path, mode: str, args) -> dict:
@@ -122,7 +143,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trees", default=f"this={ROOT}", help="name=path of each repviz checkout, comma-separated")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--rows", type=int, default=4000)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--probe", type=int, default=500)
@@ -141,13 +162,15 @@ def main() -> None:
         for name, tree in trees.items():
             for mode in ("plain", "logged"):
                 fits.setdefault((name, mode), []).append(spawn(tree, mode, args))
-    print(f"{'checkout':<10} {'plain fit s':>11} {'logged fit s':>12} {'overhead':>9} {'representations':>15}")
+    print(f"{'checkout':<10} {'plain fit s':>11} {'logged fit s':>12} {'wall':>7} {'CPU':>7} {'set-up s':>9} "
+          f"{'snapshot s':>10} {'end wait s':>10} {'representations':>15}")
     for name in trees:
         plain, logged = fits[(name, "plain")], fits[(name, "logged")]
-        overhead = statistics.median(b["seconds"] / a["seconds"] - 1 for a, b in zip(plain, logged))
+        wall, cpu = (statistics.median(b[k] / a[k] - 1 for a, b in zip(plain, logged)) for k in ("seconds", "cpu"))
+        setup, snapshot, end = (statistics.median(f[k] for f in logged) for k in ("setup", "snapshot", "end"))
         print(f"{name:<10} {statistics.median(f['seconds'] for f in plain):>11.2f} "
-              f"{statistics.median(f['seconds'] for f in logged):>12.2f} {100 * overhead:>8.1f}% "
-              f"{logged[0]['layers']:>15}")
+              f"{statistics.median(f['seconds'] for f in logged):>12.2f} {100 * wall:>6.1f}% {100 * cpu:>6.1f}% "
+              f"{setup:>9.3f} {snapshot:>10.3f} {end:>10.3f} {logged[0]['layers']:>15}")
     counts = {name: spawn(tree, "patterns", args)["counts"] for name, tree in trees.items()}
     print(f"\n{'pattern':<28}" + "".join(f" {name:>10}" for name in trees))
     for pattern in next(iter(counts.values())):

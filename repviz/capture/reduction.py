@@ -131,7 +131,7 @@ def sequence_masks(calls: dict[int, list]) -> dict[int, Any]:
     for results in calls.values():
         for t in (t for result in results for t in keras.tree.flatten(result)):
             mask = keras_mask(t)
-            if mask is not None and len(mask.shape) == 2:
+            if mask is not None and len(mask.shape) == 2 and mask.shape[1] is not None:
                 masks.setdefault(int(mask.shape[1]), mask)
     return masks
 
