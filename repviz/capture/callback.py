@@ -104,15 +104,17 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         models (a plain name is accepted when unique). Classes select by ``isinstance``; a callable gets each
         layer and returns True to keep it. None keeps the layers whose output is a representation: Dense,
         EinsumDense, Embedding, every convolution, pooling, activation layers (Activation, ReLU, LeakyReLU,
-        PReLU, ELU, Softmax), RNN layers and their Bidirectional and TimeDistributed wrappers; it skips
-        Dropout, Flatten, Reshape, normalisation, merging and Input layers, whose output is (nearly) a copy of
-        another's, and records no tensor twice (see :func:`repviz.capture.layers.duplicates`). It also keeps
+        PReLU, ELU, Softmax), RNN layers and their Bidirectional and TimeDistributed wrappers (a TimeDistributed
+        layer once, never its inner layer per step), and Add and Multiply merges except one whose output goes
+        only to an activation layer (see :func:`repviz.capture.layers.is_default`); it skips Dropout, Flatten,
+        Reshape, normalisation, other merges and Input layers, whose output is (nearly) a copy of another's, and
+        records no tensor twice (see :func:`repviz.capture.layers.duplicates`). It also keeps
         custom layers (classes defined outside Keras, such as a ``TransformerBlock``) and nested models, whose
         outputs are what their authors made them for, unless the output is the same tensor as one of their
         layers'. The manifest's ``skipped`` lists every layer left out with its reason (also outputs without a
         batch axis, such as a position embedding shared by every example), and ``repviz info`` prints it. A
         layer called several times is recorded once per call as ``name#0``, ``name#1``, ...; a layer with
-        several outputs as ``name:0``, ``name:1``, ...
+        several outputs as ``name:0``, ``name:1``, ..., a nested model's by its output keys (``encoder/mean``).
     freq : int or list of int, default=1
         Epoch schedule: snapshot every ``freq`` epochs, or after the listed epochs (1 = after the first epoch;
         0, the state before training, is recorded anyway). Steps are epoch numbers, 0 being before training
@@ -403,7 +405,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             raise ValueError(f"the probe (inputs of shape {shapes(self._x)}) does not fit {through}: running it "
                              f"on the probe failed with {type(e).__name__}: {e}") from e
         self._skipped = {} if self.layers_spec is not None else default_skips(paths, chosen, calls)
-        tensors = recorded_tensors(chosen, calls, n_head, explicit, self._skipped, model.name)
+        tensors = recorded_tensors(chosen, calls, n_head, explicit, self._skipped, model.name, paths)
         captures = [capture(t, self.reduction, self.seed, recorded.get(t.name)) for t in tensors]
         if not captures:
             raise ValueError(f"none of the chosen layers of model {model.name!r} produced a per-sample output "

@@ -75,15 +75,28 @@ export function resolveCurrent(index, current) {
   return out;
 }
 
-/** The layer of `run` that matches layer `name` of run `from`: the same name, else the same depth. @returns {?string} */
+/**
+ * The layer of `run` that matches layer `name` of run `from`: the one at the same position when both record the
+ * same layers (classes and stored widths, in order), whatever their names (Keras names layers per process, so two
+ * instances of one architecture differ: re_lu_10, re_lu_26); else the same name; else the same relative depth.
+ * @returns {?string}
+ */
 export function layerFor(run, from, name) {
-  if (run.layers.some((l) => l.name === name)) return name;
   const mine = from ? from.layers.map((l) => l.name) : [];
+  if (mine.includes(name) && sameLayers(from, run)) return run.layers[mine.indexOf(name)].name;
+  if (run.layers.some((l) => l.name === name)) return name;
   const depth = Math.max(mine.indexOf(name), 0);
   const m = run.layers.length;
   if (!m) return null;
   const at = mine.length > 1 ? Math.round((depth / (mine.length - 1)) * (m - 1)) : 0;
   return run.layers[Math.min(at, m - 1)].name;
+}
+
+/** Whether runs `a` and `b` record layers of the same classes and stored widths in the same order. */
+function sameLayers(a, b) {
+  const width = (l) => (l.stored_shape || [])[1];
+  return a.layers.length === b.layers.length
+    && a.layers.every((l, i) => l.class === b.layers[i].class && width(l) === width(b.layers[i]));
 }
 
 /**
