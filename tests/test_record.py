@@ -136,7 +136,7 @@ def test_info_embed_meta_similarity_on_a_recorded_logdir(recorded, capsys):
     assert err.splitlines() == [f"repviz meta: left out 4 representations (('net', 'dead', 0), ('net', 'dead', 5), "
                                 f"('net', 'pos', 0), ('net', 'pos', 5)): {CONSTANT}"]
 
-    assert main(["similarity", str(root), "--runs", "net", "--no-progress", "--out", str(root / "figures")]) == 0
+    assert main(["similarity", str(root), "--runs", "net", "--no-progress", "--figures", str(root / "figures")]) == 0
     out, err = capsys.readouterr()
     assert err.splitlines() == [f"repviz similarity: left out 2 representation(s), empty cells: dead, pos "
                                 f"({CONSTANT})"]
