@@ -96,8 +96,8 @@ class Reduction:
         positions), and so do outputs of more axes with a sequence axis (``TimeDistributed`` outputs, attention
         projections and scores, outputs with a Keras mask; see
         :func:`repviz.capture.layers.sequence_axis`), pooled over it; maps of rank >= 3 are flattened. A dict
-        maps layer names to policies (the rest get the default). The manifest records each layer's pooling as its reduction (``sequence_mean_pooling``, ...),
-        which ``repviz info`` and the tab's info line show.
+        maps layer names to policies (the rest get the default). The manifest records each layer's pooling as its
+        reduction (``sequence_mean_pooling``, ...), which ``repviz info`` and the tab's info line show.
     max_width : int, default=None
         Outputs whose flattened width exceeds this are reduced to ``projection_dim`` columns by a count sketch
         (each column added with a random sign to one of ``projection_dim`` columns: a sparse Johnson-Lindenstrauss
