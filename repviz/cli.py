@@ -14,7 +14,6 @@ import signal
 import sys
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 from .distributed import ClusterFailed, DaskExecutor, MissingExtra, SchedulerUnreachable, connect, dashboard
 from .meta.options import EMBEDDINGS, METRICS, SUBSETS, TRANSFORMS
@@ -22,7 +21,7 @@ from .metadata import info_line
 from .methods import ALIGN_MODES, DEFAULT_METHOD
 from .similarity.options import KERNELS
 from .similarity.registry import DEFAULT_MEASURE, MEASURES
-from .store import META_RESULT, PLACED, NotFoundError, open_logdir, path_key
+from .store import META_RESULT, PLACED, NotFoundError, is_inside, not_a_directory, open_logdir, path_key
 from .version import install_hint
 from .workers import Terminated, sigterm_unwinds
 
@@ -697,11 +696,8 @@ def _check_directories(args) -> None:
     for dest, option in _DIRECTORY_OPTIONS.items():
         if getattr(args, dest, None) is None:
             continue
-        path = Path(getattr(args, dest))
-        found = next((p for p in (path, *path.parents) if p.exists()), None)
-        if found is not None and not found.is_dir():
-            what = "a file" if found.is_file() else "not a directory"
-            raise ValueError(f"{option} must be a directory: {found} is {what}")
+        if (why := not_a_directory(getattr(args, dest))) is not None:
+            raise ValueError(f"{option} must be a directory: {why}")
 
 
 def _elsewhere_hint(args, error: OSError) -> str:
@@ -710,8 +706,7 @@ def _elsewhere_hint(args, error: OSError) -> str:
     if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not hasattr(args, "logdir"):
         return ""
     option = "--results" if "results" in args else "--out" if "out" in args else None
-    inside = error.filename is None or Path(os.path.abspath(error.filename)).is_relative_to(
-        os.path.abspath(args.logdir))
+    inside = error.filename is None or is_inside(error.filename, args.logdir)
     return f" (write the results elsewhere with {option} DIR)" if option and inside else ""
 
 

@@ -136,7 +136,8 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
                 run = record(model, ProbeSet(x[rows], y[rows], ids=rows),
                              run_directory(cfg.logdir, PLACED_RUN + again), step=cfg.epochs, seed=seed,
                              max_width=SHOWCASE_MAX_WIDTH)
-                cfg.placed = (run_name_of(cfg.logdir, run.run_dir), name)
+                # record opens the run in its parent directory: the name there, under the same group
+                cfg.placed = (f"{PLACED_RUN.rpartition('/')[0]}/{run.name}", name)
 
 
 def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:

@@ -63,7 +63,17 @@ from .artifacts import (
                         declare,
 )
 from .errors import DamagedFileError, DiskFullError, IncompatibleRunError, NotFoundError, UnsafeFileError
-from .files import ArrayBlocks, atomic_path, checksum, constant_rows, remove_stale_temps, save_array, save_json
+from .files import (
+                        ArrayBlocks,
+                        atomic_path,
+                        checksum,
+                        constant_rows,
+                        is_inside,
+                        not_a_directory,
+                        remove_stale_temps,
+                        save_array,
+                        save_json,
+)
 from .layout import FORMAT_VERSION, PLUGIN_NAME, path_key, run_directory, run_name_of
 from .logdir import Artifacts, LogDir, open_logdir, open_run, temporary_artifacts, write_metadata
 from .records import append_record
@@ -74,7 +84,8 @@ __all__ = [
     "DENSITY", "EMBEDDING", "FORMAT_VERSION", "KINDS", "META_RESULT", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME",
     "SIMILARITY_CACHE", "VECTOR_BANK", "ArrayBlocks", "Artifact", "ArtifactKind", "Artifacts", "DamagedFileError",
     "DiskFullError", "Embeddings", "IncompatibleRunError", "LogDir", "NotFoundError", "Probe", "Run", "RunWriter",
-    "UnsafeFileError", "append_record", "atomic_path", "checksum", "constant_rows", "declare", "open_logdir",
+    "UnsafeFileError", "append_record", "atomic_path", "checksum", "constant_rows", "declare", "is_inside",
+    "not_a_directory", "open_logdir",
     "open_run", "path_key", "remove_stale_temps", "run_directory", "run_name_of", "save_array", "save_json",
     "temporary_artifacts", "write_metadata",
 ]

@@ -206,3 +206,18 @@ def remove_stale_temps(root: str | os.PathLike, older_than: float = 3600.0) -> i
                 tmp.unlink()
                 removed += 1
     return removed
+
+
+def not_a_directory(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be a directory to write into (created if missing): "PATH is a file" where it, or the
+    nearest of its parents that exists, is not a directory; None where it can."""
+    path = Path(path)
+    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    if found is None or found.is_dir():
+        return None
+    return f"{found} is {'a file' if found.is_file() else 'not a directory'}"
+
+
+def is_inside(path: str | os.PathLike, root: str | os.PathLike) -> bool:
+    """Whether ``path`` is ``root`` or under it, both taken as absolute paths (no link resolved)."""
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(root))
