@@ -21,6 +21,31 @@ export function categoryColor(i) {
   return `hsl(${(i * 137.508) % 360}, 55%, 50%)`;
 }
 
+// A run's colour: its network group (the name before the first "/") picks the hue, the rest of its name a shade of
+// it, both by a hash of the name, so a run keeps its colour when runs are added or removed. repviz/export.py's
+// run_colour is the same rule.
+const RUN_SHADES = [0, -0.3, 0.35]; // mixed with black (< 0) or white (> 0)
+
+/** FNV-1a (32 bits) of the UTF-8 bytes of `text`. */
+function fnv1a(text) {
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+/** Hex colour of run `name`, from its name alone (see RUN_SHADES). */
+export function runColor(name) {
+  const slash = name.indexOf("/");
+  const base = PALETTE[fnv1a(slash < 0 ? name : name.slice(0, slash)) % PALETTE.length];
+  const t = slash < 0 ? 0 : RUN_SHADES[fnv1a(name) % RUN_SHADES.length];
+  const target = t < 0 ? 0 : 255;
+  const channel = (i) => {
+    const v = parseInt(base.slice(i, i + 2), 16);
+    return Math.round(v + (target - v) * Math.abs(t)).toString(16).padStart(2, "0");
+  };
+  return `#${channel(1)}${channel(3)}${channel(5)}`;
+}
+
 /** A ramp of `count` hex colours through `stops` (RGB triples). */
 export function ramp(count, stops = CONFIDENCE_STOPS) {
   const hex = (v) => Math.round(v).toString(16).padStart(2, "0");
