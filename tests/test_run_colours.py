@@ -16,7 +16,8 @@ pytest.importorskip("matplotlib")
 from repviz import export
 
 COLORS_JS = Path(__file__).resolve().parents[1] / "tb_plugin" / "tensorboard_plugin_repviz" / "static" / "colors.js"
-NAMES = ["relu/seed0", "relu/seed1", "sigmoid/seed0", "sigmoid/seed1", "tanh", "mlp/deep/seed2", "évian/b", ""]
+NAMES = ["relu/seed0", "relu/seed1", "sigmoid/seed0", "sigmoid/seed1", "tanh", "mlp/deep/seed2", "évian/b", "",
+         "cnn/seed98765432109876543210", "relu/seed2"]
 
 
 def test_a_run_keeps_its_colour_and_style_when_runs_are_added():
@@ -35,6 +36,7 @@ def test_the_group_picks_the_hue():
         rank = lambda c: sorted(range(3), key=lambda i: int(c[1 + 2 * i:3 + 2 * i], 16))  # noqa: E731
         assert rank(colour) == rank(base), (name, colour, base)
     assert export.run_colour("tanh") in palette  # no group: the base colour itself
+    assert len({export.run_colour(f"relu/seed{k}") for k in range(3)}) == 3  # three seeds, three shades
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node runs the tab's colors.js")
