@@ -34,7 +34,7 @@ MARGIN = 0.03  # the views keep 5 % and a point's radius; read with room for edg
 
 def _write(new_run, run_dir, ids, seed=0, shift=0.0):
     """A run of one layer "hidden" (N probes of 8 features in four clusters at the corners of a square: a layout
-    about as tall as wide, moved by `shift` along the first feature) and its predictions (all five colour modes in
+    about as tall as wide, moved by `shift` along the first two features) and its predictions (all five colour modes in
     the header) at STEPS snapshots."""
     rng = np.random.default_rng(seed)
     writer = new_run(run_dir, layers={"hidden": (N, 8)})
@@ -44,7 +44,7 @@ def _write(new_run, run_dir, ids, seed=0, shift=0.0):
     for step in range(STEPS):
         x = rng.normal(scale=0.8, size=(N, 8)).astype(np.float32)
         x[:, :2] += corners * (1 + 0.2 * step)
-        x[:, 0] += shift
+        x[:, :2] += shift
         writer.write_activation("hidden", step, x)
         writer.write_prediction(step, rng.dirichlet(np.ones(4), size=N).astype(np.float32))
 
@@ -60,7 +60,8 @@ def logdir(server, new_run):
     root = server[0]
     for k, name in enumerate([*TRAINED, LONG, "fresh"]):
         _write(new_run, root / name, np.arange(N), seed=k)
-    _write(new_run, root / "place/digits", np.arange(N, 2 * N), seed=9, shift=6.0)  # its rings between clusters
+    # its rings beside the clusters, some beyond the layout's own points
+    _write(new_run, root / "place/digits", np.arange(N, 2 * N), seed=9, shift=8.0)
     write_metadata(root / "relu/seed0", {"source": ["handwritten digit, scanned"] * N,
                                          "writer": [f"census employee {i % 7}" for i in range(N)]})
     report = repviz.embed_logdir(root, methods=["pca"], runs=[*TRAINED, LONG], progress=False)
@@ -108,7 +109,9 @@ def _tools_bottom(driver) -> float:
 
 
 def _main_fits(driver):
-    return _fits(pk.canvas(driver), _tools_bottom(driver))
+    """Whether the points and the rings of the points placed into the layout are inside the canvas, below the tools."""
+    top = _tools_bottom(driver)
+    return _fits(pk.canvas(driver), top) and _fits(pk.canvas(driver, "canvas.overlay-canvas"), top)
 
 
 def _cells_fit(driver):

@@ -8,7 +8,7 @@
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import * as V from "./dom.js";
-import { MAX_TRAILS, overlayLayers, placedAt } from "./mainlayers.js";
+import { MAX_TRAILS, overlayLayers, placedAt, placedExtent } from "./mainlayers.js";
 import { changePanel, fillThumbs, knnPanel, legendOf, nothingToDraw, placedNoteLines, tools } from "./mainpanels.js";
 import { Overlay } from "./overlay.js";
 import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
@@ -353,7 +353,11 @@ export class MainView {
         return placed.filter((p) => !p.stale);
       });
       this.placed = { drawn, sets, current: [] };
-      sets.then((current) => { if (this.placed.drawn === drawn) this.placed.current = current; }, () => {});
+      sets.then((current) => {
+        if (this.placed.drawn !== drawn) return;
+        this.placed.current = current;
+        this.scatter.include(placedExtent(current, drawn.frame)); // their rings inside the fitted view too
+      }, () => {});
     }
     return this.placed.sets;
   }

@@ -103,6 +103,11 @@ function extentOf(points) {
   return xlo <= xhi ? [xlo, xhi, ylo, yhi] : null;
 }
 
+/** The box holding boxes `a` and `b` ([xlo, xhi, ylo, yhi]; `b` may be null). */
+function union(a, b) {
+  return b ? [Math.min(a[0], b[0]), Math.max(a[1], b[1]), Math.min(a[2], b[2]), Math.max(a[3], b[3])] : a;
+}
+
 /** Point size in CSS pixels that keeps n points legible without one blot. */
 function pointSizeFor(n) {
   return Math.max(2, Math.min(7, Math.round(180 / Math.sqrt(Math.max(n, 1)))));
@@ -124,6 +129,7 @@ export class Scatter {
     this.small = small;
     this._inset = inset;
     this._extent = null; // [xlo, xhi, ylo, yhi] of the points drawn last (plot coordinates)
+    this._extra = null; // the same of what an overlay draws over them (`include`), until the next draw
     this._fitView = null; // the camera of the last fit: while the camera is still there, a resize fits again
     this._pointSize = 0;
     // A fitted view stays fitted when the canvas changes size (window, side panel, a grid of other shape).
@@ -221,6 +227,7 @@ export class Scatter {
       const opacity = n > 20000 ? 0.6 : 0.85;
       const fitted = this._isFitted();
       this._extent = extentOf(points);
+      this._extra = null;
       if (n !== this.n || Boolean(options.fade) !== Boolean(this._settings.opacityBy)) {
         this._pointSize = pointSizeFor(n) * (this.small ? 0.6 : 1);
         this._set({
@@ -296,7 +303,7 @@ export class Scatter {
     const width = this.canvas.clientWidth;
     const height = this.canvas.clientHeight;
     if (!(width > 0 && height > 0)) return;
-    const [xlo, xhi, ylo, yhi] = this._extent || [-1, 1, -1, 1];
+    const [xlo, xhi, ylo, yhi] = union(this._extent || [-1, 1, -1, 1], this._extra);
     const inset = this._inset ? this._inset() : { top: 0, bottom: 0 };
     const aspect = width / height;
     const scaleFor = (radius) => {
@@ -315,6 +322,14 @@ export class Scatter {
       (-s * (xlo + xhi)) / 2, (-s * (ylo + yhi)) / 2 + shiftY, 0, 1]);
     this._fitView = view;
     this._plot.view(view);
+  }
+
+  /** Fit `extent` ([xlo, xhi, ylo, yhi] in plot coordinates) too, e.g. points an overlay draws over the drawn ones,
+   * until the next draw; a fitted view fits again. */
+  include(extent) {
+    const fitted = this._isFitted();
+    this._extra = extent;
+    if (fitted) this.fit();
   }
 
   /** Whether the camera is where the last `fit` put it (true before any fit). */
