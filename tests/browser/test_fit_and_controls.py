@@ -162,17 +162,14 @@ def test_main_grid_and_runs_fit_their_points_with_a_margin(sized, shots):
 def test_reset_view_fits_a_zoomed_view_again(sized, shots):
     tab, width = sized
     _away(tab)
-    pk.wait(tab, _main_fits, "Main fitted")
-    _zoom_in(tab, "canvas.scatter")
-    pk.wait(tab, lambda d: not _main_fits(d), "points off the zoomed canvas")
-    tab.find_element(By.CSS_SELECTOR, '.plot .tools [data-testid="reset-view"]').click()
-    pk.wait(tab, _main_fits, "Main fitted again after Reset view")
-    _view(tab, "runs")
-    pk.wait(tab, _cells_fit, "the Runs cells fitted")
-    _zoom_in(tab, "canvas.cell-canvas")
-    pk.wait(tab, lambda d: not _cells_fit(d), "points off the zoomed cell")
-    tab.find_element(By.CSS_SELECTOR, '.view[data-name="runs"] [data-testid="reset-view"]').click()
-    pk.wait(tab, _cells_fit, "the Runs cells fitted again after Reset view")
+    for view, canvas, fits in (("main", "canvas.scatter", _main_fits), ("grid", "canvas.cell-canvas", _cells_fit),
+                               ("runs", "canvas.cell-canvas", _cells_fit)):
+        _view(tab, view)
+        pk.wait(tab, fits, f"{view} fitted")
+        _zoom_in(tab, canvas)
+        pk.wait(tab, lambda d: not fits(d), f"points off the zoomed {view} canvas")
+        tab.find_element(By.CSS_SELECTOR, f'.view[data-name="{view}"] [data-testid="reset-view"]').click()
+        pk.wait(tab, fits, f"{view} fitted again after Reset view")
     _view(tab, "main")
 
 

@@ -320,6 +320,7 @@ export class Scatter {
     const shiftY = (inset.bottom - inset.top) / height; // clip-space centre of the free band
     const view = new Float32Array([s, 0, 0, 0, 0, s, 0, 0, 0, 0, 1, 0,
       (-s * (xlo + xhi)) / 2, (-s * (ylo + yhi)) / 2 + shiftY, 0, 1]);
+    if (this._fitView && this._isFitted() && view.every((a, i) => a === this._fitView[i])) return; // no change
     this._fitView = view;
     this._plot.view(view);
   }
