@@ -52,7 +52,7 @@ def _write(new_run, run_dir, ids, seed=0, shift=0.0):
 @pytest.fixture(scope="module")
 def logdir(server, new_run):
     """TRAINED and LONG embedded by PCA, run "fresh" with nothing embedded, metadata on relu/seed0 (long values), a
-    meta-SNE map of TRAINED, and run "place/digits" (other probe ids) placed into relu/seed0's layouts."""
+    meta-SNE map of TRAINED (classical MDS and t-SNE), and run "place/digits" (other probe ids) placed into relu/seed0's layouts."""
     from repviz.cli import main
     from repviz.meta import MetaSNE
     from repviz.store import write_metadata
@@ -66,7 +66,8 @@ def logdir(server, new_run):
                                          "writer": [f"census employee {i % 7}" for i in range(N)]})
     report = repviz.embed_logdir(root, methods=["pca"], runs=[*TRAINED, LONG], progress=False)
     assert not report.failed, report.failed
-    MetaSNE(transform="dist", metric="chord", embedding="mds").fit(root, runs=TRAINED).save(root)
+    for embedding in ("mds", "tsne"):
+        MetaSNE(transform="dist", metric="chord", embedding=embedding).fit(root, runs=TRAINED).save(root)
     assert main(["place", str(root), "--run", "place/digits", "--into", "relu/seed0", "--method", "pca"]) == 0
     return root
 
@@ -265,6 +266,17 @@ def _drag_around_a_cluster(driver):
     left, top, right, bottom = xs.min() - 12, ys.min() - 12, xs.max() + 12, ys.max() + 12
     pk.drag_rectangle(driver, start=(int(left - w / 2), int(top - h / 2)),
                       step=(int((right - left) / 10) + 1, int((bottom - top) / 10) + 1))
+
+
+def test_a_map_says_explained_variance_only_where_it_is_the_classical_mds_map(tab):
+    _view(tab, "meta")
+    figures = lambda d: pk.text(d, '[data-testid="meta-figures"]')  # noqa: E731
+    assert "explained variance" in pk.wait(tab, lambda d: "representations" in figures(d) and figures(d), "the mds map")
+    pk.select(tab, "meta", "meta-dist-chord-tsne")
+    shown = pk.wait(tab, lambda d: pk.stats(d)["metaPoints"] and "representations" in figures(d) and figures(d),
+                    "the t-SNE map")
+    assert "explained variance" not in shown  # t-SNE's map shows no share of the variance
+    pk.select(tab, "meta", "meta-dist-chord-mds")
 
 
 def _legend_colours(driver) -> dict[str, str]:

@@ -186,6 +186,7 @@ class App {
 
   setView(name) {
     if (!this.index) return; // the log directory could not be read: the message stays
+    if (name === this.shown.name) return; // the view shown: its panels and card stay
     this.shown = this.views.find((view) => view.name === name);
     this.el.root.dataset.view = name;
     this.applyChrome();
