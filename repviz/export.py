@@ -5,7 +5,8 @@ Everything is read through the store (:func:`repviz.open_logdir`, :meth:`MetaRes
 - ``layer-<layer>-<method>.<fmt>``: per layer name and embedding method, a grid of the stored embeddings, one row
   per run that has the layer, one column per snapshot, points coloured by label;
 - ``meta-<name>.<fmt>``: each meta-SNE map, every (run, layer) drawn as its training path, runs coloured (runs in
-  one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a colour, solid then dashed lines), the
+  one parent directory, such as ``relu/seed0`` and ``relu/seed1``, share a hue in shades, solid then dashed lines;
+  a run's colour comes from its name, :func:`run_colour`), the
   last snapshot circled and labelled with the layer, the input landmark marked;
 - ``quality.csv`` and ``quality.md``: each layer's quality scores at its last embedded snapshot;
 - ``similarity-*``: layer-by-layer CKA heatmaps (with CSV and JSON) of the seeds of each network, and of a
@@ -161,16 +162,43 @@ def _group(run: str) -> str:
     return str(Path(run).parent) if "/" in run else run
 
 
+# Tableau 10 less its grey (which would read as "no run"), as the tab's colors.js; a run's shade of its group's
+# hue: mixed with black (< 0) or white (> 0).
+_RUN_PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
+_RUN_SHADES = (0.0, -0.3, 0.35)
+
+
+def _fnv1a(text: str) -> int:
+    """FNV-1a (32 bits) of the UTF-8 bytes of ``text``: the same in the tab."""
+    h = 0x811C9DC5
+    for byte in text.encode("utf-8"):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def run_colour(name: str) -> str:
+    """Hex colour of run ``name``, from its name alone, so a run keeps it when runs are added or removed: the
+    network group (the name before the first "/") picks the hue by a hash, the rest of the name a shade of it (by
+    its trailing number, so ``seed0``, ``seed1`` and ``seed2`` differ, else by a hash). The tab's ``runColor``
+    (static/colors.js) is the same rule."""
+    group, slash, _ = name.partition("/")
+    base = _RUN_PALETTE[_fnv1a(group) % len(_RUN_PALETTE)]
+    number = re.search(r"[0-9]+$", name) if slash else None
+    shade = (sum(map(int, number.group())) if number else _fnv1a(name)) if slash else 0  # digit sum: the number mod 3
+    t = _RUN_SHADES[shade % len(_RUN_SHADES)]
+    target = 0 if t < 0 else 255
+    channels = (int(base[i:i + 2], 16) for i in (1, 3, 5))
+    return "#" + "".join(f"{int(v + (target - v) * abs(t) + 0.5):02x}" for v in channels)
+
+
 def _run_styles(runs: list[str]) -> dict[str, tuple]:
-    """A colour per group of runs, a line style per member (solid for the first)."""
-    groups = list(dict.fromkeys(map(_group, runs)))
-    palette = matplotlib.colormaps["tab10"]
+    """A colour per run (:func:`run_colour`), a line style per member of a group (solid for the first)."""
     dashes = ["-", "--", ":", "-."]
     seen: dict[str, int] = {}
     styles = {}
     for r in runs:
         g = _group(r)
-        styles[r] = (palette(groups.index(g) % 10), dashes[seen.get(g, 0) % len(dashes)])
+        styles[r] = (run_colour(r), dashes[seen.get(g, 0) % len(dashes)])
         seen[g] = seen.get(g, 0) + 1
     return styles
 

@@ -77,6 +77,8 @@ class Method:
     added : dict
         Parameters the estimator gained later, with the value at which its results are what they were before:
         left out of the hash while they have it, so the keys, and the cached results, stay.
+    description : str
+        One line saying what the method is (``"kernel PCA"``): the tab's method menu shows it.
     """
 
     name: str
@@ -90,6 +92,7 @@ class Method:
     added: dict = field(default_factory=dict)
     place_with: str | None = None
     warm_with: str | None = None
+    description: str = ""
 
     def estimator_class(self) -> type:
         """The estimator class (imported now)."""
@@ -126,7 +129,7 @@ METHODS: dict[str, Method] = {}
 def register_method(name: str, target: str, *, align: str, defaults: dict | None = None,
                     continuation: dict | None = None, supervised: bool = False,
                     continue_with: str | None = None, fixed: dict | None = None, added: dict | None = None,
-                    place_with: str | None = None, warm_with: str | None = None) -> Method:
+                    place_with: str | None = None, warm_with: str | None = None, description: str = "") -> Method:
     """Make an estimator available to the pipeline (and to ``repviz embed --method NAME``).
 
     ``target`` is ``"module:Class"``, imported lazily; the class follows scikit-learn's conventions
@@ -136,7 +139,7 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
     if (continuation or continue_with) and align != "init":
         raise ValueError(f"continuation parameters apply to align='init' methods only; {name!r} has align={align!r}")
     method = Method(name, target, align, dict(defaults or {}), dict(continuation or {}), supervised, continue_with,
-                    dict(fixed or {}), dict(added or {}), place_with, warm_with)
+                    dict(fixed or {}), dict(added or {}), place_with, warm_with, description)
     METHODS[name] = method
     return method
 
@@ -146,6 +149,7 @@ def register_method(name: str, target: str, *, align: str, defaults: dict | None
 # more slowly. tol=2e-2 stops once the iterations left could lower the KL by about 2 %, the bound its final KL
 # keeps against 300 plain iterations (docs/MEASUREMENTS.md).
 register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_state": 0},
+                description="t-SNE: t-distributed stochastic neighbour embedding",
                 continuation={"rescale_init": False, "early_exaggeration_iter": 0, "max_iter": 300, "tol": 2e-2,
                               "neighbour_start": 120},
                 continue_with="repviz.manifold.tsne.continuation:continue_tsne",
@@ -160,35 +164,48 @@ register_method("tsne", "repviz.manifold:TSNE", align="init", defaults={"random_
                 # scikit-learn's options, off at these values: the results and keys they leave as they were
                 added={"metric_params": None, "n_iter_without_progress": None, "min_grad_norm": 0.0})
 # Iterative stress minimisers continue from the previous layout as it is.
-register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0})
-register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0})
+register_method("mds", "repviz.manifold:MDS", align="init", defaults={"random_state": 0},
+                description="multidimensional scaling by stress (SMACOF)")
+register_method("sammon", "repviz.manifold:Sammon", align="init", defaults={"random_state": 0},
+                description="Sammon mapping: stress weighted towards small distances")
 # scikit-learn's options that leave the results as they were at these values
 _ADDED = {"isomap": {"p": 2, "metric_params": None, "path_method": "auto", "neighbors_algorithm": "auto"},
           "cmds": {"metric_params": None}, "spectral": {"eigen_tol": "auto"}}
 # SpectralEmbedding's tol became scikit-learn's eigen_tol ("auto" is the old 0.0)
 _FIXED = {"spectral": {"tol": 0.0}}
-for _name, _target in (("pca", "PCA"), ("cmds", "ClassicalMDS"), ("isomap", "Isomap"),
-                       ("lle", "LocallyLinearEmbedding"), ("spectral", "SpectralEmbedding"),
-                       ("diffusion", "DiffusionMap"), ("kpca", "KernelPCA"), ("force", "ForceDirectedLayout")):
+for _name, _target, _about in (
+        ("pca", "PCA", "principal component analysis"),
+        ("cmds", "ClassicalMDS", "classical multidimensional scaling"),
+        ("isomap", "Isomap", "Isomap: geodesic distances along the kNN graph"),
+        ("lle", "LocallyLinearEmbedding", "locally linear embedding"),
+        ("spectral", "SpectralEmbedding", "spectral embedding (Laplacian eigenmaps)"),
+        ("diffusion", "DiffusionMap", "diffusion map"),
+        ("kpca", "KernelPCA", "kernel PCA"),
+        ("force", "ForceDirectedLayout", "force-directed layout of the kNN graph")):
     register_method(_name, f"repviz.manifold:{_target}", align="procrustes", defaults={"random_state": 0},
-                    added=_ADDED.get(_name), fixed=_FIXED.get(_name))
+                    added=_ADDED.get(_name), fixed=_FIXED.get(_name), description=_about)
 register_method("lda", "repviz.manifold:LinearDiscriminantAnalysis", align="procrustes",
-                defaults={"n_components": 2}, supervised=True)
+                defaults={"n_components": 2}, supervised=True,
+                description="linear discriminant analysis: the directions that separate the labels")
 # The elastic embedding continues from the previous layout as it is, with fewer iterations (it starts near a
 # minimum). The other new methods are fitted anew and rotated onto the previous snapshot. SFA reads the probe
 # points in their stored order as its sequence.
 register_method("ee", "repviz.manifold:ElasticEmbedding", align="init", defaults={"random_state": 0},
-                continuation={"max_iter": 100})
-for _name, _target in (("ica", "FastICA"), ("sfa", "SlowFeatureAnalysis"), ("autoencoder", "AutoencoderEmbedding")):
+                continuation={"max_iter": 100}, description="elastic embedding")
+for _name, _target, _about in (("ica", "FastICA", "independent component analysis"),
+                               ("sfa", "SlowFeatureAnalysis", "slow feature analysis of the probe in its order"),
+                               ("autoencoder", "AutoencoderEmbedding", "an autoencoder's 2-D bottleneck")):
     register_method(_name, f"repviz.manifold:{_target}", align="procrustes",
-                    defaults={"random_state": 0, "n_components": 2})
-register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defaults={"n_components": 2})
+                    defaults={"random_state": 0, "n_components": 2}, description=_about)
+register_method("whiten", "repviz.manifold:Whitening", align="procrustes", defaults={"n_components": 2},
+                description="whitening: decorrelated features of unit variance")
 # UMAP through umap-learn, an optional extra (repviz.manifold.umap says what to install when it is missing). Each
 # snapshot starts from the previous layout for 50 epochs at learning rate 0.1, which moves points less than more
 # epochs at a higher rate, at the same quality (docs/MEASUREMENTS.md).
 register_method("umap", "repviz.manifold.umap:UMAP", align="init", defaults={"random_state": 0},
                 continuation={"n_epochs": 50, "learning_rate": 0.1},
-                place_with="repviz.manifold.umap:place_into_layout")
+                place_with="repviz.manifold.umap:place_into_layout",
+                description="UMAP: uniform manifold approximation and projection")
 
 
 #: The method that embeds when none is named: the CLI's, the pipeline's and the tab's first choice.

@@ -87,7 +87,7 @@ def choices() -> dict:
     """What the page offers that the server decides: every registered embedding method with its alignment and
     pipeline defaults (JSON scalars), the options of a meta-SNE map and of a similarity heatmap, default first,
     and which options each measure takes. The page spells none of them itself."""
-    methods = [{"name": m.name, "align": m.align, "supervised": m.supervised,
+    methods = [{"name": m.name, "align": m.align, "supervised": m.supervised, "description": m.description,
                 "defaults": {k: v for k, v in m.defaults.items() if isinstance(v, _JSON_SCALARS)}}
                for _, m in sorted(METHODS.items())]
     similarity = {"measure": list(MEASURES), "kernel": list(KERNELS),

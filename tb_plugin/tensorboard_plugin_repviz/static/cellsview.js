@@ -178,7 +178,8 @@ export class CellsView {
 
   renderBar() {
     const mode = V.segmented("gridmode", V.MOUSE_MODES, this.page.state.mode, (v) => this.events.change({ mode: v }));
-    this.barEl.replaceChildren(...this.bar(this.page), h("span", { class: "spacer" }), mode);
+    this.barEl.replaceChildren(...this.bar(this.page), h("span", { class: "spacer" }), mode,
+      V.resetButton("zoom every cell out to all its points", () => this.multiples.reset()));
   }
 
   /** Lay out and draw the cells; cells already drawn are kept unless `force`, nothing changes if `quiet` and the
@@ -254,7 +255,9 @@ export class CellsView {
     if (choice) this.events.open(choice);
   }
 
+  /** A probe point under the mouse in a cell: its card; the mouse leaving a cell (`choice` null): no card. */
   onHover(id, choice) {
+    if (!choice) this.events.hover(null);
     if (id === null || !choice) return;
     this.model.ids(choice.run).then((ids) => {
       const index = idIndexOf(ids).get(id);

@@ -21,6 +21,35 @@ export function categoryColor(i) {
   return `hsl(${(i * 137.508) % 360}, 55%, 50%)`;
 }
 
+// A run's colour: its network group (the name before the first "/") picks the hue by a hash of it, the rest of its
+// name a shade of the hue (by its trailing number, so seed0, seed1 and seed2 differ, else by a hash), so a run keeps
+// its colour when runs are added or removed. repviz/export.py's run_colour is the same rule.
+const RUN_HUES = PALETTE.slice(0, 9); // Tableau 10 less its grey, which would read as "no run"
+const RUN_SHADES = [0, -0.3, 0.35]; // mixed with black (< 0) or white (> 0)
+
+/** FNV-1a (32 bits) of the UTF-8 bytes of `text`. */
+function fnv1a(text) {
+  let hash = 0x811c9dc5;
+  for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+/** Hex colour of run `name`, from its name alone (see RUN_SHADES). */
+export function runColor(name) {
+  const slash = name.indexOf("/");
+  const base = RUN_HUES[fnv1a(slash < 0 ? name : name.slice(0, slash)) % RUN_HUES.length];
+  const number = slash < 0 ? null : name.match(/[0-9]+$/);
+  // a number's value modulo 3 is its digits' sum modulo 3 (exact for numbers of any length)
+  const shade = slash < 0 ? 0 : number ? [...number[0]].reduce((sum, d) => sum + Number(d), 0) : fnv1a(name);
+  const t = RUN_SHADES[shade % RUN_SHADES.length];
+  const target = t < 0 ? 0 : 255;
+  const channel = (i) => {
+    const v = parseInt(base.slice(i, i + 2), 16);
+    return Math.round(v + (target - v) * Math.abs(t)).toString(16).padStart(2, "0");
+  };
+  return `#${channel(1)}${channel(3)}${channel(5)}`;
+}
+
 /** A ramp of `count` hex colours through `stops` (RGB triples). */
 export function ramp(count, stops = CONFIDENCE_STOPS) {
   const hex = (v) => Math.round(v).toString(16).padStart(2, "0");

@@ -80,6 +80,10 @@ export class Multiples {
       onSelect: (indices) => this._select(cell, indices),
       onView: () => this._mark(cell, cell.marked),
     }, { renderer: this.renderer, small: true });
+    canvas.addEventListener("mouseleave", () => {
+      this.highlight(null);
+      this.handlers.onHover(null, null);
+    });
     let down = null;
     canvas.addEventListener("pointerdown", (e) => {
       down = [e.clientX, e.clientY];
@@ -164,6 +168,11 @@ export class Multiples {
       }
       cell.scatter.select(out);
     }
+  }
+
+  /** Every cell back to all its points (Scatter.fit). */
+  reset() {
+    for (const cell of this.cells) cell.scatter.reset();
   }
 
   setMode(mode) {

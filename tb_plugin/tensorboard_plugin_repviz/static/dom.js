@@ -38,12 +38,15 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 /**
- * A labelled <select>. Options are {value, label, disabled?}; `onChange(value)`.
+ * A labelled <select>. Options are {value, label, disabled?, title?}; `onChange(value)`. The select's tooltip is
+ * its chosen option's full text (a long one is cut short in the bar).
  * @returns {HTMLElement}
  */
 export function picker(label, name, options, value, onChange) {
-  const select = h("select", { name, "aria-label": label, onchange: (e) => onChange(e.target.value) },
-    options.map((o) => h("option", { value: o.value, text: o.label, disabled: o.disabled, selected: o.value === value })));
+  const chosen = options.find((o) => o.value === value);
+  const select = h("select", { name, "aria-label": label, title: chosen ? chosen.title || chosen.label : null,
+    onchange: (e) => onChange(e.target.value) },
+  options.map((o) => h("option", { value: o.value, text: o.label, title: o.title, disabled: o.disabled, selected: o.value === value })));
   select.disabled = options.length === 0;
   return h("label", { class: "picker" }, h("span", { text: label }), select);
 }
@@ -64,6 +67,11 @@ export const MOUSE_MODES = [
   { value: "lasso", label: "lasso", title: "draw around points to select them" },
   { value: "rectangle", label: "rectangle", title: "drag a rectangle to select points" },
 ];
+
+/** The "Reset view" button of a view that pans and zooms (`title`: what it does there). */
+export function resetButton(title, onReset) {
+  return h("button", { type: "button", class: "reset", "data-testid": "reset-view", text: "Reset view", title, onclick: onReset });
+}
 
 /** Number with thin grouping, e.g. 70000 -> "70,000". */
 export function fmt(value, digits = 3) {
@@ -189,8 +197,11 @@ export function hoverCard(point) {
       h("dd", { class: point.correct === false ? "wrong" : null, text: point.prediction }),
       h("dt", { text: "confidence" }), h("dd", { text: fmt(point.confidence, 3) }),
       h("dt", { text: "probe id" }), h("dd", { text: String(point.id) }),
-      point.placed ? [h("dt", { text: "placed" }), h("dd", { class: "placed", "data-testid": "hover-placed", text: point.placed })] : [],
-      (point.meta || []).flatMap(({ name, value }) => [h("dt", { text: name }), h("dd", { class: "meta", text: value })])));
+      point.placed ? [h("dt", { text: "placed" }),
+        h("dd", { class: "placed", "data-testid": "hover-placed", text: point.placed, title: point.placed })] : []),
+    // the metadata under the thumbnail, the card's whole width: values wrap at spaces, not mid-word
+    (point.meta || []).length ? h("dl", { class: "meta" },
+      point.meta.flatMap(({ name, value }) => [h("dt", { text: name, title: name }), h("dd", { class: "meta", text: value })])) : null);
 }
 
 /** `text` as nodes, the matches of `find()` (a global RegExp, or null: none) in <mark>. */
@@ -394,7 +405,9 @@ export function metaPanel(names, chosen, result, options, onPick, onCompute) {
   }
   const figures = [];
   if (result) {
-    if (result.explained_variance !== null && result.explained_variance !== undefined) {
+    // the share of the variance classical MDS shows: what the map is only where it is that map (not t-SNE's, SMACOF's)
+    const mds = !result.params || !result.params.embedding || result.params.embedding === "mds";
+    if (mds && result.explained_variance !== null && result.explained_variance !== undefined) {
       figures.push(h("span", {}, "explained variance ", h("b", { text: fmt(result.explained_variance) })));
     }
     if (result.robustness !== null && result.robustness !== undefined) {

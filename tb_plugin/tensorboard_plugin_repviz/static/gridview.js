@@ -22,7 +22,7 @@ export class GridView extends CellsView {
     this.name = "grid";
     this.label = "Grid";
     this.title = "small multiples: layers or runs by snapshots or runs";
-    this.chrome = { snapshots: false, info: true, legend: true, selection: true };
+    this.chrome = { snapshots: false, info: true, legend: true, selection: true, run: true, layer: true, method: true, colour: true };
     this.rows = "layers";
     this.cols = "snapshots";
   }

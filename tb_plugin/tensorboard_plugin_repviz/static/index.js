@@ -48,7 +48,7 @@ const COLOR_MODES = [
   { value: "confidence", label: "confidence", title: "colour by the prediction's confidence" },
   { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
 ];
-const CHROME_PARTS = ["snapshots", "info", "legend", "selection"];
+const CHROME_PARTS = ["snapshots", "info", "legend", "selection", "run", "layer", "method", "colour"];
 
 class App {
   /** @param {HTMLElement} root */
@@ -186,11 +186,13 @@ class App {
 
   setView(name) {
     if (!this.index) return; // the log directory could not be read: the message stays
+    if (name === this.shown.name) return; // the view shown: its panels and card stay
     this.shown = this.views.find((view) => view.name === name);
     this.el.root.dataset.view = name;
     this.applyChrome();
     this.renderControls();
     this.el.panels.replaceChildren();
+    this.showPoint(null); // a card or preview describes the view left
     this.renderViews();
   }
 
@@ -339,29 +341,45 @@ class App {
     const runOptions = index.runs.map((r) => ({ value: r.name, label: `${r.name} (${V.fmt(r.n_probe)})` }));
     const layerOptions = run ? run.layers.map((l) => ({ value: l.name, label: `${l.name} · ${l.class}` })) : [];
     const methodOptions = [];
+    let method = s.method;
     if (run) {
       const stored = run.embeddings.filter((e) => (e.steps[s.layer] || []).length);
       const counts = {};
       for (const e of stored) counts[e.method] = (counts[e.method] || 0) + 1;
+      const about = Object.fromEntries(index.choices.methods.map((m) => [m.name, m.description || ""]));
       for (const e of stored) {
-        methodOptions.push({ value: e.key, label: counts[e.method] > 1 ? `${e.method} · ${e.key}${e.default ? " (default)" : ""}` : e.method });
+        methodOptions.push({ value: e.key, title: about[e.method],
+          label: counts[e.method] > 1 ? `${e.method} · ${e.key}${e.default ? " (default)" : ""}` : e.method });
       }
-      for (const { name } of index.choices.methods) {
-        if (!stored.some((e) => e.method === name)) methodOptions.push({ value: `compute:${name}`, label: `compute ${name}…` });
+      for (const { name, description } of index.choices.methods) {
+        if (!stored.some((e) => e.method === name)) {
+          methodOptions.push({ value: `compute:${name}`, title: description,
+            label: `compute ${name}${description ? ` — ${description}` : ""}…` });
+        }
+      }
+      // nothing stored chosen: a placeholder shows, so that choosing any entry (the first too) is a change
+      if (!methodOptions.some((o) => o.value === s.method)) {
+        methodOptions.unshift({ value: "", label: "choose a method…", disabled: true });
+        method = ""; // selected: a browser would show the first entry that can be chosen
       }
     }
     const hasPreds = Boolean(run && run.prediction_steps.length);
     const hasLabels = Boolean(run && run.has_labels);
     const colorModes = COLOR_MODES.filter((m) => !((m.value !== "label" && m.value !== "change" && !hasPreds) ||
       (m.value === "correct" && !hasLabels)));
+    const control = (name, el) => {
+      el.dataset.control = name; // hidden on a view whose chrome leaves it out
+      return el;
+    };
     this.el.header.replaceChildren(
       V.segmented("view", this.views.map((v) => ({ value: v.name, label: v.label, title: v.title })), this.shown.name,
         (v) => this.setView(v)),
-      V.picker("Run", "run", runOptions, s.run, (v) => this.change({ run: v })),
-      V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.change({ layer: v })),
-      V.picker("Method", "method", methodOptions, s.method, (v) => this.change({ method: v })),
+      control("run", V.picker("Run", "run", runOptions, s.run, (v) => this.change({ run: v }))),
+      control("layer", V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.change({ layer: v }))),
+      control("method", V.picker("Method", "method", methodOptions, method, (v) => this.change({ method: v }))),
       h("span", { class: "spacer" }),
-      h("span", { class: "picker" }, h("span", { text: "Colour" }),
+      // the colour controls and the button wrap to a second line together, if at all
+      h("span", { class: "bar-end" }, h("span", { class: "picker", "data-control": "colour" }, h("span", { text: "Colour" }),
         V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v })),
         run && (run.metadata || []).length ? h("select", {
           name: "color-column", "aria-label": "colour by a metadata column", class: s.colorBy.startsWith("meta:") ? "on" : null,
@@ -370,7 +388,7 @@ class App {
           .map((o) => h("option", { value: o.value, text: o.label, selected: o.value === s.colorBy }))) : null),
       h("button", { type: "button", class: "export", "data-testid": "export-png", text: "Export PNG",
         title: "save this view as drawn (overlays included) as a PNG file",
-        onclick: () => exportPng(this.shown, this.state) }),
+        onclick: () => exportPng(this.shown, this.state) })),
     );
     this.playback.render();
   }

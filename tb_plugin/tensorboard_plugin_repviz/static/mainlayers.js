@@ -71,6 +71,19 @@ export function overlayLayers(model, drawn, what) {
   return layers;
 }
 
+/** [xlo, xhi, ylo, yhi] in plot coordinates of the points of placed `sets` (null: none), in frame `frame`. */
+export function placedExtent(sets, frame) {
+  let box = null;
+  for (const p of sets) {
+    for (let i = 0; i < p.n; i++) {
+      const [x, y] = toPlot(frame, p.coords[2 * i], p.coords[2 * i + 1]);
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      box = box ? [Math.min(box[0], x), Math.max(box[1], x), Math.min(box[2], y), Math.max(box[3], y)] : [x, x, y, y];
+    }
+  }
+  return box;
+}
+
 /**
  * The placed point under mouse event `e` over the scatter's canvas, as [set, index in the set], or null.
  * @param {object[]} sets  the current sets of points placed into the layout of `drawn`

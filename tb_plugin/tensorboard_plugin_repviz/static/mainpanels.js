@@ -24,7 +24,7 @@ function className(drawn, c) {
 export function tools(mode, on, callbacks) {
   return [
     V.segmented("mode", V.MOUSE_MODES, mode, callbacks.mode),
-    h("button", { type: "button", class: "reset", text: "Reset view", title: "zoom out to all points", onclick: callbacks.reset }),
+    V.resetButton("zoom out to all points", callbacks.reset),
     h("button", {
       type: "button", class: on.trails ? "on" : null, "data-testid": "trails", text: "Trails",
       title: `paths of the selected points (at most ${MAX_TRAILS}) across the snapshots of this layer`,

@@ -8,7 +8,7 @@
 import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import * as V from "./dom.js";
-import { MAX_TRAILS, overlayLayers, placedAt } from "./mainlayers.js";
+import { MAX_TRAILS, overlayLayers, placedAt, placedExtent } from "./mainlayers.js";
 import { changePanel, fillThumbs, knnPanel, legendOf, nothingToDraw, placedNoteLines, tools } from "./mainpanels.js";
 import { Overlay } from "./overlay.js";
 import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
@@ -28,7 +28,7 @@ export class MainView {
     this.name = "main";
     this.label = "Main";
     this.title = "one representation";
-    this.chrome = { snapshots: true, info: true, legend: true, selection: true };
+    this.chrome = { snapshots: true, info: true, legend: true, selection: true, run: true, layer: true, method: true, colour: true };
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */
@@ -58,12 +58,23 @@ export class MainView {
       onHover: (i) => this.onHover(i),
       onSelect: (indices) => this.onLasso(indices),
       onView: () => this.overlay.redraw(),
-    });
+    }, { inset: () => this.inset() });
     this.overlay = new Overlay(this.el.overlayCanvas, this.scatter);
     // another run's probes placed into the drawn layout (repviz place): rings over it, a note, their hover cards
     this.el.placedNote = h("div", { class: "placed-note", "data-testid": "placed-note", hidden: true });
     el.append(this.el.placedNote);
     this.el.canvas.addEventListener("mousemove", (e) => this.hoverPlaced(e));
+    this.el.canvas.addEventListener("mouseleave", () => {
+      this.overPlaced = false;
+      this.events.hover(null); // the card describes a point under the mouse only
+    });
+  }
+
+  /** CSS pixels of the canvas that the tools (top) and the note on placed points (bottom) cover. */
+  inset() {
+    const { tools, placedNote } = this.el;
+    return { top: tools.offsetTop + tools.offsetHeight,
+      bottom: placedNote && !placedNote.hidden ? this.el.canvas.clientHeight - placedNote.offsetTop : 0 };
   }
 
   /** @param {import("./view.js").Page} page */
@@ -82,6 +93,7 @@ export class MainView {
     } else {
       if (s.hidden !== was.hidden || filtered) this.applyHidden();
       if (s.selectedIds !== was.selectedIds) {
+        this.unfocusUnlessSelected();
         this.scatter.select(this.selectedIndices());
         this.refreshOverlay();
       }
@@ -291,6 +303,15 @@ export class MainView {
     }
   }
 
+  /** A selection other than the focused point alone ends the focus: its neighbours' rings and list go. */
+  unfocusUnlessSelected() {
+    const selected = this.page.state.selectedIds;
+    if (this.focusId === null || (selected.size === 1 && selected.has(this.focusId))) return;
+    this.focusId = null;
+    this.knn = null;
+    this.renderPanels();
+  }
+
   /** Focus point `index` of the drawn representation: its nearest neighbours in the original space. */
   focus(index) {
     this.focusId = this.drawn.ids[index];
@@ -332,7 +353,11 @@ export class MainView {
         return placed.filter((p) => !p.stale);
       });
       this.placed = { drawn, sets, current: [] };
-      sets.then((current) => { if (this.placed.drawn === drawn) this.placed.current = current; }, () => {});
+      sets.then((current) => {
+        if (this.placed.drawn !== drawn) return;
+        this.placed.current = current;
+        this.scatter.include(placedExtent(current, drawn.frame)); // their rings inside the fitted view too
+      }, () => {});
     }
     return this.placed.sets;
   }
@@ -340,7 +365,7 @@ export class MainView {
   /** The note naming the runs placed into this layout (the rings' legend), and those placed before it changed. */
   renderPlacedNote(placed) {
     const lines = placedNoteLines(placed);
-    this.el.placedNote.replaceChildren(...lines.map((text) => h("div", { text })));
+    this.el.placedNote.replaceChildren(...lines.map((text) => h("div", { text, title: text })));
     this.el.placedNote.hidden = !lines.length;
   }
 

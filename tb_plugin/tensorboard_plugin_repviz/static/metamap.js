@@ -2,9 +2,10 @@
 // layer's snapshots joined in step order with arrow heads, the input landmark marked. Hover and click report the
 // row under the mouse; metaview.js shows the preview and opens the representation.
 import { drawMetaMap, fitCanvas, pointAt } from "./overlay.js";
+import { FIT_MARGIN } from "./scatter.js";
 
 const HIT_PX = 10;
-const MARGIN = 0.92;
+const RING_PX = 10; // radius of the hovered point's ring (overlay.js), and its line
 
 /** `hex` (#rrggbb) mixed with white by `t` in [0, 1]. */
 function lighten(hex, t) {
@@ -85,8 +86,10 @@ export class MetaMap {
       lo = [Math.min(lo[0], x), Math.min(lo[1], y)];
       hi = [Math.max(hi[0], x), Math.max(hi[1], y)];
     }
-    const half = Math.max(hi[0] - lo[0], hi[1] - lo[1], 1e-12) / 2;
-    const scale = (MARGIN * Math.min(width, height)) / 2 / half;
+    // the bounding box fitted to both the width and the height, FIT_MARGIN and a hovered point's ring inside
+    const free = (size) => size - 2 * (FIT_MARGIN * size + RING_PX);
+    const scale = Math.max(Math.min(free(width) / Math.max(hi[0] - lo[0], 1e-12),
+      free(height) / Math.max(hi[1] - lo[1], 1e-12)), 0);
     const cx = (lo[0] + hi[0]) / 2;
     const cy = (lo[1] + hi[1]) / 2;
     this.screen = {

@@ -3,7 +3,7 @@
 // draws the map.
 import { cellData } from "./cellsview.js";
 import { choiceFor, runNamed } from "./choice.js";
-import { categoryColor, NO_CLASS, pointColors } from "./colors.js";
+import { NO_CLASS, pointColors, runColor } from "./colors.js";
 import { MetaMap, metaRows } from "./metamap.js";
 import { drawPreview } from "./overlay.js";
 import * as V from "./dom.js";
@@ -20,7 +20,9 @@ export class MetaView {
     this.name = "meta";
     this.label = "Meta map";
     this.title = "the meta-SNE map: one point per representation";
-    this.chrome = { snapshots: false, info: false, legend: false, selection: false };
+    // the map shows every run and layer: the header's Method and Colour apply to its previews only
+    this.chrome = { snapshots: false, info: false, legend: false, selection: false, run: false, layer: false, method: true,
+      colour: true };
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */
@@ -78,10 +80,7 @@ export class MetaView {
       if (this.chosen !== name || this.page.view !== this.name) return;
       this.barEl.replaceChildren(bar(result));
       const runs = index.runs.map((r) => r.name);
-      this.map.setData(result, metaRows(result, index.runs), (run) => {
-        const i = runs.indexOf(run);
-        return i < 0 ? "#757575" : categoryColor(i);
-      });
+      this.map.setData(result, metaRows(result, index.runs), (run) => (runs.includes(run) ? runColor(run) : "#757575"));
       window.__repvizStats.metaShownMs = performance.now() - started;
       this.side.panels.replaceChildren(this.legend());
     } catch (e) {
@@ -92,9 +91,8 @@ export class MetaView {
   legend() {
     const rows = this.map.rows;
     const runs = [...new Set(rows.filter((r) => !r.landmark).map((r) => r.run))];
-    const all = this.page.index.runs.map((r) => r.name);
     return V.legend("Runs (darker: deeper layer)", runs.map((name) => ({
-      name, color: categoryColor(Math.max(all.indexOf(name), 0)), count: rows.filter((r) => r.run === name).length,
+      name, color: runColor(name), count: rows.filter((r) => r.run === name).length,
     })), new Set(), () => {}, () => {}, () => {});
   }
 
@@ -104,7 +102,11 @@ export class MetaView {
   }
 
   async onHover(row) {
-    if (row === null) return;
+    if (row === null) {
+      this.hoverRow = null;
+      this.events.hover(null); // the mouse left the point: its preview goes
+      return;
+    }
     const r = this.map.rows[row];
     if (r.landmark) {
       this.events.card(V.previewCard("input (landmark)", null, "The probe inputs themselves: every network starts here."));

@@ -19,7 +19,7 @@ export class RunsView extends CellsView {
     this.name = "runs";
     this.label = "Runs";
     this.title = "two or three runs side by side at the same layer depth and snapshot";
-    this.chrome = { snapshots: true, info: true, legend: true, selection: true };
+    this.chrome = { snapshots: true, info: true, legend: true, selection: true, run: true, layer: true, method: true, colour: true };
     this.runs = []; // the runs shown, at most SIDE_RUNS
   }
 

@@ -23,6 +23,8 @@ const TRANSITION_MS = 700;
 export const PERFORMANCE_AT = 50000;
 const FADE_LEVELS = 11; // opacities a fading point steps through
 const HOVER_COLOR = "#212121";
+/** The margin a fitted view keeps on every side: this share of the panel's width or height, plus a point's radius. */
+export const FIT_MARGIN = 0.05;
 
 /**
  * Scale n×2 row-major coordinates into [-0.95, 0.95] keeping the aspect ratio; non-finite values go to 0.
@@ -86,6 +88,26 @@ export function sharedRenderer() {
   return plainRenderer();
 }
 
+/** [xlo, xhi, ylo, yhi] of the finite coordinates of `points` (null when there are none). */
+function extentOf(points) {
+  let [xlo, xhi, ylo, yhi] = [Infinity, -Infinity, Infinity, -Infinity];
+  const { x, y } = points;
+  for (let i = 0; i < x.length; i++) {
+    if (Number.isFinite(x[i]) && Number.isFinite(y[i])) {
+      if (x[i] < xlo) xlo = x[i];
+      if (x[i] > xhi) xhi = x[i];
+      if (y[i] < ylo) ylo = y[i];
+      if (y[i] > yhi) yhi = y[i];
+    }
+  }
+  return xlo <= xhi ? [xlo, xhi, ylo, yhi] : null;
+}
+
+/** The box holding boxes `a` and `b` ([xlo, xhi, ylo, yhi]; `b` may be null). */
+function union(a, b) {
+  return b ? [Math.min(a[0], b[0]), Math.max(a[1], b[1]), Math.min(a[2], b[2]), Math.max(a[3], b[3])] : a;
+}
+
 /** Point size in CSS pixels that keeps n points legible without one blot. */
 function pointSizeFor(n) {
   return Math.max(2, Math.min(7, Math.round(180 / Math.sqrt(Math.max(n, 1)))));
@@ -96,13 +118,25 @@ export class Scatter {
   /**
    * @param {HTMLCanvasElement} canvas
    * @param {{onHover: function(?number): void, onSelect: function(number[]): void, onView?: function(): void}} handlers
-   * @param {{renderer?: object, small?: boolean}} options `renderer`: a `sharedRenderer()`; `small`: a grid
-   *   cell (smaller points, a reticle on the hovered point, no frame statistics)
+   * @param {{renderer?: object, small?: boolean, inset?: function(): {top: number, bottom: number}}} options
+   *   `renderer`: a `sharedRenderer()`; `small`: a grid cell (smaller points, a reticle on the hovered point, no
+   *   frame statistics); `inset`: CSS pixels at the top and bottom of the canvas that tools cover, which a fitted
+   *   view leaves free
    */
-  constructor(canvas, handlers, { renderer, small = false } = {}) {
+  constructor(canvas, handlers, { renderer, small = false, inset = null } = {}) {
     this.canvas = canvas;
     this.n = 0;
     this.small = small;
+    this._inset = inset;
+    this._extent = null; // [xlo, xhi, ylo, yhi] of the points drawn last (plot coordinates)
+    this._extra = null; // the same of what an overlay draws over them (`include`), until the next draw
+    this._fitView = null; // the camera of the last fit: while the camera is still there, a resize fits again
+    this._pointSize = 0;
+    // A fitted view stays fitted when the canvas changes size (window, side panel, a grid of other shape).
+    this._resizes = new ResizeObserver(() => {
+      if (this._isFitted()) this.fit();
+    });
+    this._resizes.observe(canvas);
     this.fast = false; // drawing square points (PERFORMANCE_AT)
     this._handlers = handlers;
     this._ownRenderer = !renderer; // a plot of its own: a renderer the window's size, kept across _create
@@ -187,17 +221,23 @@ export class Scatter {
         this._plot.destroy();
         this._create();
         this.n = 0; // a new plot: nothing to animate from
+        this._fitView = null; // and a camera of its own: fitted anew
       }
       const transition = Boolean(options.transition) && n === this.n && n > 0;
       const opacity = n > 20000 ? 0.6 : 0.85;
+      const fitted = this._isFitted();
+      this._extent = extentOf(points);
+      this._extra = null;
       if (n !== this.n || Boolean(options.fade) !== Boolean(this._settings.opacityBy)) {
+        this._pointSize = pointSizeFor(n) * (this.small ? 0.6 : 1);
         this._set({
-          pointSize: pointSizeFor(n) * (this.small ? 0.6 : 1),
+          pointSize: this._pointSize,
           opacity: options.fade ? Array.from({ length: FADE_LEVELS }, (_, i) => (opacity * i) / (FADE_LEVELS - 1)) : opacity,
           opacityBy: options.fade ? "valueB" : null,
         });
       }
       this.n = n;
+      if (fitted) this.fit(); // a view the user panned or zoomed stays where it is
       try {
         await this._plot.draw(points, {
           transition,
@@ -249,9 +289,55 @@ export class Scatter {
     else this._set({ mouseMode: "lasso", lassoType: mode === "rectangle" ? "rectangle" : "freeform" });
   }
 
-  /** Back to the whole picture. */
+  /** Back to the whole picture: every point drawn inside the canvas with a margin (`fit`). */
   reset() {
-    this._plot.reset();
+    this.fit();
+  }
+
+  /**
+   * Show the points drawn last whole, whatever the canvas's aspect ratio: their bounding box scaled to fit both
+   * the width and the height of the canvas (less the tools' `inset`) with FIT_MARGIN and a point's radius on
+   * every side, centred. The camera maps plot (x, y) to clip space as (s x + tx) / aspect, s y + ty.
+   */
+  fit() {
+    const width = this.canvas.clientWidth;
+    const height = this.canvas.clientHeight;
+    if (!(width > 0 && height > 0)) return;
+    const [xlo, xhi, ylo, yhi] = union(this._extent || [-1, 1, -1, 1], this._extra);
+    const inset = this._inset ? this._inset() : { top: 0, bottom: 0 };
+    const aspect = width / height;
+    const scaleFor = (radius) => {
+      const mx = FIT_MARGIN * width + radius;
+      const my = FIT_MARGIN * height + radius;
+      const spanX = (2 * (width - 2 * mx)) / width; // clip-space width left free
+      const spanY = (2 * (height - 2 * my - inset.top - inset.bottom)) / height;
+      return Math.max(Math.min((spanX * aspect) / Math.max(xhi - xlo, 1e-9), spanY / Math.max(yhi - ylo, 1e-9)), 1e-6);
+    };
+    // regl-scatterplot draws points larger when zoomed in (by asinh(s) / asinh(1)): the margin grows with them
+    const radius = this._pointSize / 2 + 2; // with a selected point's outline
+    let s = scaleFor(radius);
+    if (s > 1) s = scaleFor(radius * (Math.asinh(s) / Math.asinh(1)));
+    const shiftY = (inset.bottom - inset.top) / height; // clip-space centre of the free band
+    const view = new Float32Array([s, 0, 0, 0, 0, s, 0, 0, 0, 0, 1, 0,
+      (-s * (xlo + xhi)) / 2, (-s * (ylo + yhi)) / 2 + shiftY, 0, 1]);
+    if (this._fitView && this._isFitted() && view.every((a, i) => a === this._fitView[i])) return; // no change
+    this._fitView = view;
+    this._plot.view(view);
+  }
+
+  /** Fit `extent` ([xlo, xhi, ylo, yhi] in plot coordinates) too, e.g. points an overlay draws over the drawn ones,
+   * until the next draw; a fitted view fits again. */
+  include(extent) {
+    const fitted = this._isFitted();
+    this._extra = extent;
+    if (fitted) this.fit();
+  }
+
+  /** Whether the camera is where the last `fit` put it (true before any fit). */
+  _isFitted() {
+    if (!this._fitView) return true;
+    const v = this._plot.get("cameraView");
+    return this._fitView.every((a, i) => Math.abs(a - v[i]) <= 1e-5 * Math.max(1, Math.abs(a)));
   }
 
   /** Screen position [x, y] (CSS pixels in the canvas) of point `index`. */
@@ -280,6 +366,7 @@ export class Scatter {
   /** Free the plot (a shared renderer stays). */
   destroy() {
     this._pending = null;
+    this._resizes.disconnect();
     this._plot.destroy();
     if (this._ownRenderer) {
       window.removeEventListener("resize", this._onResize);

@@ -32,7 +32,9 @@ export class SimilarityView {
     this.name = "similarity";
     this.label = "Similarity";
     this.title = "how alike representations are (CKA, Procrustes): layers × layers of two runs, or one layer over training";
-    this.chrome = { snapshots: false, info: false, legend: false, selection: true };
+    // its own pickers choose the runs and the layer; the header's Method and Colour draw the pair's scatters
+    this.chrome = { snapshots: false, info: false, legend: false, selection: true, run: false, layer: false, method: true,
+      colour: true };
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */

@@ -43,8 +43,10 @@
  *   above the stage and beside it; a view writes `panels` only while shown, `info` and `legend` only if its
  *   `chrome` shows them
  *
- * @typedef {{snapshots: boolean, info: boolean, legend: boolean, selection: boolean}} Chrome  which of the
- *   page's shared parts (snapshot bar, info line, legend, selection box) stay visible while the view is shown
+ * @typedef {{snapshots: boolean, info: boolean, legend: boolean, selection: boolean, run: boolean, layer: boolean,
+ *   method: boolean, colour: boolean}} Chrome  which of the page's shared parts (snapshot bar, info line, legend,
+ *   selection box, the header's Run, Layer, Method and Colour controls) stay visible while the view is shown: a
+ *   control the view does not read is hidden
  *
  * @typedef {Object} View
  * @property {string} name  the view's value in the view switch and in the page's data-view attribute
