@@ -168,7 +168,7 @@ def test_reset_view_fits_a_zoomed_view_again(sized, shots):
         _view(tab, view)
         pk.wait(tab, fits, f"{view} fitted")
         _zoom_in(tab, canvas)
-        pk.wait(tab, lambda d: not fits(d), f"points off the zoomed {view} canvas")
+        pk.wait(tab, lambda d, fits=fits: not fits(d), f"points off the zoomed {view} canvas")
         tab.find_element(By.CSS_SELECTOR, f'.view[data-name="{view}"] [data-testid="reset-view"]').click()
         pk.wait(tab, fits, f"{view} fitted again after Reset view")
     _view(tab, "main")
