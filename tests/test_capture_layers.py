@@ -58,7 +58,7 @@ def _forecaster():
     phase = np.random.default_rng(5).random((32, 1), dtype=np.float32) * 6
     series = np.sin(t[None, :] + phase)[..., None]
     model = keras.Sequential([keras.Input((12, 1)), L.LSTM(6, return_sequences=True, name="lstm"),
-                              L.TimeDistributed(L.Dense(1), name="next")])
+                              L.TimeDistributed(L.Dense(1, name="dense"), name="next")])
     return model, series[:, :-1], series[:, 1:]
 
 

@@ -43,11 +43,12 @@ def logdir(server):
 
 
 def _bands(pixels) -> list[tuple[int, int]]:
-    """The horizontal bands of drawn rows: (first, last) row of each run of rows holding ink."""
+    """The horizontal bands of drawn rows: (first, last) row of each run of rows holding ink, apart by more than
+    a twentieth of the canvas's height (the view is fitted to the canvas: a strip's points may stand apart)."""
     rows = np.flatnonzero(pk.ink(pixels).sum(axis=1) > 0)
     if not len(rows):
         return []
-    cuts = np.flatnonzero(np.diff(rows) > 3)
+    cuts = np.flatnonzero(np.diff(rows) > pixels.shape[0] / 20)
     return [(int(a), int(b)) for a, b in zip(np.r_[rows[0], rows[cuts + 1]], np.r_[rows[cuts], rows[-1]])]
 
 

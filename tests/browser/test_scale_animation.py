@@ -158,8 +158,8 @@ def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_poin
     assert len(ys) > 50 and np.ptp(xs) < pixels.shape[1] / 4  # class 0's corner, nothing else blue
     element = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
     scale = pixels.shape[1] / element.rect["width"]
-    left, top = xs.min() / scale - 10, ys.min() / scale - 10
-    width, height = np.ptp(xs) / scale + 20, np.ptp(ys) / scale + 20
+    left, top = xs.min() / scale - 20, ys.min() / scale - 20  # the faintest of the 40 may show no pixel at 0.3
+    width, height = np.ptp(xs) / scale + 40, np.ptp(ys) / scale + 40
     start = (left - element.rect["width"] / 2, top - element.rect["height"] / 2)
     pk.drag_rectangle(tab, start, (width / 10, height / 10))
     assert pk.wait_text(tab, '[data-testid="selection-count"]', "a selection") == str(SPARSE)

@@ -222,9 +222,13 @@ class App {
     this.state = { ...this.state, hover: point };
     const run = point && runNamed(this.index, point.run);
     if (!run) {
+      // the empty card keeps the card's height, so that the panels below do not move up under a mouse on its way
+      // from the plot to them
+      this.el.hover.style.minHeight = `${this.el.hover.offsetHeight}px`;
       this.el.hover.replaceChildren(V.hoverCard(null));
       return;
     }
+    this.el.hover.style.minHeight = "";
     const { index, step } = point;
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, step) : null;
