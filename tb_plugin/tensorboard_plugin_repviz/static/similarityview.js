@@ -234,8 +234,11 @@ export class SimilarityView {
     }
     const left = this.full.left_out || [];
     if (left.length) {
+      const byReason = new Map(); // a reason shared by several layers is said once
+      for (const o of left) byReason.set(o.reason, [...(byReason.get(o.reason) || []), o.key[1]]);
+      const parts = [...byReason].map(([reason, layers]) => `${layers.join(", ")} (${reason})`);
       notes.push(h("p", { class: "warn", "data-testid": "similarity-left-out",
-        text: `Left out (empty cells): ${left.map((o) => `${o.key[1]} (${o.reason})`).join("; ")}` }));
+        text: `Left out (empty cells): ${parts.join("; ")}` }));
     }
     this.summaryEl.replaceChildren(...notes, this.layerList());
   }
