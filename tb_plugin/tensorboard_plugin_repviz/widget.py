@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from tensorboard.plugins import base_plugin
 
-from repviz.version import install_hint
+from repviz.service import install_hint
 
 from .answers import Answer, embedding_steps, run_named, view_answers
 from .plugin import RepvizPlugin, call
@@ -93,8 +93,9 @@ def resolve(index: dict, logdir: str, run: str | None, layer: str | None, method
             (e for e in embeddings if e["method"] == method and e["default"]), None) or next(
             (e for e in embeddings if e["method"] == method), None)
         if chosen is None:
+            have = ", ".join(f"{e['method']} (key {e['key']!r})" for e in embeddings) or "none"
             raise ValueError(f"method {method!r} has no embedding of layer {layer!r} in run {run!r}; stored: "
-                             f"{_names(e['key'] for e in embeddings)} (compute one with `repviz embed` or from the "
+                             f"{have} (compute one with `repviz embed` or from the "
                              f"widget's Method menu)")
     key = chosen["key"] if chosen else None
     if step is not None and (isinstance(step, bool) or not isinstance(step, (int, np.integer))):
