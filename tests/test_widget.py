@@ -155,9 +155,12 @@ def test_requests_are_answered_off_the_kernel_thread(shown, logdir):
     w, sent = shown
     w._on_message(w, {"type": "request", "id": "v:2", "route": "ids", "params": {"run": "a"}}, [])
     w._on_message(w, {"type": "other"}, [])  # not ours: ignored
+    w._on_message(w, {"type": "request", "id": "v:3", "route": "ids", "params": {"run": "a"}, "method": "GET",
+                      "headers": {"X": "\n"}}, [])  # a header werkzeug refuses: one line back, no silence
     w._pool.shutdown(wait=True)
-    (content, buffers), = sent.messages
+    (content, buffers), (bad, bad_buffers) = sorted(sent.messages, key=lambda m: m[0]["id"])
     assert content["id"] == "v:2" and np.frombuffer(buffers[0], "<f8").tolist() == list(range(N))
+    assert bad["id"] == "v:3" and bad["status"] == 400 and "bad request" in json.loads(bad_buffers[0])["error"]
 
 
 def _http(logdir):

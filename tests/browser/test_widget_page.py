@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 import pytest
-from pagekit import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, canvas, drag_rectangle, ink, require_browser
+from pagekit import (CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, canvas, drag_rectangle, hover_a_point, ink,
+                     require_browser)
 
 require_browser()
 pytest.importorskip("anywidget")
@@ -190,3 +191,22 @@ def test_a_selection_goes_both_ways_and_stays_in_its_widget(page, widgets):
     count = pump(page, widgets, lambda: len(shown[0].selected) > 3 and len(shown[0].selected), "the page's selection")
     assert f"{count} of 200 points" in selection_text(page, 0)
     assert shown[0].selected.dtype == np.int64 and len(shown[1].selected) == 0
+
+
+def test_hover_and_step_reach_python_and_a_step_set_in_python_is_shown(page, widgets):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shown, _ = widgets
+    pump(page, widgets, lambda: stats(page, 1)["draws"] >= 1, "the first draw")
+    in_frame(page, 1, "return 0")
+    hover_a_point(page)
+    hovered = pump(page, widgets, lambda: shown[1].hovered, "the hovered probe id in Python")
+    assert 0 <= hovered < N and shown[0].hovered is None
+    page.switch_to.default_content()
+    page.execute_script("window.__setTrait(1, 'step', 0)")  # as if set in Python
+    pump(page, widgets, lambda: "epoch 0" in in_frame(page, 1, "return document.querySelector('footer').innerText"),
+         "step 0 shown")
+    in_frame(page, 1, "return 0")
+    page.find_element(By.CSS_SELECTOR, "footer input[type=range]").send_keys(Keys.END)  # the page's own slider
+    assert pump(page, widgets, lambda: shown[1].step == 1, "the page's step in Python")
