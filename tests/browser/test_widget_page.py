@@ -210,3 +210,31 @@ def test_hover_and_step_reach_python_and_a_step_set_in_python_is_shown(page, wid
     in_frame(page, 1, "return 0")
     page.find_element(By.CSS_SELECTOR, "footer input[type=range]").send_keys(Keys.END)  # the page's own slider
     assert pump(page, widgets, lambda: shown[1].step == 1, "the page's step in Python")
+
+
+def test_the_static_export_draws_and_moves_without_a_kernel(page, widgets, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shown, _ = widgets
+    shown[0].selected = [5, 6]
+    path = shown[0].save_html(tmp_path_factory.mktemp("export") / "view.html")
+    page.switch_to.default_content()
+    page.get(path.as_uri())
+    until(lambda: page.execute_script("return (window.__repvizStats || {}).draws") >= 1, "the export's first draw")
+    assert "2 of 200 points" in page.execute_script("return document.querySelector('.selection-slot').innerText")
+    page.find_element(By.CSS_SELECTOR, "footer input[type=range]").send_keys(Keys.HOME)  # a snapshot from the file
+    until(lambda: "epoch 0" in page.execute_script("return document.querySelector('footer').innerText"), "step 0")
+    until(lambda: page.execute_script("return window.__repvizStats.transitions") >= 1, "the animated transition")
+    hover_a_point(page)
+    until(lambda: page.find_elements(By.CSS_SELECTOR, ".hover canvas.thumb"), "a thumbnail from the file")
+    assert page.execute_script("return [...document.querySelectorAll('.error')].map((e) => e.innerText)") == []
+
+
+def until(condition, what, timeout=30):
+    """Wait for `condition()` (the export answers by itself: nothing to carry)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
