@@ -272,3 +272,18 @@ def test_the_module_carries_the_page_and_no_closing_script_tag():
     assert text.startswith("const PAGE = ") and "export default { render }" in text
     page = json.loads(text[len("const PAGE = "):text.index(";\n")])
     assert "</script" not in page.lower() and "<!--" not in page
+
+
+def test_save_html_of_the_similarity_view_holds_its_computed_heatmaps(logdir, tmp_path):
+    from repviz.similarity import similarity
+
+    for step in (0, 2):
+        similarity(logdir, ["a", "b"], step)  # the defaults the view asks for first: CKA, linear, debiased
+    w = repviz.show(logdir, view="similarity", runs=("a", "b"))
+    data = _embedded(w.save_html(tmp_path / "sim.html").read_text(encoding="utf-8"))
+    heatmaps = [e for e in data["entries"] if e["route"] == "similarity"]
+    assert [e["params"]["step"] for e in heatmaps] == ["0", "2"]  # step 1 is not computed: left out
+    assert heatmaps[0]["params"] == {"mode": "layers", "run": "a", "run2": "b", "measure": "cka", "kernel": "linear",
+                                     "debiased": "1", "step": "0"}
+    assert json.loads(heatmaps[0]["body"])["values"]
+    assert data["initial"]["view"] == "similarity" and data["initial"]["runs"] == ["a", "b"]

@@ -116,9 +116,9 @@ def page(widgets, tmp_path_factory):
     shutil.rmtree(profile, ignore_errors=True)
 
 
-def pump(driver, widgets, until, what, timeout=60):
+def pump(driver, widgets, done, what, timeout=60):
     """Carry messages both ways (page requests to the widgets' handlers, their answers back, the page's trait
-    changes into the widgets) until `until()` holds, in the top document."""
+    changes into the widgets) until `done()` holds, in the top document."""
     shown, outboxes = widgets
     deadline = time.monotonic() + timeout
     while True:
@@ -137,7 +137,7 @@ def pump(driver, widgets, until, what, timeout=60):
                 assert all(isinstance(b, (bytes, memoryview)) for b in buffers or [])
                 body = base64.b64encode(bytes(buffers[0])).decode() if buffers else None
                 driver.execute_script("window.__deliver(arguments[0], arguments[1], arguments[2])", which, content, body)
-        found = until()
+        found = done()
         if found:
             return found
         if time.monotonic() > deadline:
