@@ -28,17 +28,10 @@ BASE = "/data/plugin/repviz/"
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory, new_run):
+def logdir(tmp_path_factory, small_logdir):
     """Runs "a" and "b" (one layer "dense", 30 probe points with labels, thumbnails and predictions, steps 0-2)
     with PCA embeddings."""
-    root = tmp_path_factory.mktemp("widget_logs")
-    rng = np.random.default_rng(0)
-    for name in ("a", "b"):
-        writer = new_run(root / name)
-        writer.write_probe(np.arange(N), np.arange(N) % 3, rng.integers(0, 255, (N, 4, 4), dtype=np.uint8))
-        for step in range(3):
-            writer.write_activation("dense", step, rng.normal(size=(N, 4)).astype(np.float32))
-            writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
+    root = small_logdir(tmp_path_factory.mktemp("widget_logs"), runs=("a", "b"), thumbnails=True, predictions=True)
     repviz.embed_logdir(root, methods=["pca"], progress=False)
     return root
 

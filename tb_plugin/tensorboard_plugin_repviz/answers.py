@@ -1,6 +1,7 @@
 """The answers the page needs to show one choice without asking again: a static export embeds them, a live widget
-pushes them while its kernel is busy (the main view's; the Similarity view's heatmaps for an export of it). Each is a route's own answer (:func:`~.plugin.call`), keyed by the request
-the page makes for it (route and parameters, as ``static/model.js`` spells them).
+pushes them while its kernel is busy (the main view's; the Similarity view's heatmaps for an export of it). Each is
+a route's own answer (:func:`~.plugin.call`), keyed by the request the page makes for it (route and parameters, as
+``static/model.js`` spells them).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A static export of the notebook widget: one HTML file that opens without a kernel or a server.
 
 The file holds the page bundle inline and the answers the shown choice needs (the run index; the run's labels, ids,
-metadata, thumbnails and predictions; the embedding's coordinates, info and placed points at every snapshot, so
-the slider works; for the Similarity view, its computed heatmaps at every snapshot), each a route's own reply with its body in base64, answered by the page from that table. What
-it does not hold (another run, a k-NN query) answers with one line saying so.
+metadata, thumbnails and predictions; the embedding's coordinates, info and placed points at every snapshot, so the
+slider works; for the Similarity view, its computed heatmaps at every snapshot), each a route's own reply with its
+body in base64, answered by the page from that table. What it does not hold (another run, a k-NN query) answers with
+one line saying so.
 """
 
 from __future__ import annotations

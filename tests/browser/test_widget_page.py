@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-import tempfile
 import time
 
 import numpy as np
 import pytest
-from pagekit import (CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, canvas, drag_rectangle, hover_a_point, ink,
-                     require_browser)
+from pagekit import canvas, chromium, drag_rectangle, hover_a_point, ink, require_browser
 
 require_browser()
 pytest.importorskip("anywidget")
@@ -89,9 +86,6 @@ def widgets(tmp_path_factory, new_run):
 @pytest.fixture(scope="module")
 def page(widgets, tmp_path_factory):
     """Headless Chromium on a plain page rendering the widget module for both widgets."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     shown, _ = widgets
     traits = [{"run": w.run, "layer": w.layer, "method": w.method, "step": w.step, "view": w.view, "hovered": None,
                "height": w.height, "selected": None, "_runs": []} for w in shown]
@@ -102,18 +96,9 @@ def page(widgets, tmp_path_factory):
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body style='margin:8px'>"
                     f"<script type='module'>{module}</script></body></html>", encoding="utf-8")
     assert "</script" not in module.lower()  # the module may sit inline in a page
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
-    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1100, "height": 1200, "deviceScaleFactor": 1, "mobile": False})
-    driver.get(path.as_uri())
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium(1100, 1200) as driver:
+        driver.get(path.as_uri())
+        yield driver
 
 
 def pump(driver, widgets, done, what, timeout=60):
