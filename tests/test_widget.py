@@ -89,6 +89,13 @@ def test_a_missing_log_directory_is_one_line(tmp_path):
         repviz.show(tmp_path / "empty")
 
 
+def test_without_anywidget_show_says_how_to_install_it(logdir, monkeypatch):
+    monkeypatch.setattr(widget, "anywidget", None)
+    with pytest.raises(ImportError, match=r'^repviz.show needs anywidget: pip install "\.\[notebook\]" in the repviz '
+                                          r'checkout, or pip install "anywidget>=0\.9"$'):
+        repviz.show(logdir)
+
+
 # --- traits -------------------------------------------------------------------------------------------------------
 
 def test_selected_is_an_int_array_sent_as_binary_and_read_back(shown):
