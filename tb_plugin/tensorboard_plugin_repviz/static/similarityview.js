@@ -47,6 +47,7 @@ export class SimilarityView {
     this.hidden = new Set(); // labels (labelOf) of the rows and columns left out of the picture by the user
     this.missing = false; // the chosen heatmap is not computed
     this.failure = null; // why the chosen heatmap cannot be drawn (the server's one line)
+    this.computedBy = null; // {pick, line}: what this page's job for a pick (key without step) computed
     this.token = null;
     this.playing = false;
     this.pair = null; // {cell, sides: [{key, data, title, points}, ...]} of the hovered cell
@@ -186,6 +187,7 @@ export class SimilarityView {
     const runOptions = index.runs.map((r) => ({ value: r.name, label: r.name }));
     const set = (changes) => {
       Object.assign(p, changes);
+      this.computedBy = null; // another heatmap: its notes say how its values came
       this.resolve();
       this.clearPair();
       this.update();
@@ -227,7 +229,10 @@ export class SimilarityView {
     this.summaryEl.classList.toggle("off", !m);
     if (!m) return;
     const found = m.rows.length && m.cols.length ? identification(m) : null;
-    const notes = m.notes.map((note) => h("p", { class: "hint", text: note }));
+    // the values a job of this page just computed are read from the cache: say what the job did instead
+    const byJob = this.computedBy && this.computedBy.pick === this.pickKey() ? this.computedBy.line : null;
+    const notes = m.notes.map((note) => h("p", { class: "hint", "data-testid": "similarity-note",
+      text: byJob && note.startsWith("read all ") ? `just computed by the background job: ${byJob}` : note }));
     if (found) {
       notes.unshift(h("p", { "data-testid": "identification" }, "Layer identification: ", h("b", { text: `${found.hits} of ${found.rows}` }),
         ` layers of run ${m.rows[0][0]} are most alike the layer of the same name in run ${m.cols[0][0]}.`));
@@ -397,8 +402,19 @@ export class SimilarityView {
     const body = { ...this.query(), debiased: this.pick.debiased };
     delete body.step; // every snapshot
     const runs = body.run2 && body.run2 !== body.run ? [body.run, body.run2] : [body.run];
+    const pick = this.pickKey();
     this.events.job(() => this.model.computeSimilarity(body), { kind: "similarity", method: this.pick.measure, params: { runs } },
-      () => this.fetch(false));
+      (job) => {
+        const line = job.progress && job.progress.message;
+        this.computedBy = line ? { pick, line } : null;
+        this.fetch(false);
+      });
+  }
+
+  /** The pick without its snapshot: what one compute job covers. */
+  pickKey() {
+    const { step, ...rest } = this.pick;
+    return JSON.stringify(rest);
   }
 
   // --- the pair of the hovered cell ----------------------------------------------------------------------------
