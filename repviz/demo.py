@@ -16,9 +16,13 @@ do not wait for the compiler.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
+import os
+import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,6 +183,8 @@ def _train_child(cfg: DemoConfig, sending) -> None:
     """The training process of :func:`train_networks_apart`."""
     sys.stderr = _Sent(sending)
     try:
+        with _native_startup_held():
+            import keras  # noqa: F401  (TensorFlow with it: its start-up lines are held back)
         train_networks(cfg, out=lambda line: sending.send(("line", line)))
     except Exception as e:  # raised again in the parent
         try:
@@ -189,6 +195,34 @@ def _train_child(cfg: DemoConfig, sending) -> None:
         sending.send(("done", (cfg.runs, cfg.accuracy, cfg.placed)))
     finally:
         sending.close()
+
+
+# TensorFlow's lines from before its logging is set up: they ignore TF_CPP_MIN_LOG_LEVEL, and each of its two
+# native libraries prints them as it loads (twice per import).
+_TF_STARTUP = re.compile(r"All log messages before absl::InitializeLog\(\)|\] oneDNN custom operations are on")
+
+
+@contextlib.contextmanager
+def _native_startup_held():
+    """Hold back what native code writes to file descriptor 2 meanwhile, then pass every line on to
+    ``sys.stderr`` but TensorFlow's start-up lines (all of them when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset: a
+    user who asks for TensorFlow's log gets it)."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("", "0"):
+        yield
+        return
+    sys.__stderr__.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            for line in held.read().decode(errors="replace").splitlines(keepends=True):
+                if not _TF_STARTUP.search(line):
+                    sys.stderr.write(line)
 
 
 class _Sent(io.TextIOBase):
