@@ -32,9 +32,11 @@ export class SimilarityView {
     this.name = "similarity";
     this.label = "Similarity";
     this.title = "how alike representations are (CKA, Procrustes): layers × layers of two runs, or one layer over training";
-    // its own pickers choose the runs and the layer; the header's Method and Colour draw the pair's scatters
-    this.chrome = { snapshots: false, info: false, legend: false, selection: true, run: false, layer: false, method: true,
+    // its own pickers choose the runs and the layer; the header's Colour, said to be the pair's, colours the pair's
+    // scatters (drawn in the main view's method, which their captions name: the Method menu lists another run's)
+    this.chrome = { snapshots: false, info: false, legend: false, selection: true, run: false, layer: false, method: false,
       colour: true };
+    this.colourLabel = "Colour of the pair's scatters";
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */
@@ -427,7 +429,7 @@ export class SimilarityView {
   clearPair() {
     this.pair = null;
     this.heatmap.mark(null);
-    this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side; click it to open the pair in the Runs view." }));
+    this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side, coloured as the header's \"Colour of the pair's scatters\" says; click it to open the pair in the Runs view." }));
   }
 
   onHover(cell) {
