@@ -10,6 +10,7 @@ leaves out.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -183,6 +184,10 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
     pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == pk.EPOCHS + 1,
             "the snapshot × snapshot matrix", 180)
     assert pk.ink(_heatmap(view)).sum() > 5000
+    # what the job did, not the read after it (before: "every value from the cache" right after the job)
+    notes = pk.texts(view, '[data-testid="similarity-note"]')
+    assert any(re.fullmatch(r"just computed by the background job: computed \d+ value\(s\), read \d+ from the cache",
+                            n) for n in notes), notes
     pk.shot(view, shots, "similarity-6-over-training")
 
 
