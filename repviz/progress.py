@@ -78,8 +78,9 @@ def _eta(elapsed: float, done: int, total: int) -> float | None:
 
 class TerminalProgress:
     """The terminal consumer: ``label: stage done/total (pct%) elapsed ETA message``, redrawn in place on an
-    interactive terminal, else printed as a plain line at most every ``every`` seconds (a stage that ends sooner
-    prints nothing; one that printed also prints its last event).
+    interactive terminal, else printed as a plain line at most every ``every`` seconds: the first event after
+    ``every`` seconds without a line, whichever stage it belongs to (short stages one after another print too;
+    a stage that printed also prints its last event).
 
     Parameters
     ----------
@@ -106,6 +107,7 @@ class TerminalProgress:
         self.stage: str | None = None
         self.done = 0
         self._start = self._drawn = 0.0
+        self._quiet_since = time.perf_counter()  # the last plain line (or the start)
 
     def __call__(self, stage: str, done: int, total: int, message: str = "") -> None:
         now = time.perf_counter()
@@ -118,8 +120,8 @@ class TerminalProgress:
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r" + self._line(stage, done, total, message, now)[:width].ljust(width))
             self.stream.flush()
-        elif self.plain and (now - max(self._drawn, self._start) >= self.every or (self._drawn and done >= total)):
-            self._drawn = now
+        elif self.plain and (now - self._quiet_since >= self.every or (self._drawn and done >= total)):
+            self._drawn = self._quiet_since = now
             self.stream.write(self._line(stage, done, total, message, now) + "\n")
             self.stream.flush()
 
