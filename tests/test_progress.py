@@ -70,6 +70,26 @@ def test_off_a_terminal_short_stages_one_after_another_print_too(monkeypatch):
     assert lines == ["meta-SNE: distances 1/3 (33%)", "meta-SNE: distances 3/3 (100%)"]  # at 6 s, then its end
 
 
+def test_off_a_terminal_a_slow_step_repeats_the_last_event(monkeypatch):
+    """Before: `repviz embed --method umap` said nothing for its first 11 s, one chain's import and compile with
+    no event. Now the last event comes again every few seconds while its stage runs, and stops with the stage."""
+    import time
+
+    monkeypatch.delenv("CI", raising=False)
+    stream = io.StringIO()
+    bar = TerminalProgress("repviz embed", stream=stream, every=0.2)
+    bar("embed", 0, 3, "first chain")
+    time.sleep(0.75)  # no event: the heartbeat speaks
+    beats = stream.getvalue().splitlines()
+    assert len(beats) >= 2 and all(b.startswith("repviz embed: embed 0/3 (0%)") and b.endswith("first chain")
+                                   for b in beats), beats
+    bar("embed", 3, 3)  # the stage ends: its last event, then nothing more
+    time.sleep(0.5)
+    after = stream.getvalue().splitlines()[len(beats):]
+    assert [line.split(" elapsed")[0] for line in after] == ["repviz embed: embed 3/3 (100%)"]
+    bar.close()
+
+
 def test_state_snapshot_is_machine_readable_and_throttles_its_sink():
     sent = []
     state = ProgressState(sent.append, min_interval=3600)
