@@ -13,6 +13,7 @@ Similarity (a cell hovered: the pair's scatters).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +61,21 @@ def serve(logs: Path):
     proc = subprocess.Popen([sys.executable, "-c", pk.LAUNCH, "--logdir", str(logs), "--host", "127.0.0.1",
                              "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     return proc, f"http://127.0.0.1:{port}"
+
+
+def listed(base: str, proc) -> None:
+    """Wait until TensorBoard lists the plugin as enabled."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=5) as r:
+                if json.loads(r.read()).get("repviz", {}).get("enabled"):
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("TensorBoard did not list the Repviz plugin")
+        time.sleep(0.5)
 
 
 def browser(base: str):
@@ -136,6 +153,8 @@ def shots(driver, out: Path, width: int) -> list[str]:
     view(driver, "main")
     pk.select(driver, "run", "relu/seed0")
     view(driver, "similarity")
+    pk.select(driver, "similarity-run", "relu/seed0")
+    pk.select(driver, "similarity-run2", "relu/seed1")  # the pair the demo compared
     layout = pk.wait(driver, lambda d: pk.stats(d).get("similarityLayout"), "the heatmap")
     canvas = driver.find_element(By.CSS_SELECTOR, '[data-testid="similarity"]')
     x = layout["x"] + 1.5 * layout["cell"] - canvas.rect["width"] / 2
@@ -161,6 +180,7 @@ def main() -> None:
     proc, base = serve(logs)
     driver = None
     try:
+        listed(base, proc)
         driver = browser(base)
         for width in args.widths:
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",

@@ -64,7 +64,9 @@ export class GridView extends CellsView {
    * @returns {import("./cellsview.js").CellSpec}
    */
   pairedSpec(name, other, pair, run, title) {
-    if (pair.how === "depth") return { ...this.spec({ run: other, layer: pair.layer }, title), note: `paired by depth with ${name}` };
+    const spec = this.spec({ run: other, layer: pair.layer }, title);
+    if (pair.how === "depth") return { ...spec, note: `paired by depth with ${name}` };
+    if (!spec.choice) return spec; // nothing stored above either
     const count = (n) => `${n} layer${n === 1 ? "" : "s"}`;
     const layers = this.page.index.runs.find((r) => r.name === other).layers.length;
     return { id: `above|${other}|${pair.layer}|${name}`, choice: null, title: `${other} · ${pair.layer}`,
