@@ -127,6 +127,7 @@ def test_hover_on_a_cell_shows_both_scatters_and_the_value(view, shots):
         assert ink.sum() > 300 and np.ptp(np.nonzero(ink)[0]) > ink.shape[0] / 4  # points, spread out
     card = pk.text(view, '[data-testid="pair"]')
     assert "seed0 · dense_2\nepoch 3 · pca" in card and "seed1 · dense_3\nepoch 3 · pca" in card
+    assert "null" not in card  # before: a cell without a hole wrote "null" under the value
     value = float(pk.text(view, '[data-testid="pair-value"]'))
     assert 0 < value <= 1
     pk.shot(view, shots, "similarity-2-hover")

@@ -80,7 +80,8 @@ export class Multiples {
       onHover: (i) => this._hover(cell, i),
       onSelect: (indices) => this._select(cell, indices),
       onView: () => this._mark(cell, cell.marked),
-    }, { renderer: this.renderer, small: true });
+    }, { renderer: this.renderer, small: true, // a fitted cell keeps its points above its note
+      inset: () => ({ top: 0, bottom: note.hidden ? 0 : note.offsetHeight + 2 }) });
     canvas.addEventListener("mouseleave", () => {
       this.highlight(null);
       this.handlers.onHover(null, null);

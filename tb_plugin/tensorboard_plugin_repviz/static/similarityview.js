@@ -475,11 +475,11 @@ export class SimilarityView {
         side.data ? canvas : h("p", { class: "hint", text: "No 2-D embedding stored: compute one in the main view (Method) or run repviz embed." }));
     });
     const hole = this.heatmap.reason(cell);
-    this.pairEl.replaceChildren(
+    this.pairEl.replaceChildren(...[ // replaceChildren would write a null as the text "null"
       h("h3", {}, h("span", { text: this.matrix.scale_title }),
         h("b", { "data-testid": "pair-value", text: value === null ? "–" : value.toFixed(3) })),
       hole ? h("p", { class: "warn", "data-testid": "pair-hole", text: hole }) : null,
-      h("div", { class: "pair-figures" }, figures));
+      h("div", { class: "pair-figures" }, figures)].filter(Boolean));
     this.drawPair();
   }
 
