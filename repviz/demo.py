@@ -243,9 +243,12 @@ def place_digits(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """Place the second probe set (training digits, recorded after training) into the t-SNE layouts of its
     network's last snapshot, where the tab draws them as rings (:func:`repviz.place_run`)."""
     from .placement import place_run
+    from .progress import TerminalProgress
 
     run, into = cfg.placed
-    rows = [r for r in place_run(cfg.logdir, run, into, "tsne", steps=[cfg.epochs]) if "knn_accuracy" in r]
+    with contextlib.closing(TerminalProgress("placement")) as bar:
+        rows = [r for r in place_run(cfg.logdir, run, into, "tsne", steps=[cfg.epochs], progress=bar)
+                if "knn_accuracy" in r]
     placed, own = (np.mean([r[k] for r in rows]) for k in ("knn_accuracy", "layout_knn_accuracy"))
     out(f"placed {rows[0]['n']} training digits ({run}) into the t-SNE layouts of {into} at epoch {cfg.epochs}: "
         f"10-NN accuracy {placed:.2f} among the layout's points (its own points: {own:.2f}), "
