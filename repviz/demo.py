@@ -183,9 +183,8 @@ def _train_child(cfg: DemoConfig, sending) -> None:
     """The training process of :func:`train_networks_apart`."""
     sys.stderr = _Sent(sending)
     try:
-        with _native_startup_held():
-            import keras  # noqa: F401  (TensorFlow with it: its start-up lines are held back)
-        train_networks(cfg, out=lambda line: sending.send(("line", line)))
+        with _native_startup_held():  # TensorFlow's start-up lines; what else native code writes comes after
+            train_networks(cfg, out=lambda line: sending.send(("line", line)))
     except Exception as e:  # raised again in the parent
         try:
             sending.send(("error", e))
