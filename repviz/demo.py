@@ -16,9 +16,13 @@ do not wait for the compiler.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
+import os
+import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,7 +183,8 @@ def _train_child(cfg: DemoConfig, sending) -> None:
     """The training process of :func:`train_networks_apart`."""
     sys.stderr = _Sent(sending)
     try:
-        train_networks(cfg, out=lambda line: sending.send(("line", line)))
+        with _native_startup_held():  # TensorFlow's start-up lines; what else native code writes comes after
+            train_networks(cfg, out=lambda line: sending.send(("line", line)))
     except Exception as e:  # raised again in the parent
         try:
             sending.send(("error", e))
@@ -189,6 +194,34 @@ def _train_child(cfg: DemoConfig, sending) -> None:
         sending.send(("done", (cfg.runs, cfg.accuracy, cfg.placed)))
     finally:
         sending.close()
+
+
+# TensorFlow's lines from before its logging is set up: they ignore TF_CPP_MIN_LOG_LEVEL, and each of its two
+# native libraries prints them as it loads (twice per import).
+_TF_STARTUP = re.compile(r"All log messages before absl::InitializeLog\(\)|\] oneDNN custom operations are on")
+
+
+@contextlib.contextmanager
+def _native_startup_held():
+    """Hold back what native code writes to file descriptor 2 meanwhile, then pass every line on to
+    ``sys.stderr`` but TensorFlow's start-up lines (all of them when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset: a
+    user who asks for TensorFlow's log gets it)."""
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("", "0"):
+        yield
+        return
+    sys.__stderr__.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            for line in held.read().decode(errors="replace").splitlines(keepends=True):
+                if not _TF_STARTUP.search(line):
+                    sys.stderr.write(line)
 
 
 class _Sent(io.TextIOBase):
@@ -209,9 +242,12 @@ def place_digits(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """Place the second probe set (training digits, recorded after training) into the t-SNE layouts of its
     network's last snapshot, where the tab draws them as rings (:func:`repviz.place_run`)."""
     from .placement import place_run
+    from .progress import TerminalProgress
 
     run, into = cfg.placed
-    rows = [r for r in place_run(cfg.logdir, run, into, "tsne", steps=[cfg.epochs]) if "knn_accuracy" in r]
+    with contextlib.closing(TerminalProgress("placement")) as bar:
+        rows = [r for r in place_run(cfg.logdir, run, into, "tsne", steps=[cfg.epochs], progress=bar)
+                if "knn_accuracy" in r]
     placed, own = (np.mean([r[k] for r in rows]) for k in ("knn_accuracy", "layout_knn_accuracy"))
     out(f"placed {rows[0]['n']} training digits ({run}) into the t-SNE layouts of {into} at epoch {cfg.epochs}: "
         f"10-NN accuracy {placed:.2f} among the layout's points (its own points: {own:.2f}), "

@@ -76,10 +76,17 @@ def _eta(elapsed: float, done: int, total: int) -> float | None:
     return elapsed / done * (total - done) if done and total >= done else None
 
 
+#: Seconds after its last event that a plain progress line stops repeating it (a stage left unfinished).
+BEAT_FOR = 1800.0
+
+
 class TerminalProgress:
     """The terminal consumer: ``label: stage done/total (pct%) elapsed ETA message``, redrawn in place on an
-    interactive terminal, else printed as a plain line at most every ``every`` seconds (a stage that ends sooner
-    prints nothing; one that printed also prints its last event).
+    interactive terminal, else printed as a plain line at most every ``every`` seconds: the first event after
+    ``every`` seconds without a line, whichever stage it belongs to (short stages one after another print too;
+    a stage that printed also prints its last event), and while a stage waits on one slow step, its last event
+    again with the time elapsed (a background thread, until the stage ends, :meth:`close` or ``BEAT_FOR``
+    seconds without an event).
 
     Parameters
     ----------
@@ -106,6 +113,10 @@ class TerminalProgress:
         self.stage: str | None = None
         self.done = 0
         self._start = self._drawn = 0.0
+        self._quiet_since = time.perf_counter()  # the last plain line (or the start)
+        self._lock = threading.Lock()
+        self._event: tuple | None = None  # (stage, done, total, message, when) of the last event of a stage
+        self._beating: threading.Event | None = None  # set: the heartbeat thread ends
 
     def __call__(self, stage: str, done: int, total: int, message: str = "") -> None:
         now = time.perf_counter()
@@ -118,10 +129,32 @@ class TerminalProgress:
             width = shutil.get_terminal_size().columns - 1
             self.stream.write("\r" + self._line(stage, done, total, message, now)[:width].ljust(width))
             self.stream.flush()
-        elif self.plain and (now - max(self._drawn, self._start) >= self.every or (self._drawn and done >= total)):
-            self._drawn = now
-            self.stream.write(self._line(stage, done, total, message, now) + "\n")
-            self.stream.flush()
+        elif self.plain:
+            with self._lock:
+                self._event = (stage, done, total, message, now) if done < total else None
+                if now - self._quiet_since >= self.every or (self._drawn and done >= total):
+                    self._plain_line(stage, done, total, message, now)
+                if self._event is not None and self._beating is None:
+                    self._beating = threading.Event()
+                    threading.Thread(target=self._beat, args=(self._beating,), name="repviz-progress",
+                                     daemon=True).start()
+
+    def _plain_line(self, stage: str, done: int, total: int, message: str, now: float) -> None:
+        self._drawn = self._quiet_since = now
+        self.stream.write(self._line(stage, done, total, message, now) + "\n")
+        self.stream.flush()
+
+    def _beat(self, stop: threading.Event) -> None:
+        """The heartbeat: the last event again once ``every`` seconds pass without a line, while the stage runs."""
+        while not stop.wait(self.every / 4):
+            with self._lock:
+                now = time.perf_counter()
+                if self._event is None or now - self._event[4] > BEAT_FOR:  # the stage ended, or was left
+                    if self._beating is stop:
+                        self._beating = None
+                    return
+                if now - self._quiet_since >= self.every:
+                    self._plain_line(*self._event[:4], now)
 
     def _line(self, stage: str, done: int, total: int, message: str, now: float) -> str:
         elapsed = now - self._start
@@ -136,6 +169,11 @@ class TerminalProgress:
             self.stream.write("\n")
             self.stream.flush()
         self._drawn = 0.0
+        with self._lock:
+            if self._beating is not None:
+                self._beating.set()
+                self._beating = None
+            self._event = None
 
 
 class ProgressState:

@@ -144,13 +144,18 @@ def _similarity(log: LogDir, progress: ProgressState, chosen: dict, steps: list[
 
     options = {k: chosen[k] for k in ("measure", "kernel", "debiased")}
     if steps is None:
-        similarity_over_training(log, chosen["runs"][0], chosen["layer"], progress=progress, **options)
+        matrices = [similarity_over_training(log, chosen["runs"][0], chosen["layer"], progress=progress, **options)]
     else:
+        matrices = []
         for i, step in enumerate(steps):  # one matrix per snapshot: the progress counts snapshots
             progress("heatmaps", i, len(steps), f"step {step}")
-            similarity(log, chosen["runs"], step, **options)
-        progress("heatmaps", len(steps), len(steps), "done")
-    return {"key": None, "stored": 1 if steps is None else len(steps), "failures": []}
+            matrices.append(similarity(log, chosen["runs"], step, **options))
+    # the last event says what the job did: the page shows it rather than the read's "read from the cache"
+    done = len(matrices)
+    progress("heatmaps", done, done, f"computed {sum(m.computed for m in matrices):,} value(s), read "
+                                     f"{sum(m.cached for m in matrices):,} from the cache"
+                                     + (f" ({done} heatmaps)" if done > 1 else ""))
+    return {"key": None, "stored": done, "failures": []}
 
 
 #: The background jobs by kind: ``JOBS[kind](log, progress, *args)``.

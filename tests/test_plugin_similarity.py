@@ -4,6 +4,8 @@ checked against the log directory (400, one line), and the background job that c
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -118,11 +120,14 @@ def test_compute_queues_a_job_then_every_snapshot_is_served(served, logdir):
     job = _wait_job(client, job_id)
     assert job["state"] == "done" and job["error"] is None, job
     assert job["progress"]["done"] == job["progress"]["total"] == len(STEPS)
+    # the job's last line says what it did (the page shows it in place of the read's "read all ... from the cache")
+    done = re.fullmatch(r"computed (\d+) value\(s\), read (\d+) from the cache \(3 heatmaps\)", job["progress"]["message"])
+    assert done and int(done[1]) + int(done[2]) == 3 * 9 and int(done[1]) > 0, job["progress"]
     assert job["params"]["runs"] == ["y", "x"] and job["params"]["step"] is None
     for step in STEPS:
         m = _get(client, f"similarity?run=y&run2=x&step={step}&measure=procrustes").json
         assert [k[1] for k in m["rows"]] == ["logits", "conv", "dense"] and m["rows"][0][0] == "y"
-        assert m["higher_is_similar"] is False
+        assert m["higher_is_similar"] is False and m["notes"][-1] == "read all 9 values from the cache, computed none now"
         want = similarity(logdir, ("y", "x"), step, measure="procrustes").values
         np.testing.assert_allclose(m["values"], want, atol=1e-9)
 

@@ -35,7 +35,7 @@ def test_terminal_line_starts_a_new_line_per_stage():
 
 
 def test_off_a_terminal_a_long_stage_prints_a_plain_line_every_few_seconds(monkeypatch):
-    clock = [0.0]
+    clock = [100.0]
     monkeypatch.setattr("repviz.progress.time.perf_counter", lambda: clock[0])
     monkeypatch.delenv("CI", raising=False)
     stream = io.StringIO()
@@ -51,6 +51,43 @@ def test_off_a_terminal_a_long_stage_prints_a_plain_line_every_few_seconds(monke
                      "repviz place: place 10/12 (83%) elapsed 0:10 ETA 0:02 layer 10",
                      "repviz place: place 12/12 (100%) elapsed 0:12 ETA 0:00 layer 12"]
     assert "\r" not in stream.getvalue()
+
+
+def test_off_a_terminal_short_stages_one_after_another_print_too(monkeypatch):
+    """Before: each stage under 5 s printed nothing, so a command of several (meta-SNE's vectors, then its
+    distances) stayed silent for 11.7 s in a piped demo. Now the first event after 5 s without a line prints."""
+    clock = [0.0]
+    monkeypatch.setattr("repviz.progress.time.perf_counter", lambda: clock[0])
+    monkeypatch.delenv("CI", raising=False)
+    stream = io.StringIO()
+    bar = TerminalProgress("meta-SNE", stream=stream, every=5)
+    for second, (stage, done) in enumerate([("vectors", 0), ("vectors", 2), ("vectors", 4), ("distances", 0),
+                                            ("distances", 1), ("distances", 2), ("distances", 3)]):
+        clock[0] = 1.5 * second
+        bar(stage, done, 4 if stage == "vectors" else 3)
+    bar.close()
+    lines = [line.split(" elapsed")[0] for line in stream.getvalue().splitlines()]
+    assert lines == ["meta-SNE: distances 1/3 (33%)", "meta-SNE: distances 3/3 (100%)"]  # at 6 s, then its end
+
+
+def test_off_a_terminal_a_slow_step_repeats_the_last_event(monkeypatch):
+    """Before: `repviz embed --method umap` said nothing for its first 11 s, one chain's import and compile with
+    no event. Now the last event comes again every few seconds while its stage runs, and stops with the stage."""
+    import time
+
+    monkeypatch.delenv("CI", raising=False)
+    stream = io.StringIO()
+    bar = TerminalProgress("repviz embed", stream=stream, every=0.2)
+    bar("embed", 0, 3, "first chain")
+    time.sleep(0.75)  # no event: the heartbeat speaks
+    beats = stream.getvalue().splitlines()
+    assert len(beats) >= 2 and all(b.startswith("repviz embed: embed 0/3 (0%)") and b.endswith("first chain")
+                                   for b in beats), beats
+    bar("embed", 3, 3)  # the stage ends: its last event, then nothing more
+    time.sleep(0.5)
+    after = stream.getvalue().splitlines()[len(beats):]
+    assert [line.split(" elapsed")[0] for line in after] == ["repviz embed: embed 3/3 (100%)"]
+    bar.close()
 
 
 def test_state_snapshot_is_machine_readable_and_throttles_its_sink():

@@ -97,6 +97,24 @@ def test_log_spaced_epochs():
         log_spaced_epochs(0, 3)
 
 
+@pytest.mark.slow
+def test_the_training_process_imports_tensorflow_without_its_start_up_lines():
+    """Before: the demo printed TensorFlow's two start-up lines twice (each of its two native libraries prints
+    them as it loads; TF_CPP_MIN_LOG_LEVEL does not reach them). The training process imports it with them held
+    back; what else native code writes meanwhile still comes through."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys\nfrom repviz.demo import _native_startup_held\nwith _native_startup_held():\n"
+            "    import tensorflow\n    os.write(2, b'kept\\n')\nsys.stderr.write('after\\n')\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "absl::InitializeLog" not in done.stderr and "oneDNN" not in done.stderr, done.stderr
+    assert done.stderr.endswith("kept\nafter\n"), done.stderr
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # --quick end to end (slow: trains six small networks)
 # ----------------------------------------------------------------------------------------------------------------

@@ -144,11 +144,14 @@ def test_a_second_call_computes_nothing_and_a_new_snapshot_only_its_pairs(seeds,
     first = similarity_over_training(root, "net/seed0", "l1", steps=[0, 1, 2], measure="procrustes")
     assert counted["blocks"] == [(3, 3)]
     again = similarity_over_training(root, "net/seed0", "l1", steps=[0, 1, 2], measure="procrustes")
-    assert counted["blocks"] == [(3, 3)] and again.notes[-1] == "every value from the cache"
+    # the notes say what each call did: before, a first call and the read after it could not be told apart
+    assert (first.notes[-1], first.computed, first.cached) == ("computed 9 value(s) now, read 0 from the cache", 9, 0)
+    assert counted["blocks"] == [(3, 3)] and again.notes[-1] == "read all 9 values from the cache, computed none now"
+    assert (again.computed, again.cached) == (0, 9)
     np.testing.assert_array_equal(again.values, first.values)
     grown = similarity_over_training(root, "net/seed0", "l1", measure="procrustes")  # step 3 is new
     assert counted["blocks"] == [(3, 3), (1, 4)]  # the new snapshot against all four, nothing else
-    assert grown.notes[-1] == "4 pair(s) computed now, the rest from the cache"
+    assert grown.notes[-1] == "computed 7 value(s) now, read 9 from the cache"
     np.testing.assert_array_equal(grown.values[:3, :3], first.values)
     # a cross-run matrix reuses the values the other selections computed
     similarity(root, ("net/seed0", "net/seed1"), step=0, measure="procrustes")
@@ -162,7 +165,7 @@ def test_the_meta_bank_gives_linear_cka_as_the_measures_do(seeds, counted, monke
     assert counted["vectors"] == 12 and counted["blocks"] == []  # 6 representations, 'ucka' and 'cka' vectors
     assert "from the meta bank's 'ucka' vectors" in banked[True].notes[-1]
     again = similarity(root, ("net/seed0", "net/seed1"), debiased=True)
-    assert counted["vectors"] == 12 and again.notes[-1] == "every value from the cache"
+    assert counted["vectors"] == 12 and again.notes[-1].startswith("read all ")
 
     monkeypatch.setattr(compute, "bank_transform", lambda *args: None)
     fresh = seeds(where="fresh")  # the same runs without cache or bank
@@ -203,7 +206,7 @@ def test_minibatch_options_are_their_own_cache_and_noted(seeds):
     assert "minibatch CKA, 3 batches of about 13 probes (seed 3)" in batched.notes
     assert not np.allclose(batched.values, exact.values)
     whole = similarity(root, ("net/seed0", "net/seed1"), kernel="rbf", batch_size=40)  # one batch: exact
-    assert whole.params == exact.params and whole.notes[-1] == "every value from the cache"
+    assert whole.params == exact.params and whole.notes[-1].startswith("read all ")
 
 
 def test_runs_with_different_probes_are_refused_naming_both(seeds, capsys):
@@ -361,7 +364,7 @@ def test_a_torn_cache_is_recomputed_not_trusted(seeds, counted):
     (cache,) = (root / "plugins" / "repviz-meta").glob("similarity-procrustes-*")
     np.save(cache / "values.npy", np.zeros((3, 3)))
     again = similarity(root, "net/seed0", measure="procrustes")
-    assert counted["blocks"] == [(3, 3), (3, 3)] and again.notes[-1] == "6 pair(s) computed now"
+    assert counted["blocks"] == [(3, 3), (3, 3)] and again.notes[-1] == "computed 9 value(s) now, read 0 from the cache"
     np.testing.assert_array_equal(again.values, first.values)
 
 

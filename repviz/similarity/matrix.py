@@ -60,6 +60,7 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
     cache = SimilarityCache(cache_artifacts(logdir, measure, params), {"measure": measure, **params})
     values = cache.get(selection.rows, selection.cols)
     missing = np.isnan(values) & _comparable(selection.rows, cache)[:, None] & _comparable(selection.cols, cache)
+    computed, cached = 0, int(np.isfinite(values).sum())
     notes = [_probe_note(selection)]
     if "batch_size" in params:
         n, b = len(selection.ids), params["batch_size"]
@@ -74,14 +75,16 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
         transform = work.bank_transform(measure, params, len(selection.ids))
         if transform is not None:
             built = work.from_bank(logdir, selection, missing, cache, transform, progress, executor)
-            notes.append(f"from the meta bank's {transform!r} vectors (CKA = 1 - chord²/2; {built} built now)")
+            source = f" from the meta bank's {transform!r} vectors (CKA = 1 - chord²/2; {built} built now)"
         else:
-            count = work.from_measures(selection, missing, cache, measure, params, progress)
-            notes.append(f"{count} pair(s) computed now" + ("" if missing.all() else ", the rest from the cache"))
+            work.from_measures(selection, missing, cache, measure, params, progress)
+            source = ""
         cache.save()
         values = cache.get(selection.rows, selection.cols)
+        computed = int((missing & np.isfinite(values)).sum())  # not those found not comparable meanwhile
+        notes.append(f"computed {computed:,} value(s) now{source}, read {cached:,} from the cache")
     else:
-        notes.append("every value from the cache")
+        notes.append(f"read all {cached:,} values from the cache, computed none now")
     left_out = {r.key: r.left_out or cache.left_out[r.identity] for r in selection.rows + selection.cols
                 if r.left_out or r.identity in cache.left_out}
     if left_out:  # holes: their rows and columns are empty, whatever another matrix cached
@@ -89,7 +92,7 @@ def _matrix(logdir: LogDir, selection: Selection, options: dict, compute: bool,
         values[:, [c.key in left_out for c in selection.cols]] = np.nan
     unit = selection.rows[0].run.manifest.get("step_unit", "step")
     return SimilarityMatrix(values, [r.key for r in selection.rows], [c.key for c in selection.cols], measure,
-                            params, notes, unit if isinstance(unit, str) else "step", left_out)
+                            params, notes, unit if isinstance(unit, str) else "step", left_out, computed, cached)
 
 
 def _comparable(reps: list[Stored], cache: SimilarityCache) -> np.ndarray:

@@ -49,6 +49,9 @@ class SimilarityMatrix:
         RepKey -> why that representation is compared with nothing (constant over the probe, as a dead layer is;
         non-finite values; a damaged file): its row or column is NaN, a hole in the matrix rather than a failure
         of the whole (:meth:`hole` gives a cell's reason).
+    computed, cached : int
+        How many of the values the call that returned the matrix computed, and how many it read from the cache
+        (the notes say so too).
     """
 
     values: np.ndarray
@@ -59,6 +62,8 @@ class SimilarityMatrix:
     notes: list[str] = field(default_factory=list)
     step_unit: str = "step"
     left_out: dict[RepKey, str] = field(default_factory=dict)
+    computed: int = 0
+    cached: int = 0
 
     @property
     def shape(self) -> tuple[int, int]:

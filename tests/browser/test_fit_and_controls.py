@@ -243,9 +243,12 @@ def test_cards_previews_and_neighbours_clear_when_what_they_describe_goes(tab, s
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="preview"]'), "the preview")
     _view(tab, "similarity")
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="preview"]'), "the preview gone")
-    hidden = tab.execute_script("return ['run', 'layer'].map(c => getComputedStyle("
+    hidden = tab.execute_script("return ['run', 'layer', 'method'].map(c => getComputedStyle("
                                 "document.querySelector(`[data-control=\"${c}\"]`)).display)")
-    assert hidden == ["none", "none"]  # the Similarity view picks its own runs and layer
+    # the Similarity view picks its own runs and layer; its pair's scatters take the main view's method (their
+    # captions say which) and the colour the header's control, labelled for them (before: Method and "Colour")
+    assert hidden == ["none", "none", "none"]
+    assert pk.text(tab, '[data-control="colour"] > span').startswith("Colour of the pair's scatters")
     pk.shot(tab, shots, "similarity-controls")
     # a click lists a point's neighbours; a rectangle selecting other points ends that
     _view(tab, "main")

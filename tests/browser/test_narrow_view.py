@@ -69,6 +69,31 @@ def test_a_sigmoid_output_is_two_strips_along_its_values(tab, shots):
     assert abs(cols[0] - cols[1]) > ink.shape[1] / 10
 
 
+def _edge_profile(ink: np.ndarray, col: int, step: int) -> np.ndarray:
+    """Inked pixels per column from edge column `col` inward (`step` +1 from the left, -1 from the right), 9
+    columns, in the rows around the ink of column `col`."""
+    rows = np.flatnonzero(ink[:, col])
+    band = ink[max(rows[0] - 8, 0):rows[-1] + 9]
+    return np.array([band[:, col + step * k].sum() for k in range(9)])
+
+
+def test_the_points_at_the_extremes_are_drawn_whole(tab):
+    """The leftmost and rightmost points are whole discs inside the canvas: from each edge of the ink inward the
+    inked height grows to the disc's diameter (a disc cut at its centre is tallest at its edge; the picture was
+    cut where the plot's buffer, sized to the screen and not to the canvas, ended)."""
+    pk.select(tab, "layer", "score")
+    pk.select(tab, "method", "pca")
+    pixels = pk.wait(tab, lambda d: [p for p in [pk.canvas(d)] if pk.stats(d)["n"] == N and len(_bands(p)) == 2],
+                     "two strips of points")[0]
+    ink = pk.ink(pixels)
+    cols = np.flatnonzero(ink.any(axis=0))
+    left, right = int(cols[0]), int(cols[-1])
+    assert left > 0.03 * ink.shape[1] and right < 0.97 * ink.shape[1]  # the fitted view's margin
+    for col, step in ((left, 1), (right, -1)):
+        profile = _edge_profile(ink, col, step)
+        assert profile[0] < profile.max(), (col, profile)
+
+
 def test_a_snapshot_change_moves_the_points_along_x_only(tab, shots):
     """From the last snapshot (trained by the second fit) to the one before (the first fit's last)."""
     # the fit joins the step label once the run's index entry (its fits) has reached the page

@@ -10,6 +10,7 @@ leaves out.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -126,6 +127,7 @@ def test_hover_on_a_cell_shows_both_scatters_and_the_value(view, shots):
         assert ink.sum() > 300 and np.ptp(np.nonzero(ink)[0]) > ink.shape[0] / 4  # points, spread out
     card = pk.text(view, '[data-testid="pair"]')
     assert "seed0 · dense_2\nepoch 3 · pca" in card and "seed1 · dense_3\nepoch 3 · pca" in card
+    assert "null" not in card  # before: a cell without a hole wrote "null" under the value
     value = float(pk.text(view, '[data-testid="pair-value"]'))
     assert 0 < value <= 1
     pk.shot(view, shots, "similarity-2-hover")
@@ -183,6 +185,10 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
     pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("rows") == pk.EPOCHS + 1,
             "the snapshot × snapshot matrix", 180)
     assert pk.ink(_heatmap(view)).sum() > 5000
+    # what the job did, not the read after it (before: "every value from the cache" right after the job)
+    notes = pk.texts(view, '[data-testid="similarity-note"]')
+    assert any(re.fullmatch(r"just computed by the background job: computed \d+ value\(s\), read \d+ from the cache",
+                            n) for n in notes), notes
     pk.shot(view, shots, "similarity-6-over-training")
 
 

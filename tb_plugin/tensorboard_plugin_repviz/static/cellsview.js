@@ -199,17 +199,17 @@ export class CellsView {
     stats.gridLayoutMs = performance.now() - started;
     stats.gridCells = specs.length;
     const draws = this.multiples.cells.map(async (cell, i) => {
-      const { choice, title } = cell.spec;
+      const { choice, title, message, note } = cell.spec;
       if (!choice) {
-        this.multiples.label(i, title, "no embedding stored");
+        this.multiples.label(i, title, message || "no embedding stored");
         return;
       }
-      this.multiples.label(i, title);
+      this.multiples.label(i, title, null, note);
       if (cell.drawn && !force) return;
       const data = await cellData(this.model, runNamed(page.index, choice.run), choice, page.state.colorBy,
         this.page.state.selectedIds);
       if (!current()) return;
-      this.multiples.label(i, title, null, data.note);
+      this.multiples.label(i, title, null, [note, data.note].filter(Boolean).join(" · "));
       const selected = [];
       for (const id of this.page.state.selectedIds) {
         const j = data.idIndex.get(id);
@@ -241,7 +241,7 @@ export class CellsView {
         const j = part.idIndex.get(id);
         if (j !== undefined) selected.push(j);
       }
-      this.multiples.label(i, cell.spec.title, null, part.note);
+      this.multiples.label(i, cell.spec.title, null, [cell.spec.note, part.note].filter(Boolean).join(" · "));
       this.multiples.draw(i, part, selected);
     });
   }

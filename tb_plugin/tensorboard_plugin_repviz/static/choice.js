@@ -92,6 +92,25 @@ export function layerFor(run, from, name) {
   return run.layers[Math.min(at, m - 1)].name;
 }
 
+/**
+ * The layer of `run` to show beside each of layers `names` of run `from` (the rows of a layers × runs grid), and
+ * how it pairs: "same" (the same layer: the same position in one architecture, or the same name), "depth" (another
+ * architecture's layer at the same relative depth) or "above" (the layer at this depth already pairs with a row
+ * above: a run with fewer layers is not shown twice). `layer` is null when `run` records no layers.
+ * @param {Run} run @param {Run} from @param {string[]} names
+ * @returns {{layer: ?string, how: string}[]}
+ */
+export function layersAcross(run, from, names) {
+  const same = run === from || sameLayers(from, run);
+  const shown = new Set();
+  return names.map((name) => {
+    const layer = layerFor(run, from, name);
+    const how = shown.has(layer) ? "above" : same || layer === name ? "same" : "depth";
+    shown.add(layer);
+    return { layer, how };
+  });
+}
+
 /** Whether runs `a` and `b` record layers of the same classes and stored widths in the same order. */
 function sameLayers(a, b) {
   const width = (l) => (l.stored_shape || [])[1];

@@ -13,7 +13,8 @@ import { h, shown } from "./dom.js";
 const CLICK_PX = 4; // a press that moves less than this is a click, not a pan or a lasso
 
 /**
- * @typedef {{id: string, title: string, choice: object}} CellSpec  id: what it shows (same id, same picture)
+ * @typedef {{id: string, title: string, choice: object, note?: string, message?: string}} CellSpec  id: what it
+ *   shows (same id, same picture); `note`: said under the title; `message`: what an empty cell (no choice) says
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, ids: Float64Array,
  *            idIndex: Map<number, number>, palette: string[], all: object, sample: ?Int32Array,
  *            note: string}} CellData  what a cell draws (its points' probe ids in `ids`); `all`: every point of
@@ -79,7 +80,8 @@ export class Multiples {
       onHover: (i) => this._hover(cell, i),
       onSelect: (indices) => this._select(cell, indices),
       onView: () => this._mark(cell, cell.marked),
-    }, { renderer: this.renderer, small: true });
+    }, { renderer: this.renderer, small: true, // a fitted cell keeps its points above its note
+      inset: () => ({ top: 0, bottom: note.hidden ? 0 : note.offsetHeight + 2 }) });
     canvas.addEventListener("mouseleave", () => {
       this.highlight(null);
       this.handlers.onHover(null, null);

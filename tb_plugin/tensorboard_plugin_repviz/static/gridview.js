@@ -1,6 +1,6 @@
 // The Grid view: small multiples of layers (or runs) by snapshots (or runs), every cell the same method as the
 // main view where stored, linked by probe id (cellsview.js).
-import { embeddingOf, runNamed, spread, stepsOf } from "./choice.js";
+import { embeddingOf, layersAcross, runNamed, spread, stepsOf } from "./choice.js";
 import { CellsView } from "./cellsview.js";
 import * as V from "./dom.js";
 
@@ -44,9 +44,33 @@ export class GridView extends CellsView {
       : spread(stepsOf(index, state), GRID_COLS).map((step) => ({ step }));
     const withRun = this.rows === "runs" || colAxis === "runs";
     const title = (ch) => `${withRun ? `${ch.run} · ` : ""}${ch.layer} · ${unit} ${ch.step}`;
+    // layers × runs: each run's layer paired with the row's, a run with other layers by relative depth, each once
+    const pairs = this.rows === "layers" && colAxis === "runs"
+      ? new Map(colItems.map((c) => [c.run, layersAcross(runNamed(index, c.run), run, rowItems.map((r) => r.layer))]))
+      : null;
     const specs = [];
-    for (const r of rowItems) for (const c of colItems) specs.push(this.spec({ ...r, ...c }, title));
+    rowItems.forEach((r, i) => {
+      for (const c of colItems) {
+        const pair = pairs ? pairs.get(c.run)[i] : { how: "same" };
+        specs.push(pair.how === "same" ? this.spec({ ...r, ...c }, title) : this.pairedSpec(r.layer, c.run, pair, run, title));
+      }
+    });
     return { rows: rowItems.length, cols: colItems.length, specs };
+  }
+
+  /**
+   * The cell of run `other` in the row of layer `name` of `run` when `other` records other layers: its layer at
+   * the same relative depth, said in the cell's note, or an empty cell saying that this layer is in a row above.
+   * @returns {import("./cellsview.js").CellSpec}
+   */
+  pairedSpec(name, other, pair, run, title) {
+    const spec = this.spec({ run: other, layer: pair.layer }, title);
+    if (pair.how === "depth") return { ...spec, note: `paired by depth with ${name}` };
+    if (!spec.choice) return spec; // nothing stored above either
+    const count = (n) => `${n} layer${n === 1 ? "" : "s"}`;
+    const layers = this.page.index.runs.find((r) => r.name === other).layers.length;
+    return { id: `above|${other}|${pair.layer}|${name}`, choice: null, title: `${other} · ${pair.layer}`,
+      message: `in the row above (${other} records ${count(layers)}, ${run.name} ${count(run.layers.length)})` };
   }
 
   /** The axis pickers. @returns {HTMLElement[]} */

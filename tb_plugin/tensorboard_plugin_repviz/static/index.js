@@ -447,7 +447,7 @@ class App {
       control("method", V.picker("Method", "method", methodOptions, method, (v) => this.change({ method: v }))),
       h("span", { class: "spacer" }),
       // the colour controls and the button wrap to a second line together, if at all
-      h("span", { class: "bar-end" }, h("span", { class: "picker", "data-control": "colour" }, h("span", { text: "Colour" }),
+      h("span", { class: "bar-end" }, h("span", { class: "picker", "data-control": "colour" }, h("span", { text: this.shown.colourLabel || "Colour" }),
         V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v })),
         run && (run.metadata || []).length ? h("select", {
           name: "color-column", "aria-label": "colour by a metadata column", class: s.colorBy.startsWith("meta:") ? "on" : null,

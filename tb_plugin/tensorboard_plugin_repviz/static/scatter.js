@@ -134,6 +134,7 @@ export class Scatter {
     this._pointSize = 0;
     // A fitted view stays fitted when the canvas changes size (window, side panel, a grid of other shape).
     this._resizes = new ResizeObserver(() => {
+      if (this._onResize) this._onResize();
       if (this._isFitted()) this.fit();
     });
     this._resizes.observe(canvas);
@@ -142,7 +143,11 @@ export class Scatter {
     this._ownRenderer = !renderer; // a plot of its own: a renderer the window's size, kept across _create
     this._renderer = renderer ?? plainRenderer();
     if (this._ownRenderer) {
-      this._onResize = () => this._renderer.resize();
+      // A buffer that covers the canvas: regl-scatterplot's own default is the window capped at the screen's
+      // size, and a plot copies the centre of the buffer, so a canvas wider than the screen (a headless browser's
+      // 800 px, a page zoomed out) lost its left and right edges, points at the extremes cut in half.
+      this._onResize = () => this._renderer.resize(Math.max(window.innerWidth, canvas.clientWidth),
+        Math.max(window.innerHeight, canvas.clientHeight));
       this._onResize();
       window.addEventListener("resize", this._onResize);
       this._renderer.onFrame(() => (this._frameStart = performance.now())); // before the plot's: made first

@@ -32,9 +32,11 @@ export class SimilarityView {
     this.name = "similarity";
     this.label = "Similarity";
     this.title = "how alike representations are (CKA, Procrustes): layers × layers of two runs, or one layer over training";
-    // its own pickers choose the runs and the layer; the header's Method and Colour draw the pair's scatters
-    this.chrome = { snapshots: false, info: false, legend: false, selection: true, run: false, layer: false, method: true,
+    // its own pickers choose the runs and the layer; the header's Colour, said to be the pair's, colours the pair's
+    // scatters (drawn in the main view's method, which their captions name: the Method menu lists another run's)
+    this.chrome = { snapshots: false, info: false, legend: false, selection: true, run: false, layer: false, method: false,
       colour: true };
+    this.colourLabel = "Colour of the pair's scatters";
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */
@@ -47,6 +49,7 @@ export class SimilarityView {
     this.hidden = new Set(); // labels (labelOf) of the rows and columns left out of the picture by the user
     this.missing = false; // the chosen heatmap is not computed
     this.failure = null; // why the chosen heatmap cannot be drawn (the server's one line)
+    this.computedBy = null; // {pick, line}: what this page's job for a pick (key without step) computed
     this.token = null;
     this.playing = false;
     this.pair = null; // {cell, sides: [{key, data, title, points}, ...]} of the hovered cell
@@ -193,6 +196,7 @@ export class SimilarityView {
     const runOptions = index.runs.map((r) => ({ value: r.name, label: r.name }));
     const set = (changes) => {
       Object.assign(p, changes);
+      this.computedBy = null; // another heatmap: its notes say how its values came
       this.resolve();
       this.clearPair();
       this.update();
@@ -234,7 +238,10 @@ export class SimilarityView {
     this.summaryEl.classList.toggle("off", !m);
     if (!m) return;
     const found = m.rows.length && m.cols.length ? identification(m) : null;
-    const notes = m.notes.map((note) => h("p", { class: "hint", text: note }));
+    // the values a job of this page just computed are read from the cache: say what the job did instead
+    const byJob = this.computedBy && this.computedBy.pick === this.pickKey() ? this.computedBy.line : null;
+    const notes = m.notes.map((note) => h("p", { class: "hint", "data-testid": "similarity-note",
+      text: byJob && note.startsWith("read all ") ? `just computed by the background job: ${byJob}` : note }));
     if (found) {
       notes.unshift(h("p", { "data-testid": "identification" }, "Layer identification: ", h("b", { text: `${found.hits} of ${found.rows}` }),
         ` layers of run ${m.rows[0][0]} are most alike the layer of the same name in run ${m.cols[0][0]}.`));
@@ -404,8 +411,19 @@ export class SimilarityView {
     const body = { ...this.query(), debiased: this.pick.debiased };
     delete body.step; // every snapshot
     const runs = body.run2 && body.run2 !== body.run ? [body.run, body.run2] : [body.run];
+    const pick = this.pickKey();
     this.events.job(() => this.model.computeSimilarity(body), { kind: "similarity", method: this.pick.measure, params: { runs } },
-      () => this.fetch(false));
+      (job) => {
+        const line = job.progress && job.progress.message;
+        this.computedBy = line ? { pick, line } : null;
+        this.fetch(false);
+      });
+  }
+
+  /** The pick without its snapshot: what one compute job covers. */
+  pickKey() {
+    const { step, ...rest } = this.pick;
+    return JSON.stringify(rest);
   }
 
   // --- the pair of the hovered cell ----------------------------------------------------------------------------
@@ -418,7 +436,7 @@ export class SimilarityView {
   clearPair() {
     this.pair = null;
     this.heatmap.mark(null);
-    this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side; click it to open the pair in the Runs view." }));
+    this.pairEl.replaceChildren(h("p", { class: "hint", text: "Hover a cell to see both representations' scatters side by side, coloured as the header's \"Colour of the pair's scatters\" says; click it to open the pair in the Runs view." }));
   }
 
   onHover(cell) {
@@ -464,11 +482,11 @@ export class SimilarityView {
         side.data ? canvas : h("p", { class: "hint", text: "No 2-D embedding stored: compute one in the main view (Method) or run repviz embed." }));
     });
     const hole = this.heatmap.reason(cell);
-    this.pairEl.replaceChildren(
+    this.pairEl.replaceChildren(...[ // replaceChildren would write a null as the text "null"
       h("h3", {}, h("span", { text: this.matrix.scale_title }),
         h("b", { "data-testid": "pair-value", text: value === null ? "–" : value.toFixed(3) })),
       hole ? h("p", { class: "warn", "data-testid": "pair-hole", text: hole }) : null,
-      h("div", { class: "pair-figures" }, figures));
+      h("div", { class: "pair-figures" }, figures)].filter(Boolean));
     this.drawPair();
   }
 
