@@ -1,0 +1,82 @@
+"""Fixtures of the notebook tests: one real JupyterLab server per test session (its kernels run this checkout's
+repviz) and headless Chromium (software WebGL) on its page. Each test opens a notebook of its own, so tests do not
+depend on each other's kernel; the kernel is shut down when the test ends and the server's whole process group
+when the session ends. Screenshots go to a temporary directory (printed at the end, or ``REPVIZ_SCREENSHOTS``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from labkit import Lab, Notebook
+from pagekit import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    """A started JupyterLab (:class:`labkit.Lab`), answering /api/status; stopped with its kernels at the end, and
+    no process of its group may outlive it."""
+    server = Lab(tmp_path_factory.mktemp("jupyterlab"))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        leaked = server.stop()
+    assert not leaked, f"processes of the JupyterLab server outlived it: {leaked}"
+
+
+@pytest.fixture(scope="session")
+def lab_browser(lab):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    options.unhandled_prompt_behavior = "accept"  # "leave the page?" when the next test opens its notebook
+    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.failed_call = report.failed
+    return report
+
+
+@pytest.fixture
+def notebook(request, lab, lab_browser, lab_shots):
+    """``notebook(name, cells) -> Notebook``: a notebook of these code cells written into the server's root and
+    opened in the page with its kernel idle; its kernel is shut down when the test ends (the page is saved as
+    ``failed-<test>.png`` first if the test failed)."""
+    opened = []
+
+    def open_(name: str, cells: list[str]) -> Notebook:
+        opened.append(Notebook(lab_browser, lab, name, cells))
+        return opened[-1]
+
+    yield open_
+    if getattr(request.node, "failed_call", True):
+        lab_browser.save_screenshot(str(lab_shots / f"failed-{request.node.name}.png"))
+    for nb in opened:
+        nb.close()
+
+
+@pytest.fixture(scope="session")
+def lab_shots():
+    out = Path(os.environ.get("REPVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="repviz-tab-lab-"))
+    out.mkdir(parents=True, exist_ok=True)
+    yield out
+    print(f"\nscreenshots of the notebook tests: {out}")
