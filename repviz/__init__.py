@@ -3,7 +3,7 @@
 Capture layer activations during Keras training (``ActivationLogger``, with its ``ProbeSet`` and ``Reduction``
 options) or of any model without training (``record``), read them back without TensorFlow (``open_logdir``),
 embed them (``repviz.manifold``), place other probes into their layouts (``place_run``), compare representations
-(``repviz.meta``) and layers (``repviz.similarity``).
+(``repviz.meta``) and layers (``repviz.similarity``), and show it all in a notebook (``show``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from .store import LogDir, NotFoundError, Run, open_logdir
 from .version import __version__
 
 __all__ = ["ActivationLogger", "LogDir", "NotFoundError", "ProbeSet", "Reduction", "Run", "SimilarityMatrix",
-           "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "record", "similarity_over_training"]
+           "__version__", "datasets", "embed_logdir", "open_logdir", "place_run", "record", "show",
+           "similarity_over_training"]
 
 
 def __getattr__(name: str):
@@ -35,4 +36,8 @@ def __getattr__(name: str):
         from . import similarity
 
         return getattr(similarity, name)
+    if name == "show":  # the notebook widget answers its page through the TensorBoard plugin's routes
+        from tensorboard_plugin_repviz.widget import show
+
+        return show
     raise AttributeError(f"module 'repviz' has no attribute {name!r}")

@@ -13,7 +13,8 @@ imports this module and no other of repviz (``tests/test_plugin_imports.py`` che
   inputs checked), :func:`inputs_fingerprint`;
 - the numerics of the comparison routes: :func:`nearest_to`, :func:`neighbor_graph`, :func:`neighbor_change`,
   :func:`graph_method`, :func:`common_rows`, :func:`density_contours`;
-- the background jobs, by kind (:data:`JOBS`), run with their progress reported by :func:`run_job`.
+- the background jobs, by kind (:data:`JOBS`), run with their progress reported by :func:`run_job`;
+- how an optional extra is installed (:func:`install_hint`: the notebook widget's anywidget).
 
 Importing it loads no Keras, TensorFlow or numba: the jobs and the k-NN graph import them when they run, in the
 plugin's worker processes.
@@ -58,11 +59,13 @@ from repviz.store import (
 )
 from repviz.subsets import common_rows
 from repviz.targets import class_codes, with_target_column
+from repviz.version import install_hint
 
 __all__ = ["DEFAULT_MEASURE", "DENSITY", "INPUT_KEY", "JOBS", "KERNELS", "MEASURES", "META_OPTIONS", "META_RESULT",
            "METADATA_KINDS", "METHODS", "NEIGHBOR_GRAPH", "PLACED", "PLUGIN_NAME", "LogDir", "NotFoundError",
            "Probe", "ProbeMismatchError", "Run", "cached_similarity", "checksum", "choices", "class_codes",
-           "common_rows", "density_contours", "graph_method", "inputs_fingerprint", "measure_options", "meta_result",
+           "common_rows", "density_contours", "graph_method", "inputs_fingerprint", "install_hint", "measure_options",
+           "meta_result",
            "nearest_to", "neighbor_change", "neighbor_graph", "open_run", "path_key", "probe_columns", "run_job",
            "shared_probe_ids"]
 

@@ -8,7 +8,8 @@ __version__ = "0.1.0"
 DISTRIBUTION = "repviz-toolkit"
 
 #: What each optional extra of pyproject.toml adds, for the users who add it by hand.
-EXTRAS = {"export": "matplotlib>=3.8", "dask": "dask[distributed]>=2024.1", "umap": "umap-learn>=0.5.5"}
+EXTRAS = {"export": "matplotlib>=3.8", "dask": "dask[distributed]>=2024.1", "umap": "umap-learn>=0.5.5",
+          "notebook": "anywidget>=0.9"}
 
 
 def install_hint(extra: str) -> str:

@@ -37,8 +37,10 @@ FLOORS = [
     ("pipeline and cluster", ["repviz.pipeline", "repviz.distributed"]),
     ("applications", ["repviz.capture.*", "repviz.follow", "repviz.warmup", "repviz.export", "repviz.demo",
                       "repviz.similarity.figures", "repviz.service"]),
-    ("entry points", ["repviz.cli", "repviz"]),
+    ("entry points", ["repviz.cli"]),
     ("TensorBoard plugin", ["tensorboard_plugin_repviz.*"]),
+    # the package's face re-exports lazily from every floor, the notebook widget (on the plugin's floor) included
+    ("package API", ["repviz"]),
 ]
 
 # Third-party packages a module must not import, even lazily (the reason is in docs/ARCHITECTURE.md).

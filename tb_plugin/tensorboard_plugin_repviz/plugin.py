@@ -22,13 +22,14 @@ One limit is not ours: a request line over 64 KiB (a query string of that size) 
 page before TensorBoard or the plugin see the request; a parameter over 1,024 characters below that gets our 400.
 
 Every route is one entry of :data:`ROUTES` (handler, methods, content type, parameters); the HTTP plumbing is
-``web.py``. Everything the plugin needs from repviz comes through :mod:`repviz.service`. Importing this module
+``web.py``. :func:`call` answers a route without HTTP through the same app (the notebook widget's transport). Everything the plugin needs from repviz comes through :mod:`repviz.service`. Importing this module
 imports no Keras, TensorFlow or numba (the service names the methods without importing their estimators; the
 numerical code is loaded only inside the worker processes that compute).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
+from werkzeug import test as wsgi_request
 from werkzeug import wrappers
 
 from repviz import service
@@ -270,6 +272,34 @@ def _respond(request, route: Route, reply) -> wrappers.Response:
     return web.json_response(request, obj, code=code)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A route's answer as its HTTP response carries it: status, headers, body bytes."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        """The body of a JSON answer, decoded."""
+        return json.loads(self.body)
+
+
+def call(plugin: RepvizPlugin, route: str, params: dict | None = None, *, method: str = "GET",
+         headers: dict | None = None, body: bytes | str | None = None) -> Reply:
+    """Answer one request of the page without HTTP, through the route's own WSGI app: the same parameters read, the
+    same names checked, the same handler, errors, ETags and 304s as TensorBoard serves. A request made this way
+    carries no ``Origin`` or ``Sec-Fetch-Site``, so the cross-site checks (an HTTP matter) pass; the page's files
+    are no route here (the widget ships its page)."""
+    if route not in ROUTES or route.endswith("*"):
+        return Reply(404, {"Content-Type": JSON}, web.dumps({"error": f"no route {route[:60]!r}"}).encode())
+    environ = wsgi_request.EnvironBuilder(path=f"/data/plugin/{PLUGIN_NAME}/{route}", method=method,
+                                          query_string={k: str(v) for k, v in (params or {}).items()},
+                                          headers=headers, data=body).get_environ()
+    response = wrappers.Response.from_app(plugin.app(route), environ, buffered=True)
+    return Reply(response.status_code, dict(response.headers), response.get_data())
+
+
 class RepvizPlugin(base_plugin.TBPlugin):
     """The Repviz tab: runs, layers, snapshots and embeddings of a repviz log directory."""
 
@@ -284,9 +314,17 @@ class RepvizPlugin(base_plugin.TBPlugin):
         self.jobs = JobManager(logdir, out=out,
                                time_limit=getattr(flags, "repviz_job_limit", None) or DEFAULT_TIME_LIMIT)
 
+        self._apps: dict[str, Callable] = {}
+
     def get_plugin_apps(self):
         self.catalog.prefetch()  # TensorBoard builds the routes at start-up: list the log directory meanwhile
-        return {f"/{name}": _app(self, name, route) for name, route in ROUTES.items()}
+        return {f"/{name}": self.app(name) for name in ROUTES}
+
+    def app(self, name: str) -> Callable:
+        """The WSGI app of route ``name`` (built once)."""
+        if name not in self._apps:
+            self._apps[name] = _app(self, name, ROUTES[name])
+        return self._apps[name]
 
     def is_active(self) -> bool:
         return self.catalog.is_active()

@@ -8,6 +8,11 @@
 //
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
+// A host other than TensorBoard (the notebook widget, a static export) calls start(root, host) instead of render():
+// its transport carries the requests (model.js), `initial` chooses what is shown first, `onState` hears every change
+// of the shared choices (view, run, layer, method, step, selection, hovered probe id), and the handle start returns
+// sets them (`set`) or reads the run index again (`refresh`).
+//
 // Instrumentation (read by tests/browser and benchmarks/bench_plugin.py, nothing else):
 //   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, transitionFrameMs, gridDraws,
 //                           gridDrawnMs, gridCells, metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories,
@@ -50,15 +55,26 @@ const COLOR_MODES = [
 ];
 const CHROME_PARTS = ["snapshots", "info", "legend", "selection", "run", "layer", "method", "colour"];
 
+/**
+ * @typedef {{view: string, run: ?string, layer: ?string, method: ?string, step: ?number, selectedIds: Set<number>,
+ *            hovered: ?number}} Shared  the choices a host observes and sets (`hovered`: the probe id under the mouse)
+ * @typedef {{transport?: import("./model.js").Transport, initial?: Partial<Shared> & {runs?: string[]},
+ *            onState?: function(Shared): void}} Host
+ */
+
 class App {
-  /** @param {HTMLElement} root */
-  constructor(root) {
-    this.model = new Model();
+  /** @param {HTMLElement} root @param {Host} host */
+  constructor(root, host = {}) {
+    this.host = host;
+    this.model = new Model(host.transport);
     /** @type {import("./view.js").State} */
     this.state = {
       run: null, layer: null, method: null, step: null, colorBy: "label", mode: "pan",
       hidden: new Set(), selectedIds: new Set(), hover: null, pair: null, only: false,
     };
+    this.hoveredId = null; // the probe id of state.hover, once known
+    const initial = host.initial || {};
+    for (const key of ["run", "layer", "method", "step", "selectedIds"]) if (initial[key] !== undefined) this.state[key] = initial[key];
     this.error = null;
     this.jobs = new Jobs(this.model, {
       onChange: () => {
@@ -133,7 +149,43 @@ class App {
       return;
     }
     this.onIndex();
+    const initial = this.host.initial || {};
+    for (const view of this.views) if (view.preset) view.preset(initial);
+    if (initial.view) this.setView(initial.view);
     this.model.startPolling(() => this.onIndex(), (e) => this.showError(e));
+  }
+
+  /** Read the run index again now (a host that knows it changed); the page redraws if it did. */
+  async refresh() {
+    try {
+      if (await this.model.loadRuns(true)) this.onIndex();
+    } catch (e) {
+      this.showError(e);
+    }
+  }
+
+  /** Set shared choices from the host (`view`, `run`, `layer`, `method`, `step`, `selectedIds`, `hovered`). */
+  set(changes) {
+    if (!this.index) return;
+    const { view, hovered, ...rest } = changes;
+    if (view !== undefined && this.views.some((v) => v.name === view)) this.setView(view);
+    if (Object.keys(rest).length) this.change(rest);
+    if (hovered !== undefined) this.hoverId(hovered);
+  }
+
+  /** Show the hover card of the current run's point with probe id `id` (null: none). */
+  async hoverId(id) {
+    if (id === null) return this.showPoint(null);
+    const ids = await this.model.ids(this.state.run);
+    const index = ids.indexOf(id);
+    if (index >= 0) this.showPoint({ run: this.state.run, index, step: this.state.step });
+  }
+
+  /** Tell the host the shared choices (after every change of them). */
+  notify() {
+    if (!this.host.onState || !this.index) return;
+    const { run, layer, method, step, selectedIds } = this.state;
+    this.host.onState({ view: this.shown.name, run, layer, method, step, selectedIds, hovered: this.hoveredId });
   }
 
   get index() {
@@ -159,6 +211,7 @@ class App {
     this.renderSelection();
     this.search.render();
     this.renderViews();
+    this.notify();
   }
 
   /**
@@ -182,6 +235,7 @@ class App {
     if ("run" in changes || "only" in changes) this.search.render();
     if ("run" in changes) this.search.rerun();
     this.renderViews();
+    this.notify();
   }
 
   setView(name) {
@@ -194,6 +248,7 @@ class App {
     this.el.panels.replaceChildren();
     this.showPoint(null); // a card or preview describes the view left
     this.renderViews();
+    this.notify();
   }
 
   /** Show the shown view's element and the shared parts it uses; hide the others (they keep their size). */
@@ -222,6 +277,7 @@ class App {
     this.state = { ...this.state, hover: point };
     const run = point && runNamed(this.index, point.run);
     if (!run) {
+      this.setHovered(null);
       // the empty card keeps the card's height, so that the panels below do not move up under a mouse on its way
       // from the plot to them
       this.el.hover.style.minHeight = `${this.el.hover.offsetHeight}px`;
@@ -235,6 +291,7 @@ class App {
     const [labels, ids, preds, meta] = await Promise.all([this.model.labels(run.name), this.model.ids(run.name),
       predStep === null ? null : this.model.predictions(run.name, predStep), this.metadataOf(run)]);
     if (this.hoverToken !== token) return;
+    this.setHovered(ids[index]);
     // A text probe (a text column, no thumbnails) shows its text where an image probe shows its thumbnail.
     const textColumn = meta && !run.has_thumbnails ? meta.columns.find((c) => c.card_text) : null;
     const names = run.class_names || null;
@@ -263,6 +320,13 @@ class App {
     } catch (e) {
       this.showError(e);
     }
+  }
+
+  /** Remember the hovered probe id and tell the host when it changed. */
+  setHovered(id) {
+    if (id === this.hoveredId) return;
+    this.hoveredId = id;
+    this.notify();
   }
 
   /** Probe indices of the current run that are selected, in probe order. @returns {Promise<number[]>} */
@@ -406,19 +470,30 @@ class App {
   }
 }
 
-/** Build the tab into document.body (TensorBoard calls this once per iframe). */
-export function render() {
+/**
+ * Build the page into `root` (the document's body: the page owns its document, as in TensorBoard's iframe) for
+ * `host`; returns the handle a host drives it by, or null when the browser gives no WebGL.
+ * @param {HTMLElement} root @param {Host} host
+ * @returns {?{set: function(Partial<Shared>): void, refresh: function(): Promise<void>}}
+ */
+export function start(root, host = {}) {
   window.__repvizStats = { draws: 0, n: 0, drawnMs: null, transitions: 0, transitionFrames: [], gridDraws: 0,
     gridDrawnMs: null, gridCells: 0, metaDraws: 0, metaDrawnMs: null, metaShownMs: null, metaPoints: 0, overlayDraws: 0, exported: null };
-  // Relative to the module, so the iframe's <base href> and --path_prefix cannot misplace it.
-  document.head.append(h("link", { rel: "stylesheet", href: new URL("style.css", import.meta.url).href }));
   let app;
   try {
-    app = new App(document.body);
+    app = new App(root, host);
   } catch (e) {
     // regl-scatterplot throws when the browser gives no WebGL context.
-    document.body.replaceChildren(V.emptyState("The Repviz tab needs WebGL", `This browser refused it: ${e.message}`));
-    return;
+    root.replaceChildren(V.emptyState("The Repviz tab needs WebGL", `This browser refused it: ${e.message}`));
+    return null;
   }
   app.start();
+  return { set: (changes) => app.set(changes), refresh: () => app.refresh() };
+}
+
+/** Build the tab into document.body (TensorBoard calls this once per iframe). */
+export function render() {
+  // Relative to the module, so the iframe's <base href> and --path_prefix cannot misplace it.
+  document.head.append(h("link", { rel: "stylesheet", href: new URL("style.css", import.meta.url).href }));
+  start(document.body);
 }

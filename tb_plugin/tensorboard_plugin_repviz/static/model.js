@@ -1,7 +1,8 @@
 // Every request of the Repviz tab goes through this module: relative URLs against the iframe's
 // <base href="plugin/repviz/">, binary arrays decoded once and cached, the run index polled with its ETag.
 // A failed request throws a RepvizError carrying the server's one-line message; callers show it, and never
-// read a failure as "nothing there".
+// read a failure as "nothing there". How a request travels is the Model's transport: fetch in the tab; the
+// notebook widget and a static export hand in their own (same routes, same Response objects).
 
 /**
  * @typedef {{name: string, class: string, stored_shape: number[], output_shape: (number|null)[],
@@ -43,13 +44,26 @@ function url(route, params = {}) {
   return query ? `${route}?${query}` : route;
 }
 
-/** Fetch and throw a RepvizError unless the response is 2xx (or 304 when allowed). */
-async function request(route, params, init = {}) {
+/**
+ * How the page's requests travel: `send(route, params, init)` answers a Promise of a Response (status, headers,
+ * body as the plugin's HTTP route would send them); `unreachable` names what a failed send could not reach.
+ * @typedef {{send: (route: string, params: Object<string, *>, init: RequestInit) => Promise<Response>,
+ *            unreachable: string}} Transport
+ */
+
+/** The tab's transport: fetch, relative to the plugin's base URL. @type {Transport} */
+export const FETCH = {
+  send: (route, params, init) => fetch(url(route, params), { credentials: "same-origin", ...init }),
+  unreachable: "the TensorBoard server",
+};
+
+/** Send through `transport` and throw a RepvizError unless the response is 2xx (or 304 when allowed). */
+async function request(transport, route, params, init = {}) {
   let response;
   try {
-    response = await fetch(url(route, params), { credentials: "same-origin", ...init });
+    response = await transport.send(route, params, init);
   } catch (e) {
-    throw new RepvizError(`cannot reach the TensorBoard server (${e.message})`, 0);
+    throw new RepvizError(`cannot reach ${transport.unreachable} (${e.message})`, 0);
   }
   if (response.ok || response.status === 304) return response;
   let message = `${route}: HTTP ${response.status}`;
@@ -84,7 +98,9 @@ function clientId() {
 
 /** Data access for the page: one instance per page. */
 export class Model {
-  constructor() {
+  /** @param {Transport} transport */
+  constructor(transport = FETCH) {
+    this.transport = transport;
     this.client = clientId();
     /** @type {?Index} */
     this.index = null;
@@ -95,10 +111,15 @@ export class Model {
     this._pollTimer = null;
   }
 
+  /** `request` through this page's transport. */
+  _request(route, params, init) {
+    return request(this.transport, route, params, init);
+  }
+
   /** Read the run index now (always, or only if changed when `ifChanged`). Returns whether it changed. */
   async loadRuns(ifChanged = false) {
     const headers = ifChanged && this._etag ? { "If-None-Match": this._etag } : {};
-    const response = await request("runs", {}, { headers, cache: "no-cache" });
+    const response = await this._request("runs", {}, { headers, cache: "no-cache" });
     if (response.status === 304) return false;
     this._etag = response.headers.get("ETag");
     this.index = await response.json();
@@ -131,7 +152,7 @@ export class Model {
   _array(route, params, Type) {
     const key = url(route, params);
     if (!this._cache.has(key)) {
-      const promise = request(route, params).then(async (response) => ({
+      const promise = this._request(route, params).then(async (response) => ({
         shape: shapeOf(response),
         data: new Type(await response.arrayBuffer()),
       }));
@@ -196,7 +217,7 @@ export class Model {
     const blocks = this._thumbs.get(run);
     const start = Math.floor(index / THUMBNAIL_BLOCK) * THUMBNAIL_BLOCK;
     if (!blocks.has(start)) {
-      const promise = request("thumbnails", { run, start, count: THUMBNAIL_BLOCK }).then(async (response) => ({
+      const promise = this._request("thumbnails", { run, start, count: THUMBNAIL_BLOCK }).then(async (response) => ({
         shape: shapeOf(response),
         data: new Uint8Array(await response.arrayBuffer()),
       }));
@@ -219,7 +240,7 @@ export class Model {
   _json(route, params) {
     const key = url(route, params);
     if (!this._cache.has(key)) {
-      const promise = request(route, params).then((r) => r.json());
+      const promise = this._request(route, params).then((r) => r.json());
       promise.catch(() => this._cache.delete(key));
       this._cache.set(key, promise);
     }
@@ -228,7 +249,7 @@ export class Model {
 
   /** POST a JSON body; the decoded response. */
   _post(route, body) {
-    return request(route, {}, {
+    return this._request(route, {}, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Repviz-Client": this.client },
       body: JSON.stringify(body),
@@ -289,7 +310,7 @@ export class Model {
    *   stale: boolean, scores: object}[]}>}
    */
   async placed(run, layer, step, key) {
-    return (await request("placed", { run, layer, step, key })).json();
+    return (await this._request("placed", { run, layer, step, key })).json();
   }
 
   /**
@@ -331,7 +352,7 @@ export class Model {
 
   /** Recent background jobs. @returns {Promise<Job[]>} */
   async jobs() {
-    const response = await request("jobs", {}, { cache: "no-cache" });
+    const response = await this._request("jobs", {}, { cache: "no-cache" });
     return (await response.json()).jobs;
   }
 }

@@ -97,6 +97,13 @@ export class SimilarityView {
     else if (page.state.selectedIds !== last.state.selectedIds) this.drawPair();
   }
 
+  /** A host's first choice (the notebook widget's `runs`): the run, or the two runs, of the heatmap. */
+  preset({ runs }) {
+    if (!runs || !runs.length) return;
+    this.pick.run = runs[0];
+    this.pick.run2 = runs[runs.length > 1 ? 1 : 0];
+  }
+
   resize() {
     if (this.page && this.page.view === this.name) {
       this.heatmap.draw();
