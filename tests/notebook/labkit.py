@@ -233,6 +233,13 @@ class Notebook:
             raise AssertionError(f"cell {i} raised: {errors[0].text.strip().splitlines()[-1:]}")
         return self.output(i)
 
+    def screenshot(self, path: Path, i: int = 0) -> None:
+        """Save the page as a PNG with cell ``i``'s output scrolled to the top of the notebook."""
+        self.driver.switch_to.default_content()
+        self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'})",
+                                   self.cell(i).find_element(By.CSS_SELECTOR, ".jp-Cell-outputWrapper"))
+        self.driver.save_screenshot(str(path))
+
     def output(self, i: int) -> str:
         return self.driver.execute_script(
             "return [...arguments[0].querySelectorAll('.jp-OutputArea-output')].map(e => e.innerText).join('\\n')",
@@ -241,3 +248,54 @@ class Notebook:
     def close(self) -> None:
         """Shut the notebook's kernel down (the next notebook starts its own)."""
         self.lab.shut_kernels()
+
+
+def write_clusters(root: Path, name: str = "demo", n: int = 300, steps: int = 3) -> Path:
+    """Run ``name`` under log directory ``root``, written through the store: ``n`` probe points in 10 classes with
+    8x8 thumbnails, layer "dense" at epochs 0 .. steps - 1 and a stored 2-D embedding (key ``pca-lab``) of each
+    snapshot, 10 clusters spreading out from one snapshot to the next (so a snapshot change moves every point)."""
+    import numpy as np
+
+    from repviz.store import RunWriter, open_logdir
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(n) % 10
+    writer = RunWriter(root / name)
+    writer.begin({"fingerprint": {"model": name, "probe": "synthetic"}, "step_unit": "epoch",
+                  "layers": {"dense": {"class": "Dense", "stored_shape": [n, 8], "output_shape": [None, 8],
+                                       "reduction": {"kind": "none"}}}})
+    writer.write_probe(np.arange(n), labels, rng.integers(0, 256, (n, 8, 8), dtype=np.uint8))
+    run = open_logdir(root).run(name)
+    run.embeddings.write_method("pca-lab", {"method": "pca", "params": {}, "align": "snapshots", "default": True})
+    centres = rng.normal(size=(10, 2)) * 10
+    for step in range(steps):
+        writer.write_activation("dense", step, rng.normal(size=(n, 8)).astype(np.float32), epoch=step)
+        Y = (centres[labels] * (1 + step) + rng.normal(size=(n, 2))).astype(np.float32)
+        run.embeddings.write("pca-lab", "dense", step, Y, {"method": "pca", "scores": {}})
+    return root
+
+
+def enter_widget(driver, cell, timeout: float = 60) -> None:
+    """Switch into the repviz widget's page shown in ``cell``'s output (its iframe started and drawn once)."""
+    frame = wait(driver, lambda d: [f for f in cell.find_elements(By.CSS_SELECTOR, "iframe.repviz-frame")
+                                    if f.get_attribute("data-ready") == "1"], "the widget's page", timeout)[0]
+    driver.switch_to.frame(frame)
+    wait(driver, lambda d: (d.execute_script("return window.__repvizStats") or {}).get("draws", 0) >= 1,
+         "the widget's first draw", timeout)
+
+
+def drag_lasso(driver, radius: float = 120, centre=(0, 0), points: int = 24) -> None:
+    """Select with the lasso on the main scatter: a closed loop of ``radius`` CSS pixels round ``centre`` (from the
+    canvas's centre); then the mouse off the plot and the mode back to panning."""
+    import math
+
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="lasso"]').click()
+    canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
+    loop = [(centre[0] + radius * math.cos(2 * math.pi * k / points),
+             centre[1] + radius * math.sin(2 * math.pi * k / points)) for k in range(points + 1)]
+    drag = ActionChains(driver).move_to_element_with_offset(canvas, *map(round, loop[0])).click_and_hold()
+    for (x0, y0), (x1, y1) in zip(loop, loop[1:]):
+        drag = drag.move_by_offset(round(x1) - round(x0), round(y1) - round(y0)).pause(0.02)
+    drag.release().perform()
+    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
