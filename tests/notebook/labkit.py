@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
-from pagekit import require_browser, wait  # noqa: E402
+from pagekit import require_browser, wait
 
 try:
     from selenium.webdriver.common.action_chains import ActionChains
@@ -209,8 +209,8 @@ class Notebook:
             editor = self.cell(i).find_element(By.CSS_SELECTOR, ".jp-InputArea-editor .cm-content")
             self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editor)
             editor.click()
-            wait(self.driver, lambda d: d.execute_script(
-                "return arguments[0].contains(document.activeElement)", editor), f"cell {i}'s editor focused")
+            wait(self.driver, lambda d, e=editor: d.execute_script(
+                "return arguments[0].contains(document.activeElement)", e), f"cell {i}'s editor focused")
             ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
             try:
                 wait(self.driver, lambda d: self.prompt(i) != before and taken(d), f"cell {i} queued", timeout=5)
