@@ -61,6 +61,7 @@ function connect(port, initial) {
   let next = 0;
   let app = null;
   let last = {};
+  let refreshed = Promise.resolve(); // a choice set after a push waits for the index the push brought
   port.onmessage = ({ data }) => {
     if (data.type === "response") {
       const resolve = pending.get(data.id);
@@ -68,12 +69,14 @@ function connect(port, initial) {
       if (resolve) resolve(respond(data));
     } else if (data.type === "push") {
       remember(data.entries);
-      if (data.refresh && app) app.refresh();
+      if (data.refresh && app) refreshed = app.refresh();
     } else if (data.type === "set" && app) {
       const changes = { ...data.changes };
       if (changes.selectedIds) changes.selectedIds = new Set(changes.selectedIds);
-      Object.assign(last, changes); // set by the host: not sent back to it
-      app.set(changes);
+      refreshed.then(() => {
+        Object.assign(last, changes); // set by the host: not sent back to it
+        app.set(changes);
+      });
     }
   };
   const transport = {

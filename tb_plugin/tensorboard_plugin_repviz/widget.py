@@ -166,6 +166,7 @@ if anywidget is not None:
             """Send the page the run index now, and with ``data`` what the current choice needs at snapshots not
             sent yet; the page redraws from them. Safe from any thread: what a live update calls while
             ``model.fit`` holds the kernel (the page's own requests wait for the cell to finish)."""
+            self._plugin.catalog.scan()  # the listing as it is now, not as the last poll cached it
             index_reply = call(self._plugin, "runs")
             answers = [Answer("runs", {}, index_reply)]
             if data and self.run and self.layer and self.method:

@@ -28,7 +28,7 @@ function bytesOf(view) {
 
 /** The page's document: the bundle inline (nothing is fetched). */
 function pageDocument() {
-  return `<!doctype html><html><head><meta charset="utf-8"><title>repviz</title></head><body><script type="module">${PAGE}</script></body></html>`;
+  return `<!doctype html><html><head><meta charset="utf-8"><title>repviz</title></head><body><script type="module">${PAGE}<\/script></body></html>`;
 }
 
 function render({ model, el }) {
