@@ -198,13 +198,15 @@ class Notebook:
             "return arguments[0].querySelector('.jp-InputPrompt').innerText", self.cell(i)).strip()
 
     def start(self, i: int) -> None:
-        """Run cell ``i`` with Shift+Enter from its focused editor and return once the kernel has taken it
-        (``[*]``). A key press that reached no editor (the page still laying itself out) is pressed again; one that
-        ran the cell never is."""
-        def taken(_) -> bool:
-            return "*" in self.prompt(i) or bool(PROMPT_DONE.search(self.prompt(i)))
-
+        """Run cell ``i`` with Shift+Enter from its focused editor and return once the page shows the kernel took it
+        (``[*]``, or a new execution count). A key press that reached no editor (the page still laying itself out)
+        is pressed again; the page marks a queued cell at once, so one that was taken is never run twice."""
         before = self.prompt(i)
+
+        def taken(_) -> bool:
+            prompt = self.prompt(i)
+            return "*" in prompt or (bool(PROMPT_DONE.search(prompt)) and prompt != before)
+
         for _ in range(5):
             editor = self.cell(i).find_element(By.CSS_SELECTOR, ".jp-InputArea-editor .cm-content")
             self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editor)
@@ -213,11 +215,10 @@ class Notebook:
                 "return arguments[0].contains(document.activeElement)", e), f"cell {i}'s editor focused")
             ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
             try:
-                wait(self.driver, lambda d: self.prompt(i) != before and taken(d), f"cell {i} queued", timeout=5)
+                wait(self.driver, taken, f"cell {i} queued", timeout=5)
                 return
             except AssertionError:
-                if self.prompt(i) != before:
-                    raise
+                pass
         raise AssertionError(f"cell {i} did not start with Shift+Enter (prompt {self.prompt(i)!r})")
 
     def run(self, i: int, timeout: float = 120) -> str:
