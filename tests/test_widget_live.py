@@ -28,15 +28,16 @@ class Sent:
                 for e in content["entries"] if e["route"] == route]
 
 
-def _snapshot(writer, run, step: int, rng) -> None:
-    """Layer "dense" at ``step`` and its stored embedding (key ``pca-live``), as a fit with embed= writes them."""
-    writer.write_activation("dense", step, rng.normal(size=(N, 4)).astype(np.float32))
-    run.embeddings.write("pca-live", "dense", step, rng.normal(size=(N, 2)).astype(np.float32),
-                         {"method": "pca", "scores": {}})
+def _snapshot(writer, run, step: int, rng, layers=("dense",)) -> None:
+    """``layers`` at ``step`` and their stored embeddings (key ``pca-live``), as a fit with embed= writes them."""
+    for layer in layers:
+        writer.write_activation(layer, step, rng.normal(size=(N, 4)).astype(np.float32))
+        run.embeddings.write("pca-live", layer, step, rng.normal(size=(N, 2)).astype(np.float32),
+                             {"method": "pca", "scores": {}})
 
 
-def _begin(root, new_run):
-    writer = new_run(root / "live")
+def _begin(root, new_run, layers=("dense",)):
+    writer = new_run(root / "live", layers={layer: (N, 4) for layer in layers})
     writer.write_probe(np.arange(N), np.arange(N) % 3)
     run = repviz.open_logdir(root).run("live")
     run.embeddings.write_method("pca-live", {"method": "pca", "params": {}, "align": "snapshots", "default": True})
@@ -80,13 +81,13 @@ def test_new_snapshots_are_pushed_and_the_widget_moves_to_the_newest(tmp_path, n
 
 def test_a_widget_shown_before_the_first_run_shows_it_when_it_lands(tmp_path, new_run, monkeypatch):
     monkeypatch.setattr(live, "INTERVAL", 0.1)
-    w = repviz.show(tmp_path / "logs")
+    w = repviz.show(tmp_path / "logs", layer="dense")  # not the first layer: kept for the first run
     sent = Sent(w)
     try:
         assert w.run is None
         rng = np.random.default_rng(0)
-        writer, run = _begin(tmp_path / "logs", new_run)
-        _snapshot(writer, run, 0, rng)
+        writer, run = _begin(tmp_path / "logs", new_run, layers=("first", "dense"))
+        _snapshot(writer, run, 0, rng, layers=("first", "dense"))
         _until(lambda: sent.pushed("coords"), "the first run pushed")
         assert (w.run, w.layer, w.method, w.step) == ("live", "dense", "pca-live", 0)
         assert sent.pushed("coords") == [{"run": "live", "layer": "dense", "step": 0, "key": "pca-live"}]
@@ -103,3 +104,19 @@ def test_the_follower_ends_with_its_widget(tmp_path, new_run, monkeypatch):
     for follower in followers:
         follower.join(timeout=5)
     assert not any(t.is_alive() for t in followers if t._widget() is None or t._widget() is w)
+
+
+def test_before_each_cell_the_widget_catches_up_at_once(tmp_path, new_run, monkeypatch):
+    """What a cell after ``fit`` reads: the traits as the training left them, without waiting for the thread (here
+    it never looks) or the listing's cache."""
+    monkeypatch.setattr(live, "INTERVAL", 3600)
+    w = repviz.show(tmp_path / "logs")
+    sent = Sent(w)
+    try:
+        writer, run = _begin(tmp_path / "logs", new_run)
+        _snapshot(writer, run, 0, np.random.default_rng(0))
+        live._before_cell()  # what IPython's pre_run_cell runs
+        assert (w.run, w.layer, w.method, w.step) == ("live", "dense", "pca-live", 0)
+        assert sent.pushed("coords") == [{"run": "live", "layer": "dense", "step": 0, "key": "pca-live"}]
+    finally:
+        w.close()

@@ -6,6 +6,8 @@ itself (a cheap 304 while nothing changed) and, when a snapshot or an embedding 
 with the answers the shown choice needs (``widget.push``) and only then the choice (run, layer, embedding, the newest
 step when the page was on the last one): the page finds in its cache everything it then asks for, and redraws
 without the kernel. Sending from a thread is what ipykernel allows during a cell; nothing here blocks training.
+Before each cell runs, every follower also looks once more on a fresh listing, so a cell after ``fit`` reads the
+widget's traits (``w.run``, ``w.step``) as the training left them, not as of the thread's last look.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from .plugin import RepvizPlugin, call
 
 #: Seconds between two looks at the run index (each a 304 while nothing changed).
 INTERVAL = 1.0
+_LIVE: set[Follower] = set()  # the running followers, looked through before each cell
+_hook_lock = threading.Lock()
+_hooked = False
 
 
 class Follower(threading.Thread):
@@ -26,28 +31,44 @@ class Follower(threading.Thread):
     seconds, until the widget is closed or gone. ``choose(index, logdir, run, layer, method, step)`` is the
     widget's rule for what the page shows (a dict with those keys; ``ValueError`` when nothing can be shown yet)."""
 
-    def __init__(self, widget, plugin: RepvizPlugin, choose: Callable[..., dict], interval: float = INTERVAL):
+    def __init__(self, widget, plugin: RepvizPlugin, choose: Callable[..., dict], interval: float = INTERVAL,
+                 wanted: dict | None = None):
         super().__init__(name="repviz-widget-follow", daemon=True)
         self._widget = weakref.ref(widget)
         self._plugin, self._choose, self._interval = plugin, choose, interval
+        self._wanted = {k: v for k, v in (wanted or {}).items() if v is not None}  # for the first run, if it has them
         first = call(plugin, "runs")  # what the page is shown first
         self._tag = first.headers.get("ETag")
         self._head = _last_step(first.json(), widget)
+        self._looking = threading.Lock()
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        while not self.stopped.wait(self._interval):
-            widget = self._widget()
-            if widget is None or widget.comm is None:
-                return
-            try:
-                self.step(widget)
-            except Exception:  # a half-written snapshot, a widget closing: the next look sees it whole
+        try:
+            while not self.stopped.wait(self._interval) and self.look():
                 pass
-            widget = None
+        finally:
+            _LIVE.discard(self)
+
+    def look(self, fresh: bool = False) -> bool:
+        """One look (on a listing made now when ``fresh``); False once the widget is closed or gone."""
+        widget = self._widget()
+        if widget is None or widget.comm is None:
+            return False
+        try:
+            if fresh:
+                self._plugin.catalog.scan()
+            self.step(widget)
+        except Exception:  # a half-written snapshot, a widget closing: the next look sees it whole
+            pass
+        return True
 
     def step(self, widget) -> bool:
         """Look once; push and return True when the run index changed since the last look."""
+        with self._looking:  # the thread and the hook before a cell, one at a time
+            return self._step(widget)
+
+    def _step(self, widget) -> bool:
         headers = {"If-None-Match": self._tag} if self._tag else {}
         reply = call(self._plugin, "runs", headers=headers)
         if reply.status != 200:
@@ -56,10 +77,14 @@ class Follower(threading.Thread):
         index = reply.json()
         at_head = widget.step is None or self._head is None or widget.step >= self._head
         current = {name: getattr(widget, name) for name in ("run", "layer", "method", "step")}
-        try:
-            chosen = self._choose(index, widget.logdir, **{**current, "step": None if at_head else widget.step})
-        except ValueError:  # no run, or nothing embedded yet: the index alone
-            chosen = {}
+        asked = {**current, "step": None if at_head else widget.step}
+        chosen = {}
+        for ask in ([{**asked, **self._wanted}] if widget.run is None and self._wanted else []) + [asked]:
+            try:
+                chosen = self._choose(index, widget.logdir, **ask)
+                break
+            except ValueError:  # no run, or nothing embedded yet (or not what was wanted): the index alone
+                continue
         with widget.hold_sync():  # the choice reaches the page after the answers it needs
             for name, value in chosen.items():
                 if value is not None and value != current[name]:
@@ -76,8 +101,24 @@ def _last_step(index: dict, widget) -> int | None:
     return steps[-1] if steps else None
 
 
-def follow(widget, plugin: RepvizPlugin, choose: Callable[..., dict]) -> Follower:
-    """Start a :class:`Follower` for ``widget``."""
-    follower = Follower(widget, plugin, choose)
+def _before_cell(*_) -> None:
+    for follower in list(_LIVE):
+        follower.look(fresh=True)
+
+
+def follow(widget, plugin: RepvizPlugin, choose: Callable[..., dict], **wanted) -> Follower:
+    """Start a :class:`Follower` for ``widget`` (and, once per process, the look before each IPython cell);
+    ``wanted``: the layer, method and step shown first once the first run lands, when it has them."""
+    global _hooked
+    with _hook_lock:
+        if not _hooked:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+            if shell is not None:
+                shell.events.register("pre_run_cell", _before_cell)
+            _hooked = True
+    follower = Follower(widget, plugin, choose, wanted=wanted)
+    _LIVE.add(follower)
     follower.start()
     return follower

@@ -289,7 +289,7 @@ def show(logdir: str | os.PathLike, run: str | None = None, layer: str | None = 
     else:
         state = resolve(index, path, run if run is not None or not runs else runs[0], layer, method, step)
     widget = RepvizWidget(plugin, **state, view=view, _runs=runs, height=int(height))
-    live.follow(widget, plugin, resolve)
+    live.follow(widget, plugin, resolve, layer=layer, method=method, step=step)
     return widget
 
 

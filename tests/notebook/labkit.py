@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
 from pagekit import require_browser, wait
 
 try:
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -208,16 +209,16 @@ class Notebook:
             return "*" in prompt or (bool(PROMPT_DONE.search(prompt)) and prompt != before)
 
         for _ in range(5):
-            editor = self.cell(i).find_element(By.CSS_SELECTOR, ".jp-InputArea-editor .cm-content")
-            self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editor)
-            editor.click()
-            wait(self.driver, lambda d, e=editor: d.execute_script(
-                "return arguments[0].contains(document.activeElement)", e), f"cell {i}'s editor focused")
-            ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
             try:
+                editor = self.cell(i).find_element(By.CSS_SELECTOR, ".jp-InputArea-editor .cm-content")
+                self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editor)
+                editor.click()
+                wait(self.driver, lambda d, e=editor: d.execute_script(
+                    "return arguments[0].contains(document.activeElement)", e), f"cell {i}'s editor focused", 5)
+                ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
                 wait(self.driver, taken, f"cell {i} queued", timeout=5)
                 return
-            except AssertionError:
+            except (AssertionError, WebDriverException):  # not laid out yet, or covered for a moment
                 pass
         raise AssertionError(f"cell {i} did not start with Shift+Enter (prompt {self.prompt(i)!r})")
 
