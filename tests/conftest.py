@@ -75,17 +75,21 @@ def new_run():
 
 @pytest.fixture(scope="session")
 def small_logdir(new_run):
-    """``small_logdir(root, runs=("a",), steps=3) -> root``: a log directory of tiny runs, each with one layer
-    "dense" (30 probes in 3 classes, width 4) and Gaussian activations at steps 0 .. steps - 1 (the same in every
-    run); what the command-line tests embed and summarise in a second."""
+    """``small_logdir(root, runs=("a",), steps=3, thumbnails=False, predictions=False) -> root``: a log directory of
+    tiny runs, each with one layer "dense" (30 probes in 3 classes, width 4) and Gaussian activations at steps
+    0 .. steps - 1 (the same in every run), with 4×4 thumbnails and class predictions if asked; what the
+    command-line tests embed and summarise in a second."""
 
-    def write(root, runs=("a",), steps: int = 3):
+    def write(root, runs=("a",), steps: int = 3, thumbnails: bool = False, predictions: bool = False):
         for name in runs:
             writer = new_run(root / name)
-            writer.write_probe(np.arange(30), np.arange(30) % 3)
             rng = np.random.default_rng(0)
+            writer.write_probe(np.arange(30), np.arange(30) % 3,
+                               rng.integers(0, 255, (30, 4, 4), dtype=np.uint8) if thumbnails else None)
             for step in range(steps):
                 writer.write_activation("dense", step, rng.normal(size=(30, 4)).astype(np.float32))
+                if predictions:
+                    writer.write_prediction(step, rng.random((30, 3)).astype(np.float32))
         return root
 
     return write

@@ -28,17 +28,10 @@ BASE = "/data/plugin/repviz/"
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory, new_run):
+def logdir(tmp_path_factory, small_logdir):
     """Runs "a" and "b" (one layer "dense", 30 probe points with labels, thumbnails and predictions, steps 0-2)
     with PCA embeddings."""
-    root = tmp_path_factory.mktemp("widget_logs")
-    rng = np.random.default_rng(0)
-    for name in ("a", "b"):
-        writer = new_run(root / name)
-        writer.write_probe(np.arange(N), np.arange(N) % 3, rng.integers(0, 255, (N, 4, 4), dtype=np.uint8))
-        for step in range(3):
-            writer.write_activation("dense", step, rng.normal(size=(N, 4)).astype(np.float32))
-            writer.write_prediction(step, rng.random((N, 3)).astype(np.float32))
+    root = small_logdir(tmp_path_factory.mktemp("widget_logs"), runs=("a", "b"), thumbnails=True, predictions=True)
     repviz.embed_logdir(root, methods=["pca"], progress=False)
     return root
 
@@ -100,6 +93,13 @@ def test_a_log_directory_without_runs_waits_and_a_named_run_in_it_is_one_line(tm
         repviz.show(tmp_path / "file")
 
 
+def test_without_anywidget_show_says_how_to_install_it(logdir, monkeypatch):
+    monkeypatch.setattr(widget, "anywidget", None)
+    with pytest.raises(ImportError, match=r'^repviz.show needs anywidget: pip install "\.\[notebook\]" in the repviz '
+                                          r'checkout, or pip install "anywidget>=0\.9"$'):
+        repviz.show(logdir)
+
+
 # --- traits -------------------------------------------------------------------------------------------------------
 
 def test_selected_is_an_int_array_sent_as_binary_and_read_back(shown):
@@ -159,9 +159,12 @@ def test_requests_are_answered_off_the_kernel_thread(shown, logdir):
     w, sent = shown
     w._on_message(w, {"type": "request", "id": "v:2", "route": "ids", "params": {"run": "a"}}, [])
     w._on_message(w, {"type": "other"}, [])  # not ours: ignored
+    w._on_message(w, {"type": "request", "id": "v:3", "route": "ids", "params": {"run": "a"}, "method": "GET",
+                      "headers": {"X": "\n"}}, [])  # a header werkzeug refuses: one line back, no silence
     w._pool.shutdown(wait=True)
-    (content, buffers), = sent.messages
+    (content, buffers), (bad, bad_buffers) = sorted(sent.messages, key=lambda m: m[0]["id"])
     assert content["id"] == "v:2" and np.frombuffer(buffers[0], "<f8").tolist() == list(range(N))
+    assert bad["id"] == "v:3" and bad["status"] == 400 and "bad request" in json.loads(bad_buffers[0])["error"]
 
 
 def _http(logdir):
@@ -273,3 +276,18 @@ def test_the_module_carries_the_page_and_no_closing_script_tag():
     assert text.startswith("const PAGE = ") and "export default { render }" in text
     page = json.loads(text[len("const PAGE = "):text.index(";\n")])
     assert "</script" not in page.lower() and "<!--" not in page
+
+
+def test_save_html_of_the_similarity_view_holds_its_computed_heatmaps(logdir, tmp_path):
+    from repviz.similarity import similarity
+
+    for step in (0, 2):
+        similarity(logdir, ["a", "b"], step)  # the defaults the view asks for first: CKA, linear, debiased
+    w = repviz.show(logdir, view="similarity", runs=("a", "b"))
+    data = _embedded(w.save_html(tmp_path / "sim.html").read_text(encoding="utf-8"))
+    heatmaps = [e for e in data["entries"] if e["route"] == "similarity"]
+    assert [e["params"]["step"] for e in heatmaps] == ["0", "2"]  # step 1 is not computed: left out
+    assert heatmaps[0]["params"] == {"mode": "layers", "run": "a", "run2": "b", "measure": "cka", "kernel": "linear",
+                                     "debiased": "1", "step": "0"}
+    assert json.loads(heatmaps[0]["body"])["values"]
+    assert data["initial"]["view"] == "similarity" and data["initial"]["runs"] == ["a", "b"]

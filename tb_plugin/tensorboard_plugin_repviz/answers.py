@@ -1,6 +1,7 @@
 """The answers the page needs to show one choice without asking again: a static export embeds them, a live widget
-pushes them while its kernel is busy. Each is a route's own answer (:func:`~.plugin.call`), keyed by the request
-the page makes for it (route and parameters, as ``static/model.js`` spells them).
+pushes them while its kernel is busy (the main view's; the Similarity view's heatmaps for an export of it). Each is
+a route's own answer (:func:`~.plugin.call`), keyed by the request the page makes for it (route and parameters, as
+``static/model.js`` spells them).
 """
 
 from __future__ import annotations
@@ -77,3 +78,21 @@ def view_answers(plugin: RepvizPlugin, index: dict, run: str, layer: str, key: s
             rows_reply = call(plugin, "rows", rows)
             if rows_reply.status == 200:
                 yield Answer("rows", rows, rows_reply)
+
+
+def similarity_answers(plugin: RepvizPlugin, index: dict, runs: list[str]) -> Iterator[Answer]:
+    """The stored heatmaps (layers × layers) of ``runs[0]`` against ``runs[1]`` (or, as the Similarity view picks
+    it, another run of the same probe set, else itself) at every snapshot, as the view asks for them at first: its
+    first measure and kernel, debiased. Heatmaps not computed are left out."""
+    run = run_named(index, runs[0]) if runs else None
+    if run is None:
+        return
+    other = runs[1] if len(runs) > 1 else next((r["name"] for r in index["runs"] if r["name"] != run["name"]
+                                                and r["probe_group"] == run["probe_group"]), run["name"])
+    choices = index["choices"]["similarity"]
+    for step in sorted({s for layer in run["layers"] for s in layer["steps"]}):
+        params = {"mode": "layers", "run": run["name"], "run2": other, "measure": choices["measure"][0],
+                  "kernel": choices["kernel"][0], "debiased": "1", "step": step}
+        reply = call(plugin, "similarity", params)
+        if reply.status == 200:
+            yield Answer("similarity", params, reply)

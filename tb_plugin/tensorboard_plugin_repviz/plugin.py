@@ -22,9 +22,10 @@ One limit is not ours: a request line over 64 KiB (a query string of that size) 
 page before TensorBoard or the plugin see the request; a parameter over 1,024 characters below that gets our 400.
 
 Every route is one entry of :data:`ROUTES` (handler, methods, content type, parameters); the HTTP plumbing is
-``web.py``. :func:`call` answers a route without HTTP through the same app (the notebook widget's transport). Everything the plugin needs from repviz comes through :mod:`repviz.service`. Importing this module
-imports no Keras, TensorFlow or numba (the service names the methods without importing their estimators; the
-numerical code is loaded only inside the worker processes that compute).
+``web.py``. :func:`call` answers a route without HTTP through the same app (the notebook widget's transport).
+Everything the plugin needs from repviz comes through :mod:`repviz.service`. Importing this module imports no Keras,
+TensorFlow or numba (the service names the methods without importing their estimators; the numerical code is loaded
+only inside the worker processes that compute).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A static export of the notebook widget: one HTML file that opens without a kernel or a server.
 
 The file holds the page bundle inline and the answers the shown choice needs (the run index; the run's labels, ids,
-metadata, thumbnails and predictions; the embedding's coordinates, info and placed points at every snapshot, so
-the slider works), each a route's own reply with its body in base64, answered by the page from that table. What
-it does not hold (another run, a k-NN query) answers with one line saying so.
+metadata, thumbnails and predictions; the embedding's coordinates, info and placed points at every snapshot, so the
+slider works; for the Similarity view, its computed heatmaps at every snapshot), each a route's own reply with its
+body in base64, answered by the page from that table. What it does not hold (another run, a k-NN query) answers with
+one line saying so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .answers import Answer, view_answers
+from .answers import Answer, similarity_answers, view_answers
 from .plugin import RepvizPlugin, call
 
 ASSETS = Path(__file__).resolve().parent / "notebook"
@@ -45,8 +46,11 @@ def export_html(plugin: RepvizPlugin, state: dict, path: str | os.PathLike, *, s
     embedding or only ``steps``. Refuses, in one line, a file over ``max_bytes`` bytes."""
     index_reply = call(plugin, "runs")
     answers = [Answer("runs", {}, index_reply)]
+    index = index_reply.json()
+    if state.get("view") == "similarity":
+        answers += similarity_answers(plugin, index, list(state.get("runs") or [state.get("run")]))
     if state.get("run") and state.get("layer") and state.get("method"):
-        answers += view_answers(plugin, index_reply.json(), state["run"], state["layer"], state["method"],
+        answers += view_answers(plugin, index, state["run"], state["layer"], state["method"],
                                 None if steps is None else sorted(set(steps)))
     page = page_text()
     entries, size = [], len(page)

@@ -29,7 +29,7 @@ from repviz.service import install_hint
 
 from . import live
 from .answers import Answer, embedding_steps, run_named, view_answers
-from .plugin import RepvizPlugin, call
+from .plugin import Reply, RepvizPlugin, call
 from .standalone import ASSETS, MAX_BYTES, export_html, page_text
 
 try:
@@ -79,7 +79,10 @@ def resolve(index: dict, logdir: str, run: str | None, layer: str | None, method
     if found is None:
         raise ValueError(f"run {run!r} is not in {logdir!r}; it has: {_names(r['name'] for r in runs)}")
     layers = [entry["name"] for entry in found["layers"]]
-    stored = lambda name: [e for e in found["embeddings"] if e["steps"].get(name)]  # noqa: E731
+
+    def stored(name: str) -> list[dict]:
+        return [e for e in found["embeddings"] if e["steps"].get(name)]
+
     if layer is None:
         layer = next((name for name in layers if stored(name)), layers[0] if layers else None)
     elif layer not in layers:
@@ -133,7 +136,8 @@ if anywidget is not None:
             self._plugin = plugin
             self._from_page = threading.local()
             self._pool = ThreadPoolExecutor(REQUEST_THREADS, thread_name_prefix="repviz-widget")
-            self._pushed: set[str] = set()
+            self._pushed: set[str] = set()  # the answers push() has sent (each snapshot once)
+            self._pushing = threading.Lock()
             super().__init__(**state)
             self.on_msg(self._on_message)
 
@@ -153,10 +157,15 @@ if anywidget is not None:
                 self._pool.submit(self._answer, content)
 
         def _answer(self, content: dict) -> None:
-            body = content.get("body")
-            reply = call(self._plugin, str(content.get("route", "")), content.get("params") or {},
-                         method=str(content.get("method") or "GET"), headers=content.get("headers") or {},
-                         body=body if isinstance(body, str) else None)
+            body, params, headers = content.get("body"), content.get("params"), content.get("headers")
+            try:
+                reply = call(self._plugin, str(content.get("route", "")), params if isinstance(params, dict) else {},
+                             method=str(content.get("method") or "GET"),
+                             headers=headers if isinstance(headers, dict) else {},
+                             body=body if isinstance(body, str) else None)
+            except Exception as e:  # a malformed message: the page gets one line, never waits forever
+                reply = Reply(400, {"Content-Type": "application/json"},
+                              json.dumps({"error": f"bad request from the page ({type(e).__name__})"}).encode())
             self.send({"type": "response", "id": content.get("id"), "status": reply.status,
                        "headers": reply.headers}, buffers=[reply.body])
             if reply.status == 200:  # the page holds it: a live update does not push it again
@@ -166,14 +175,15 @@ if anywidget is not None:
             """Send the page the run index now, and with ``data`` what the current choice needs at snapshots not
             sent yet; the page redraws from them. Safe from any thread: what a live update calls while
             ``model.fit`` holds the kernel (the page's own requests wait for the cell to finish)."""
-            self._plugin.catalog.scan()  # the listing as it is now, not as the last poll cached it
-            index_reply = call(self._plugin, "runs")
-            answers = [Answer("runs", {}, index_reply)]
-            if data and self.run and self.layer and self.method:
-                fresh = [a for a in view_answers(self._plugin, index_reply.json(), self.run, self.layer, self.method)
-                         if _key(a) not in self._pushed]
-                self._pushed.update(_key(a) for a in fresh)
-                answers += fresh
+            with self._pushing:
+                self._plugin.catalog.scan()  # the listing as it is now, not as the last poll cached it
+                index_reply = call(self._plugin, "runs")
+                answers = [Answer("runs", {}, index_reply)]
+                if data and self.run and self.layer and self.method:
+                    fresh = [a for a in view_answers(self._plugin, index_reply.json(), self.run, self.layer,
+                                                     self.method) if _key(a) not in self._pushed]
+                    self._pushed.update(_key(a) for a in fresh)
+                    answers += fresh
             self.send({"type": "push", "refresh": True,
                        "entries": [{"route": a.route, "params": a.params, "status": a.reply.status,
                                     "headers": a.reply.headers, "once": a.route == "runs"} for a in answers]},

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +20,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
-from pagekit import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, LAUNCH, stats, wait, write_logdir
+from pagekit import LAUNCH, chromium, stats, wait, write_logdir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -89,20 +88,8 @@ def shots():
 
 @pytest.fixture(scope="module")
 def browser(tensorboard):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
-    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1280, "height": 800, "deviceScaleFactor": 1, "mobile": False})
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture(scope="module")

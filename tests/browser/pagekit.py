@@ -8,8 +8,10 @@ missing (Debian: ``apt-get install chromium chromium-driver``; CI installs them)
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import shutil
+import tempfile
 import textwrap
 import time
 
@@ -20,6 +22,7 @@ try:
     from PIL import Image
     from selenium import webdriver
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -86,6 +89,25 @@ def require_browser() -> None:
     if webdriver is None:
         pytest.skip("selenium and Pillow are not installed (pip install '.[test]')", allow_module_level=True)
 
+
+
+@contextlib.contextmanager
+def chromium(width=1280, height=800):
+    """Headless Chromium (software WebGL) with a profile of its own and a viewport of `width` × `height` CSS pixels;
+    quit and its profile removed on exit."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 def wait(driver, condition, what, timeout=60):

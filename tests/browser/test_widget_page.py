@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-import tempfile
 import time
 
 import numpy as np
 import pytest
-from pagekit import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, canvas, drag_rectangle, ink, require_browser
+from pagekit import canvas, chromium, drag_rectangle, hover_a_point, ink, require_browser
 
 require_browser()
 pytest.importorskip("anywidget")
@@ -88,9 +86,6 @@ def widgets(tmp_path_factory, new_run):
 @pytest.fixture(scope="module")
 def page(widgets, tmp_path_factory):
     """Headless Chromium on a plain page rendering the widget module for both widgets."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
     shown, _ = widgets
     traits = [{"run": w.run, "layer": w.layer, "method": w.method, "step": w.step, "view": w.view, "hovered": None,
                "height": w.height, "selected": None, "_runs": []} for w in shown]
@@ -101,23 +96,14 @@ def page(widgets, tmp_path_factory):
     path.write_text(f"<!doctype html><html><head><meta charset='utf-8'></head><body style='margin:8px'>"
                     f"<script type='module'>{module}</script></body></html>", encoding="utf-8")
     assert "</script" not in module.lower()  # the module may sit inline in a page
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
-    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1100, "height": 1200, "deviceScaleFactor": 1, "mobile": False})
-    driver.get(path.as_uri())
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium(1100, 1200) as driver:
+        driver.get(path.as_uri())
+        yield driver
 
 
-def pump(driver, widgets, until, what, timeout=60):
+def pump(driver, widgets, done, what, timeout=60):
     """Carry messages both ways (page requests to the widgets' handlers, their answers back, the page's trait
-    changes into the widgets) until `until()` holds, in the top document."""
+    changes into the widgets) until `done()` holds, in the top document."""
     shown, outboxes = widgets
     deadline = time.monotonic() + timeout
     while True:
@@ -136,7 +122,7 @@ def pump(driver, widgets, until, what, timeout=60):
                 assert all(isinstance(b, (bytes, memoryview)) for b in buffers or [])
                 body = base64.b64encode(bytes(buffers[0])).decode() if buffers else None
                 driver.execute_script("window.__deliver(arguments[0], arguments[1], arguments[2])", which, content, body)
-        found = until()
+        found = done()
         if found:
             return found
         if time.monotonic() > deadline:
@@ -190,3 +176,50 @@ def test_a_selection_goes_both_ways_and_stays_in_its_widget(page, widgets):
     count = pump(page, widgets, lambda: len(shown[0].selected) > 3 and len(shown[0].selected), "the page's selection")
     assert f"{count} of 200 points" in selection_text(page, 0)
     assert shown[0].selected.dtype == np.int64 and len(shown[1].selected) == 0
+
+
+def test_hover_and_step_reach_python_and_a_step_set_in_python_is_shown(page, widgets):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shown, _ = widgets
+    pump(page, widgets, lambda: stats(page, 1)["draws"] >= 1, "the first draw")
+    in_frame(page, 1, "return 0")
+    hover_a_point(page)
+    hovered = pump(page, widgets, lambda: shown[1].hovered, "the hovered probe id in Python")
+    assert 0 <= hovered < N and shown[0].hovered is None
+    page.switch_to.default_content()
+    page.execute_script("window.__setTrait(1, 'step', 0)")  # as if set in Python
+    pump(page, widgets, lambda: "epoch 0" in in_frame(page, 1, "return document.querySelector('footer').innerText"),
+         "step 0 shown")
+    in_frame(page, 1, "return 0")
+    page.find_element(By.CSS_SELECTOR, "footer input[type=range]").send_keys(Keys.END)  # the page's own slider
+    assert pump(page, widgets, lambda: shown[1].step == 1, "the page's step in Python")
+
+
+def test_the_static_export_draws_and_moves_without_a_kernel(page, widgets, tmp_path_factory):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shown, _ = widgets
+    shown[0].selected = [5, 6]
+    path = shown[0].save_html(tmp_path_factory.mktemp("export") / "view.html")
+    page.switch_to.default_content()
+    page.get(path.as_uri())
+    until(lambda: page.execute_script("return (window.__repvizStats || {}).draws") >= 1, "the export's first draw")
+    assert "2 of 200 points" in page.execute_script("return document.querySelector('.selection-slot').innerText")
+    page.find_element(By.CSS_SELECTOR, "footer input[type=range]").send_keys(Keys.HOME)  # a snapshot from the file
+    until(lambda: "epoch 0" in page.execute_script("return document.querySelector('footer').innerText"), "step 0")
+    until(lambda: page.execute_script("return window.__repvizStats.transitions") >= 1, "the animated transition")
+    hover_a_point(page)
+    until(lambda: page.find_elements(By.CSS_SELECTOR, ".hover canvas.thumb"), "a thumbnail from the file")
+    assert page.execute_script("return [...document.querySelectorAll('.error')].map((e) => e.innerText)") == []
+
+
+def until(condition, what, timeout=30):
+    """Wait for `condition()` (the export answers by itself: nothing to carry)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)

@@ -170,11 +170,11 @@ class App {
     const { view, hovered, ...rest } = changes;
     if (view !== undefined && this.views.some((v) => v.name === view)) this.setView(view);
     if (Object.keys(rest).length) this.change(rest);
-    if (hovered !== undefined) this.hoverId(hovered);
+    if (hovered !== undefined) this.hoverProbe(hovered);
   }
 
   /** Show the hover card of the current run's point with probe id `id` (null: none). */
-  async hoverId(id) {
+  async hoverProbe(id) {
     if (id === null) return this.showPoint(null);
     const ids = await this.model.ids(this.state.run);
     const index = ids.indexOf(id);
