@@ -87,11 +87,14 @@ def test_a_widget_shown_before_the_first_run_shows_it_when_it_lands(tmp_path, ne
         assert w.run is None
         rng = np.random.default_rng(0)
         writer, run = _begin(tmp_path / "logs", new_run, layers=("first", "dense"))
-        _snapshot(writer, run, 0, rng, layers=("first", "dense"))
+        _snapshot(writer, run, 0, rng, layers=("first",))  # "dense" not embedded yet: the first layer meanwhile
         _until(lambda: sent.pushed("coords"), "the first run pushed")
-        assert (w.run, w.layer, w.method, w.step) == ("live", "dense", "pca-live", 0)
-        assert sent.pushed("coords") == [{"run": "live", "layer": "dense", "step": 0, "key": "pca-live"}]
+        assert (w.run, w.layer, w.method, w.step) == ("live", "first", "pca-live", 0)
         assert sent.pushed("labels") == [{"run": "live"}]
+        _snapshot(writer, run, 0, rng, layers=("dense",))
+        _until(lambda: w.layer == "dense", "the layer asked for, once embedded")
+        _until(lambda: {"run": "live", "layer": "dense", "step": 0, "key": "pca-live"} in sent.pushed("coords"),
+               "its points pushed")
     finally:
         w.close()
 
@@ -119,4 +122,31 @@ def test_before_each_cell_the_widget_catches_up_at_once(tmp_path, new_run, monke
         assert (w.run, w.layer, w.method, w.step) == ("live", "dense", "pca-live", 0)
         assert sent.pushed("coords") == [{"run": "live", "layer": "dense", "step": 0, "key": "pca-live"}]
     finally:
+        w.close()
+
+
+def test_a_step_the_page_said_during_the_cell_does_not_undo_the_followers_move(tmp_path, new_run, monkeypatch):
+    """The page's messages sent while a cell ran reach the kernel after it, older than the follower's moves: a
+    step the page chose for itself before them must not be what ``w.step`` reads in the next cell."""
+    monkeypatch.setattr(live, "INTERVAL", 3600)
+    rng = np.random.default_rng(0)
+    writer, run = _begin(tmp_path, new_run)
+    _snapshot(writer, run, 0, rng)
+    w = repviz.show(tmp_path, run="live")
+    Sent(w)
+    try:
+        live._before_cell()  # the fit cell starts
+        _snapshot(writer, run, 1, rng)
+        next(f for f in live._LIVE if f._widget() is w).look()  # the thread's look during the fit: moves to 1
+        assert w.step == 1
+        live._after_cell()
+        w.set_state({"step": 0})  # the page's message, sent before the move, read only now
+        live._before_cell()  # the next cell
+        assert w.step == 1
+        live._after_cell()
+        w.set_state({"step": 0})  # a move in the page while the kernel is idle is the user's: kept
+        live._before_cell()
+        assert w.step == 0
+    finally:
+        live._after_cell()
         w.close()

@@ -2,28 +2,32 @@
 
 While a cell runs, ipykernel reads no message from the page, so the page's own requests (its poll of the run index,
 the points of a new snapshot) wait for the cell to end. A :class:`Follower` thread asks the plugin for the run index
-itself (a cheap 304 while nothing changed) and, when a snapshot or an embedding lands, sends the page the new index
-with the answers the shown choice needs (``widget.push``) and only then the choice (run, layer, embedding, the newest
-step when the page was on the last one): the page finds in its cache everything it then asks for, and redraws
-without the kernel. Sending from a thread is what ipykernel allows during a cell; nothing here blocks training.
-Before each cell runs, every follower also looks once more on a fresh listing, so a cell after ``fit`` reads the
+itself, on a fresh listing (a cheap 304 while nothing changed), and when a snapshot or an embedding lands sends the
+page the new index with the answers the shown choice needs (``widget.push``) and only then the choice (run, layer,
+embedding, the newest step when the page was on the last one): the page finds in its cache everything it then asks
+for, and redraws without the kernel. Sending from a thread is what ipykernel allows during a cell; nothing here
+blocks training. Before each cell runs, every follower also looks once more, so a cell after ``fit`` reads the
 widget's traits (``w.run``, ``w.step``) as the training left them, not as of the thread's last look.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
 from .answers import embedding_steps, run_named
 from .plugin import RepvizPlugin, call
 
-#: Seconds between two looks at the run index (each a 304 while nothing changed).
+#: Seconds between two looks at the run index (each a 304 while nothing changed), and at least this many times the
+#: last listing's duration (a log directory of thousands of runs is not walked without pause).
 INTERVAL = 1.0
+SPACING = 20.0
 _LIVE: set[Follower] = set()  # the running followers, looked through before each cell
 _hook_lock = threading.Lock()
 _hooked = False
+_busy = threading.Event()  # a cell is running: the page's messages wait until it ends
 
 
 class Follower(threading.Thread):
@@ -36,32 +40,46 @@ class Follower(threading.Thread):
         super().__init__(name="repviz-widget-follow", daemon=True)
         self._widget = weakref.ref(widget)
         self._plugin, self._choose, self._interval = plugin, choose, interval
-        self._wanted = {k: v for k, v in (wanted or {}).items() if v is not None}  # for the first run, if it has them
+        # asked of a widget shown before its first run: tried at each look until the run has an embedding of them
+        self._wanted = {k: v for k, v in (wanted or {}).items() if v is not None}
         first = call(plugin, "runs")  # what the page is shown first
         self._tag = first.headers.get("ETag")
         self._head = _last_step(first.json(), widget)
         self._looking = threading.Lock()
+        self._scan_seconds = 0.0
+        self._moved_to: int | None = None  # the step this follower last moved the widget to while a cell ran
         self.stopped = threading.Event()
 
     def run(self) -> None:
         try:
-            while not self.stopped.wait(self._interval) and self.look():
+            while not self.stopped.wait(max(self._interval, SPACING * self._scan_seconds)) and self.look():
                 pass
         finally:
             _LIVE.discard(self)
 
-    def look(self, fresh: bool = False) -> bool:
-        """One look (on a listing made now when ``fresh``); False once the widget is closed or gone."""
+    def look(self) -> bool:
+        """One look on a listing of the log directory made now; False once the widget is closed or gone."""
         widget = self._widget()
         if widget is None or widget.comm is None:
             return False
         try:
-            if fresh:
-                self._plugin.catalog.scan()
+            start = time.monotonic()
+            self._plugin.catalog.scan()
+            self._scan_seconds = time.monotonic() - start
             self.step(widget)
         except Exception:  # a half-written snapshot, a widget closing: the next look sees it whole
             pass
         return True
+
+    def settle(self) -> None:
+        """Before a cell: the step this follower moved the widget to while the kernel was busy is the one shown.
+        What the page said meanwhile reaches the kernel only now, and is older than that move (such as the step
+        the page chose for itself before the first move); without this, ``w.step`` would read it."""
+        widget = self._widget()
+        with self._looking:
+            moved, self._moved_to = self._moved_to, None
+            if widget is not None and widget.comm is not None and moved is not None and widget.step != moved:
+                widget.step = moved
 
     def step(self, widget) -> bool:
         """Look once; push and return True when the run index changed since the last look."""
@@ -79,16 +97,22 @@ class Follower(threading.Thread):
         current = {name: getattr(widget, name) for name in ("run", "layer", "method", "step")}
         asked = {**current, "step": None if at_head else widget.step}
         chosen = {}
-        for ask in ([{**asked, **self._wanted}] if widget.run is None and self._wanted else []) + [asked]:
+        for ask in ([{**asked, **self._wanted}] if self._wanted else []) + [asked]:
             try:
                 chosen = self._choose(index, widget.logdir, **ask)
-                break
             except ValueError:  # no run, or nothing embedded yet (or not what was wanted): the index alone
                 continue
+            if ask is not asked and chosen["method"] is None:  # not embedded yet: the page could not show it
+                continue
+            if ask is not asked:
+                self._wanted = {}
+            break
         with widget.hold_sync():  # the choice reaches the page after the answers it needs
             for name, value in chosen.items():
                 if value is not None and value != current[name]:
                     setattr(widget, name, value)
+                    if name == "step" and _busy.is_set():
+                        self._moved_to = value
             widget.push()
         self._head = _last_step(index, widget)
         return True
@@ -103,7 +127,13 @@ def _last_step(index: dict, widget) -> int | None:
 
 def _before_cell(*_) -> None:
     for follower in list(_LIVE):
-        follower.look(fresh=True)
+        follower.look()
+        follower.settle()
+    _busy.set()
+
+
+def _after_cell(*_) -> None:
+    _busy.clear()
 
 
 def follow(widget, plugin: RepvizPlugin, choose: Callable[..., dict], **wanted) -> Follower:
@@ -117,6 +147,7 @@ def follow(widget, plugin: RepvizPlugin, choose: Callable[..., dict], **wanted) 
             shell = get_ipython()
             if shell is not None:
                 shell.events.register("pre_run_cell", _before_cell)
+                shell.events.register("post_run_cell", _after_cell)
             _hooked = True
     follower = Follower(widget, plugin, choose, wanted=wanted)
     _LIVE.add(follower)

@@ -97,6 +97,7 @@ def chromium(width=1280, height=800):
     quit and its profile removed on exit."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.unhandled_prompt_behavior = "accept"  # "leave the page?" of a notebook left with unsaved outputs
     profile = tempfile.mkdtemp(prefix="repviz-chromium-")
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         options.add_argument(flag)

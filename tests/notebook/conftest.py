@@ -7,13 +7,12 @@ when the session ends. Screenshots go to a temporary directory (printed at the e
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 from labkit import Lab, Notebook
-from pagekit import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS
+from pagekit import chromium
 
 
 @pytest.fixture(scope="session")
@@ -31,21 +30,8 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lab_browser(lab):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    options.unhandled_prompt_behavior = "accept"  # "leave the page?" when the next test opens its notebook
-    profile = tempfile.mkdtemp(prefix="repviz-chromium-")
-    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium(1280, 900) as driver:
+        yield driver
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
