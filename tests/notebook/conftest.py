@@ -6,13 +6,9 @@ when the session ends. Screenshots go to a temporary directory (printed at the e
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import pytest
 from labkit import Lab, Notebook
-from pagekit import chromium
+from pagekit import chromium, screenshot_dir
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +58,6 @@ def notebook(request, lab, lab_browser, lab_shots):
 
 @pytest.fixture(scope="session")
 def lab_shots():
-    out = Path(os.environ.get("REPVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="repviz-tab-lab-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = screenshot_dir("repviz-tab-lab-")
     yield out
     print(f"\nscreenshots of the notebook tests: {out}")

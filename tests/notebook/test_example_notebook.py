@@ -22,6 +22,7 @@ def test_example_notebook_runs(tmp_path, monkeypatch):
         p for p in [str(REPO), str(REPO / "tb_plugin"), os.environ.get("PYTHONPATH")] if p))
     monkeypatch.setenv("KERAS_BACKEND", os.environ.get("KERAS_BACKEND", "tensorflow"))
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # no history written into the home directory
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
