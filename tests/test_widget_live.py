@@ -150,3 +150,25 @@ def test_a_step_the_page_said_during_the_cell_does_not_undo_the_followers_move(t
     finally:
         live._after_cell()
         w.close()
+
+
+def test_the_look_before_a_cell_moves_on_past_the_followers_last_move(tmp_path, new_run, monkeypatch):
+    """A snapshot that lands after the thread's last look during a cell (the last embedding, waited for by
+    ``wait_embeddings``) is shown by the look before the next cell, not undone by the step settled there."""
+    monkeypatch.setattr(live, "INTERVAL", 3600)
+    rng = np.random.default_rng(0)
+    writer, run = _begin(tmp_path, new_run)
+    _snapshot(writer, run, 0, rng)
+    w = repviz.show(tmp_path, run="live")
+    Sent(w)
+    try:
+        live._before_cell()  # the fit cell starts
+        _snapshot(writer, run, 1, rng)
+        next(f for f in live._LIVE if f._widget() is w).look()  # the thread's look during the fit: moves to 1
+        _snapshot(writer, run, 2, rng)  # lands after it
+        live._after_cell()
+        live._before_cell()  # the next cell
+        assert w.step == 2
+    finally:
+        live._after_cell()
+        w.close()

@@ -127,8 +127,8 @@ def _last_step(index: dict, widget) -> int | None:
 
 def _before_cell(*_) -> None:
     for follower in list(_LIVE):
+        follower.settle()  # first: a move of this look is newer than what settle restores
         follower.look()
-        follower.settle()
     _busy.set()
 
 
