@@ -125,50 +125,44 @@ def test_before_each_cell_the_widget_catches_up_at_once(tmp_path, new_run, monke
         w.close()
 
 
-def test_a_step_the_page_said_during_the_cell_does_not_undo_the_followers_move(tmp_path, new_run, monkeypatch):
+@pytest.fixture
+def moved_during_a_cell(tmp_path, new_run, monkeypatch):
+    """``(widget, snapshot)``: a widget on a run of step 0 that the follower moved to step 1 while a cell ran
+    (the thread's look, no page), that cell now ended; ``snapshot(step)`` stores another snapshot."""
+    monkeypatch.setattr(live, "INTERVAL", 3600)
+    rng = np.random.default_rng(0)
+    writer, run = _begin(tmp_path, new_run)
+    _snapshot(writer, run, 0, rng)
+    w = repviz.show(tmp_path, run="live")
+    Sent(w)
+    live._before_cell()  # the fit cell starts
+    _snapshot(writer, run, 1, rng)
+    next(f for f in live._LIVE if f._widget() is w).look()  # the thread's look during the fit
+    assert w.step == 1
+    yield w, lambda step: _snapshot(writer, run, step, rng)
+    live._after_cell()
+    w.close()
+
+
+def test_a_step_the_page_said_during_the_cell_does_not_undo_the_followers_move(moved_during_a_cell):
     """The page's messages sent while a cell ran reach the kernel after it, older than the follower's moves: a
     step the page chose for itself before them must not be what ``w.step`` reads in the next cell."""
-    monkeypatch.setattr(live, "INTERVAL", 3600)
-    rng = np.random.default_rng(0)
-    writer, run = _begin(tmp_path, new_run)
-    _snapshot(writer, run, 0, rng)
-    w = repviz.show(tmp_path, run="live")
-    Sent(w)
-    try:
-        live._before_cell()  # the fit cell starts
-        _snapshot(writer, run, 1, rng)
-        next(f for f in live._LIVE if f._widget() is w).look()  # the thread's look during the fit: moves to 1
-        assert w.step == 1
-        live._after_cell()
-        w.set_state({"step": 0})  # the page's message, sent before the move, read only now
-        live._before_cell()  # the next cell
-        assert w.step == 1
-        live._after_cell()
-        w.set_state({"step": 0})  # a move in the page while the kernel is idle is the user's: kept
-        live._before_cell()
-        assert w.step == 0
-    finally:
-        live._after_cell()
-        w.close()
+    w, _ = moved_during_a_cell
+    live._after_cell()
+    w.set_state({"step": 0})  # the page's message, sent before the move, read only now
+    live._before_cell()  # the next cell
+    assert w.step == 1
+    live._after_cell()
+    w.set_state({"step": 0})  # a move in the page while the kernel is idle is the user's: kept
+    live._before_cell()
+    assert w.step == 0
 
 
-def test_the_look_before_a_cell_moves_on_past_the_followers_last_move(tmp_path, new_run, monkeypatch):
+def test_the_look_before_a_cell_moves_on_past_the_followers_last_move(moved_during_a_cell):
     """A snapshot that lands after the thread's last look during a cell (the last embedding, waited for by
     ``wait_embeddings``) is shown by the look before the next cell, not undone by the step settled there."""
-    monkeypatch.setattr(live, "INTERVAL", 3600)
-    rng = np.random.default_rng(0)
-    writer, run = _begin(tmp_path, new_run)
-    _snapshot(writer, run, 0, rng)
-    w = repviz.show(tmp_path, run="live")
-    Sent(w)
-    try:
-        live._before_cell()  # the fit cell starts
-        _snapshot(writer, run, 1, rng)
-        next(f for f in live._LIVE if f._widget() is w).look()  # the thread's look during the fit: moves to 1
-        _snapshot(writer, run, 2, rng)  # lands after it
-        live._after_cell()
-        live._before_cell()  # the next cell
-        assert w.step == 2
-    finally:
-        live._after_cell()
-        w.close()
+    w, snapshot = moved_during_a_cell
+    snapshot(2)  # lands after that look
+    live._after_cell()
+    live._before_cell()  # the next cell
+    assert w.step == 2
