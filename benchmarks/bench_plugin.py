@@ -321,6 +321,40 @@ def _serve_logdir(logdir: str, port: int) -> subprocess.Popen:
             time.sleep(0.1)
 
 
+def choice_rows(chrome, run: str, size: int, draw_target: str = "", frame_target: str = "",
+                prefix: str = "page") -> list[Row]:
+    """In a page already open on another run (the driver inside its document): time from choosing ``run`` of
+    ``size`` points in the run picker to its first complete draw, then the frame intervals and costs of three
+    animations between its two snapshots, as ``window.__repvizStats`` reports them."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    label = f"{size:,} points"
+    Select(chrome.find_element(By.CSS_SELECTOR, 'select[name="run"]')).select_by_value(run)
+    _until(chrome, f"return window.__repvizStats.n === {size}", label)
+    rows = [(f"{prefix}: choice to first complete draw, {label}",
+             chrome.execute_script("return window.__repvizStats.drawnMs"), "ms", draw_target)]
+    frames, costs = [], []
+    slider = chrome.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
+    for _ in range(3):  # back and forth between the two snapshots
+        before = chrome.execute_script("return window.__repvizStats.transitions")
+        slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
+        _until(chrome, f"return window.__repvizStats.transitions > {before}", f"a transition of {label}")
+        frames += chrome.execute_script("return window.__repvizStats.transitionFrames")
+        costs += chrome.execute_script("return window.__repvizStats.transitionFrameMs")
+    frames.sort()
+    rows.append((f"{prefix}: animation frame interval, {label} (median of {len(frames)})",
+                 statistics.median(frames), "ms", frame_target))
+    rows.append((f"{prefix}: animation frame rate, {label} (from the median interval)",
+                 1000 / statistics.median(frames), "fps", ""))
+    rows.append((f"{prefix}: animation frame interval, {label} (90th percentile)",
+                 frames[int(0.9 * (len(frames) - 1))], "ms", ""))
+    rows.append((f"{prefix}: animation frame cost, {label} (median of {len(costs)}, start to picture)",
+                 statistics.median(costs), "ms", ""))
+    return rows
+
+
 def page_rows(n: int, sizes: tuple[int, ...] = PAGE_SIZES, targets: dict | None = None) -> list[Row]:
     """Choice-to-draw time and animation frame intervals of the page, at ``sizes[1:]`` and ``n`` points (the page
     opens on ``sizes[0]``); ``targets``: {size: (draw target, frame target)}."""
@@ -328,9 +362,6 @@ def page_rows(n: int, sizes: tuple[int, ...] = PAGE_SIZES, targets: dict | None 
     if chrome is None:
         print(f"page rows skipped: {reason}")
         return []
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import Select
 
     sizes = [*sizes, n]
     targets = targets or {20_000: ("< 1000 ms", "<= 33 ms")}
@@ -344,29 +375,7 @@ def page_rows(n: int, sizes: tuple[int, ...] = PAGE_SIZES, targets: dict | None 
             chrome.get(f"http://127.0.0.1:{port}/data/plugin_entry.html?name=repviz")
             _until(chrome, f"return window.__repvizStats && window.__repvizStats.n === {sizes[0]}", "the first run")
             for i, size in enumerate(sizes[1:], start=1):
-                label = f"{size:,} points"
-                Select(chrome.find_element(By.CSS_SELECTOR, 'select[name="run"]')).select_by_value(f"{i}-{size}/bench")
-                _until(chrome, f"return window.__repvizStats.n === {size}", label)
-                draw_target, frame_target = targets.get(size, ("< 1000 ms", ""))
-                rows.append((f"page: choice to first complete draw, {label}",
-                             chrome.execute_script("return window.__repvizStats.drawnMs"), "ms", draw_target))
-                frames, costs = [], []
-                slider = chrome.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
-                for _ in range(3):  # back and forth between the two snapshots
-                    before = chrome.execute_script("return window.__repvizStats.transitions")
-                    slider.send_keys(Keys.RIGHT if slider.get_attribute("value") == "0" else Keys.LEFT)
-                    _until(chrome, f"return window.__repvizStats.transitions > {before}", f"a transition of {label}")
-                    frames += chrome.execute_script("return window.__repvizStats.transitionFrames")
-                    costs += chrome.execute_script("return window.__repvizStats.transitionFrameMs")
-                frames.sort()
-                rows.append((f"page: animation frame interval, {label} (median of {len(frames)})",
-                             statistics.median(frames), "ms", frame_target))
-                rows.append((f"page: animation frame rate, {label} (from the median interval)",
-                             1000 / statistics.median(frames), "fps", ""))
-                rows.append((f"page: animation frame interval, {label} (90th percentile)",
-                             frames[int(0.9 * (len(frames) - 1))], "ms", ""))
-                rows.append((f"page: animation frame cost, {label} (median of {len(costs)}, start to picture)",
-                             statistics.median(costs), "ms", ""))
+                rows += choice_rows(chrome, f"{i}-{size}/bench", size, *targets.get(size, ("< 1000 ms", "")))
         finally:
             chrome.quit()
             _stop(proc)

@@ -81,12 +81,16 @@ def test_a_missing_name_is_one_line_naming_what_exists(logdir, kwargs, message):
     assert re.search(message, str(e.value)) and "\n" not in str(e.value)
 
 
-def test_a_missing_log_directory_is_one_line(tmp_path):
-    with pytest.raises(ValueError, match=r"^log directory '.*nowhere' does not exist \(give the directory"):
-        repviz.show(tmp_path / "nowhere")
+def test_a_log_directory_without_runs_waits_and_a_named_run_in_it_is_one_line(tmp_path):
+    waiting = repviz.show(tmp_path / "nowhere")  # not made yet: the widget waits for the first run
+    assert (waiting.run, waiting.layer, waiting.method, waiting.step) == (None, None, None, None)
+    waiting.close()
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no repviz run yet"):
-        repviz.show(tmp_path / "empty")
+        repviz.show(tmp_path / "empty", run="a")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"^log directory '.*file' is a file \(give the directory"):
+        repviz.show(tmp_path / "file")
 
 
 def test_without_anywidget_show_says_how_to_install_it(logdir, monkeypatch):

@@ -27,6 +27,7 @@ from tensorboard.plugins import base_plugin
 
 from repviz.service import install_hint
 
+from . import live
 from .answers import Answer, embedding_steps, run_named, view_answers
 from .plugin import Reply, RepvizPlugin, call
 from .standalone import ASSETS, MAX_BYTES, export_html, page_text
@@ -167,6 +168,8 @@ if anywidget is not None:
                               json.dumps({"error": f"bad request from the page ({type(e).__name__})"}).encode())
             self.send({"type": "response", "id": content.get("id"), "status": reply.status,
                        "headers": reply.headers}, buffers=[reply.body])
+            if reply.status == 200:  # the page holds it: a live update does not push it again
+                self._pushed.add(_key(Answer(str(content.get("route", "")), content.get("params") or {}, reply)))
 
         def push(self, data: bool = True) -> None:
             """Send the page the run index now, and with ``data`` what the current choice needs at snapshots not
@@ -255,7 +258,8 @@ def show(logdir: str | os.PathLike, run: str | None = None, layer: str | None = 
     Parameters
     ----------
     logdir : path
-        A repviz log directory (what ``ActivationLogger`` writes to).
+        A repviz log directory (what ``ActivationLogger`` writes to). One with no run yet, or not made yet, gives
+        a widget that waits for the first run; the widget follows what lands while a cell trains (:mod:`.live`).
     run, layer, method, step : optional
         What the main view shows first: a run, one of its layers, an embedding (a method name such as ``"tsne"``,
         or a stored key) and a snapshot step (the one at or before it is shown). Missing ones are chosen as the
@@ -280,8 +284,8 @@ def show(logdir: str | os.PathLike, run: str | None = None, layer: str | None = 
     if anywidget is None:
         raise ImportError(f"repviz.show needs anywidget: {install_hint('notebook')}")
     path = os.fspath(logdir)
-    if not os.path.isdir(path):
-        raise ValueError(f"log directory {path!r} does not exist (give the directory ActivationLogger wrote to)")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"log directory {path!r} is a file (give the directory ActivationLogger writes to)")
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}; got {view!r}")
     plugin = RepvizPlugin(base_plugin.TBContext(logdir=path))
@@ -290,8 +294,13 @@ def show(logdir: str | os.PathLike, run: str | None = None, layer: str | None = 
     for name in runs:
         if run_named(index, name) is None:
             raise ValueError(f"run {name!r} is not in {path!r}; it has: {_names(r['name'] for r in index['runs'])}")
-    state = resolve(index, path, run if run is not None or not runs else runs[0], layer, method, step)
-    return RepvizWidget(plugin, **state, view=view, _runs=runs, height=int(height))
+    if not index["runs"] and run is None and not runs:  # nothing recorded yet: the widget waits, as TensorBoard does
+        state = {}
+    else:
+        state = resolve(index, path, run if run is not None or not runs else runs[0], layer, method, step)
+    widget = RepvizWidget(plugin, **state, view=view, _runs=runs, height=int(height))
+    live.follow(widget, plugin, resolve, layer=layer, method=method, step=step)
+    return widget
 
 
 __all__ = ["VIEWS", "module_text", "resolve", "show"]

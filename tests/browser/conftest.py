@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -20,7 +19,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
-from pagekit import LAUNCH, chromium, stats, wait, write_logdir
+from pagekit import LAUNCH, chromium, screenshot_dir, stats, wait, write_logdir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,8 +79,7 @@ def tensorboard(server, logdir):
 
 @pytest.fixture(scope="module")
 def shots():
-    out = Path(os.environ.get("REPVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix="repviz-tab-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = screenshot_dir("repviz-tab-")
     yield out
     print(f"\nscreenshots of the Repviz tab: {out}")
 

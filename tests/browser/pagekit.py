@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import os
 import shutil
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,6 +99,7 @@ def chromium(width=1280, height=800):
     quit and its profile removed on exit."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
+    options.unhandled_prompt_behavior = "accept"  # "leave the page?" of a notebook left with unsaved outputs
     profile = tempfile.mkdtemp(prefix="repviz-chromium-")
     for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={profile}"]:
         options.add_argument(flag)
@@ -108,6 +111,13 @@ def chromium(width=1280, height=800):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def screenshot_dir(prefix: str) -> Path:
+    """Where a test module's screenshots go: ``REPVIZ_SCREENSHOTS``, else a new temporary directory."""
+    out = Path(os.environ.get("REPVIZ_SCREENSHOTS") or tempfile.mkdtemp(prefix=prefix))
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def wait(driver, condition, what, timeout=60):
