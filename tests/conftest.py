@@ -15,6 +15,26 @@ import pytest
 
 from repviz.store import RunWriter
 
+# A browser or notebook test module shares one page (and its server) between its tests, which build on each other's
+# state: with `--dist loadgroup` (pyproject) its tests go to one worker as one unit, every other test on its own.
+# (pytest-xdist's own loadgroup reads xdist_group marks through a node id that pytest 9 no longer lets it change.)
+_ONE_WORKER = ("tests/browser/", "tests/notebook/")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path.startswith(_ONE_WORKER) else nodeid
+
+    return ModulesTogether(config, log)
+
+
 #: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
 FINGERPRINT = {"model": "m", "probe": "p"}
 

@@ -204,7 +204,8 @@ def test_a_snapshot_written_while_the_page_is_open_appears_in_the_grid(tab, logd
     _grid_drawn(tab, 2 * (pk.EPOCHS + 2), before)
     titles = pk.texts(tab, '[data-testid="cell"] .cell-title')
     assert titles[pk.EPOCHS + 1] == f"hidden · epoch {step}"
-    assert pk.ink(_cell_pixels(tab, pk.EPOCHS + 1)).sum() > 300
+    # the column may come with the snapshot's index entry a poll before its embedding: wait for its points
+    pk.wait(tab, lambda d: pk.ink(_cell_pixels(d, pk.EPOCHS + 1)).sum() > 300, "the new snapshot's points")
 
 
 def test_grid_exports_as_png(tab):
