@@ -1,6 +1,7 @@
 // The Similarity view's parts that need no view state: which snapshots a layers × layers heatmap can be drawn at,
 // the layer identification test across two runs, the representations a matrix leaves out (its holes) and the
-// matrix without the layers the user hid, and the small scatter of each representation of a hovered cell.
+// matrix without the layers the user hid, a matrix's labels and titles as the heatmap draws them, and the small
+// scatter of each representation of a hovered cell.
 import { pointColors } from "./colors.js";
 import { fitCanvas } from "./overlay.js";
 
@@ -44,6 +45,20 @@ export function holeReasons(matrix) {
   const rows = matrix.rows.map(reason);
   const cols = matrix.cols.map(reason);
   return rows.map((r) => cols.map((c) => r || c));
+}
+
+/**
+ * The heatmap's labels and titles for `matrix` (rows and columns [run, layer, step]) in `mode`, snapshots counted
+ * in `unit`; null when every row or every column is hidden.
+ */
+export function heatmapLabels(matrix, mode, unit) {
+  if (!matrix.rows.length || !matrix.cols.length) return null;
+  const byLayer = mode === "layers";
+  const label = (key) => (byLayer ? key[1] : `${unit} ${key[2]}`);
+  const axis = (keys) => (byLayer ? `run ${keys[0][0]} · layers (${unit} ${keys[0][2]})` : `${keys[0][1]} of run ${keys[0][0]} · ${unit}s`);
+  return { values: matrix.values, rows: matrix.rows.map(label), cols: matrix.cols.map(label), holes: holeReasons(matrix),
+    rowTitle: axis(matrix.rows), colTitle: axis(matrix.cols),
+    scaleTitle: `${matrix.scale_title} (${matrix.higher_is_similar ? "higher" : "lower"}: more alike)` };
 }
 
 /**

@@ -5,20 +5,18 @@
 // computed yet offers a button that computes it (every snapshot) in a background job. A representation the server
 // left out (constant over the probe, as a dead layer is) is a hatched hole whose hover says why, and any layer can
 // be left out of the picture from the list under it. The measures and kernels are the server's (the run index's
-// `choices.similarity`).
+// `choices.similarity`). The bar, the notes, the list and the overlay are built in similaritypanels.js, the parts
+// that need no view state in similarityparts.js.
 import { cellData } from "./cellsview.js";
 import { choiceFor, runNamed, stepAtOrBefore } from "./choice.js";
 import * as V from "./dom.js";
 import { Heatmap } from "./heatmap.js";
 import { pointAt } from "./overlay.js";
-import { drawPair, holeReasons, identification, labelOf, sharedSteps, withoutHidden } from "./similarityparts.js";
+import { drawPair, heatmapLabels, sharedSteps, withoutHidden } from "./similarityparts.js";
+import { layerList, missingOverlay, pickerBar, summaryNotes } from "./similaritypanels.js";
 
 const { h } = V;
 
-const MODES = [
-  { value: "layers", label: "layers × layers", title: "the layers of two runs (or one) at one snapshot" },
-  { value: "steps", label: "snapshots × snapshots", title: "one layer at every snapshot against itself: how training moved it" },
-];
 const PLAY_MS = 900;
 const HIT_PX = 6;
 
@@ -191,44 +189,17 @@ export class SimilarityView {
   }
 
   renderBar() {
-    const { index } = this.page;
     const p = this.pick;
-    const runOptions = index.runs.map((r) => ({ value: r.name, label: r.name }));
     const set = (changes) => {
+      if ("mode" in changes && changes.mode !== p.mode) this.hidden.clear(); // layers and steps are not the same labels
+      if ("run2" in changes) this.run2Alone = false; // the user's choice, kept
       Object.assign(p, changes);
       this.computedBy = null; // another heatmap: its notes say how its values came
       this.resolve();
       this.clearPair();
       this.update();
     };
-    const run = runNamed(index, p.run);
-    const parts = [V.segmented("similarity-mode", MODES, p.mode, (v) => {
-      if (v !== p.mode) this.hidden.clear(); // layers and steps are not the same labels
-      set({ mode: v });
-    })];
-    parts.push(V.picker(p.mode === "layers" ? "Rows" : "Run", "similarity-run", runOptions, p.run, (v) => set({ run: v })));
-    if (p.mode === "layers") {
-      parts.push(V.picker("Columns", "similarity-run2", runOptions, p.run2, (v) => {
-        this.run2Alone = false; // the user's choice, kept
-        set({ run2: v });
-      }));
-    } else {
-      const layers = run ? run.layers.map((l) => ({ value: l.name, label: l.name })) : [];
-      parts.push(V.picker("Layer", "similarity-layer", layers, p.layer, (v) => set({ layer: v })));
-    }
-    const c = this.choices;
-    parts.push(V.picker("Measure", "similarity-measure", c.measure.map((m) => ({ value: m, label: m })), p.measure,
-      (v) => set({ measure: v })));
-    if (c.options[p.measure].includes("kernel")) {
-      parts.push(V.picker("Kernel", "similarity-kernel", c.kernel.map((k) => ({ value: k, label: k })), p.kernel,
-        (v) => set({ kernel: v })));
-    }
-    if (c.options[p.measure].includes("debiased")) {
-      parts.push(h("label", { class: "picker", title: "the unbiased HSIC estimator (Song et al. 2007): near 0 for unrelated representations" },
-        h("input", { type: "checkbox", name: "similarity-debiased", checked: p.debiased,
-          onchange: (e) => set({ debiased: e.target.checked }) }), h("span", { text: "debiased" })));
-    }
-    this.barEl.replaceChildren(...parts);
+    this.barEl.replaceChildren(...pickerBar(this.page.index, p, this.choices, set));
   }
 
   /** Under the pair: what the matrix says as a whole (the layer identification across two runs) and how its
@@ -237,55 +208,15 @@ export class SimilarityView {
     const m = this.matrix;
     this.summaryEl.classList.toggle("off", !m);
     if (!m) return;
-    const found = m.rows.length && m.cols.length ? identification(m) : null;
-    // the values a job of this page just computed are read from the cache: say what the job did instead
     const byJob = this.computedBy && this.computedBy.pick === this.pickKey() ? this.computedBy.line : null;
-    const notes = m.notes.map((note) => h("p", { class: "hint", "data-testid": "similarity-note",
-      text: byJob && note.startsWith("read all ") ? `just computed by the background job: ${byJob}` : note }));
-    if (found) {
-      notes.unshift(h("p", { "data-testid": "identification" }, "Layer identification: ", h("b", { text: `${found.hits} of ${found.rows}` }),
-        ` layers of run ${m.rows[0][0]} are most alike the layer of the same name in run ${m.cols[0][0]}.`));
-    }
-    const left = this.full.left_out || [];
-    if (left.length) {
-      const byReason = new Map(); // a reason shared by several layers is said once
-      for (const o of left) byReason.set(o.reason, [...(byReason.get(o.reason) || []), o.key[1]]);
-      const parts = [...byReason].map(([reason, layers]) => `${layers.join(", ")} (${reason})`);
-      notes.push(h("p", { class: "warn", "data-testid": "similarity-left-out",
-        text: `Left out (empty cells): ${parts.join("; ")}` }));
-    }
-    this.summaryEl.replaceChildren(...notes, this.layerList());
-  }
-
-  /** Checkboxes of the rows and columns to show (by layer, or by snapshot over training): unticking one leaves it
-   * out of the picture; "hide left-out" unticks the holes. */
-  layerList() {
     const mode = this.pick.mode;
-    const labels = [...new Set([...this.full.rows, ...this.full.cols].map((k) => labelOf(mode, k)))];
-    const holes = new Set((this.full.left_out || []).map((o) => labelOf(mode, o.key)));
     const apply = () => {
       this.matrix = withoutHidden(this.full, mode, this.hidden);
       this.clearPair();
       this.heatmap.setData(this.heatmapData(this.matrix));
       this.renderSummary();
     };
-    const boxes = labels.map((label) => h("label", { class: "picker" },
-      h("input", { type: "checkbox", name: "similarity-show", value: label, checked: !this.hidden.has(label),
-        onchange: (e) => {
-          if (e.target.checked) this.hidden.delete(label);
-          else this.hidden.add(label);
-          apply();
-        } }),
-      h("span", { text: holes.has(label) ? `${label} (left out)` : label })));
-    const hideHoles = holes.size ? h("button", { type: "button", "data-testid": "hide-left-out", text: "hide left-out",
-      onclick: () => {
-        holes.forEach((label) => this.hidden.add(label));
-        apply();
-      } }) : null;
-    const shown = labels.filter((l) => !this.hidden.has(l)).length;
-    return h("details", { class: "sim-layers", "data-testid": "similarity-layers", open: this.hidden.size > 0 },
-      h("summary", { text: `${mode === "layers" ? "Layers" : "Snapshots"} shown: ${shown} of ${labels.length}` }),
-      h("div", { class: "sim-layer-boxes" }, boxes, hideHoles));
+    this.summaryEl.replaceChildren(...summaryNotes(m, this.full, byJob), layerList(this.full, mode, this.hidden, apply));
   }
 
   renderSlider() {
@@ -350,18 +281,10 @@ export class SimilarityView {
     if (this.pair) this.showPair(this.pair.cell);
   }
 
-  /** The heatmap's labels and titles for `matrix` (rows and columns [run, layer, step]); null when every row or
-   * every column is hidden. */
+  /** The heatmap's labels and titles for `matrix` (null when every row or every column is hidden). */
   heatmapData(matrix) {
-    if (!matrix.rows.length || !matrix.cols.length) return null;
     const run = runNamed(this.page.index, this.pick.run);
-    const unit = (run && run.step_unit) || "step";
-    const byLayer = this.pick.mode === "layers";
-    const label = (key) => (byLayer ? key[1] : `${unit} ${key[2]}`);
-    const axis = (keys) => (byLayer ? `run ${keys[0][0]} · layers (${unit} ${keys[0][2]})` : `${keys[0][1]} of run ${keys[0][0]} · ${unit}s`);
-    return { values: matrix.values, rows: matrix.rows.map(label), cols: matrix.cols.map(label), holes: holeReasons(matrix),
-      rowTitle: axis(matrix.rows), colTitle: axis(matrix.cols),
-      scaleTitle: `${matrix.scale_title} (${matrix.higher_is_similar ? "higher" : "lower"}: more alike)` };
+    return heatmapLabels(matrix, this.pick.mode, (run && run.step_unit) || "step");
   }
 
   /** Over the heatmap: nothing, or what is missing with the button that computes it (its progress while it runs). */
@@ -376,34 +299,8 @@ export class SimilarityView {
       this.overlayEl.replaceChildren(V.emptyState("Cannot draw this heatmap", this.failure));
       return;
     }
-    const p = this.pick;
     const job = this.page.jobs.find((j) => this.isMine(j) && (j.state === "queued" || j.state === "running"));
-    const what = p.mode === "layers"
-      ? `The ${p.measure} heatmap of run ${p.run} against run ${p.run2} is not computed yet.`
-      : `The ${p.measure} heatmap of ${p.layer} over training (run ${p.run}) is not computed yet.`;
-    const scope = p.mode === "layers" ? "every snapshot the runs share" : "every snapshot of the layer";
-    const progress = job && job.progress;
-    this.overlayEl.replaceChildren(h("div", { class: "empty-state" },
-      h("h2", { text: job ? "Computing…" : "Not computed yet" }),
-      h("p", { text: what }),
-      job
-        ? h("p", {}, h("progress", progress && typeof progress.fraction === "number" ? { max: "1", value: String(progress.fraction) } : {}),
-          progress && progress.total ? ` ${progress.done} / ${progress.total}` : "", ` ${V.jobWhen(job)}`)
-        : h("button", { type: "button", "data-testid": "compute-similarity", text: `Compute (${scope})`,
-          onclick: () => this.compute() }),
-      h("p", { class: "hint" }, "or from a shell: ", V.code(this.command()))));
-  }
-
-  /** The `repviz similarity` command that computes the heatmap shown (at the slider's snapshot). */
-  command() {
-    const p = this.pick;
-    const takes = this.choices.options[p.measure];
-    const parts = ["repviz similarity LOGDIR", p.mode === "layers"
-      ? `--runs ${[...new Set([p.run, p.run2])].join(",")} --step ${p.step}` : `--runs ${p.run} --layer ${p.layer}`];
-    if (p.measure !== this.choices.measure[0]) parts.push(`--measure ${p.measure}`);
-    if (takes.includes("kernel") && p.kernel !== this.choices.kernel[0]) parts.push(`--kernel ${p.kernel}`);
-    if (takes.includes("debiased") && !p.debiased) parts.push("--biased");
-    return parts.join(" ");
+    this.overlayEl.replaceChildren(missingOverlay(this.pick, this.choices, job, () => this.compute()));
   }
 
   /** Ask the server for the pick's heatmaps at every snapshot; show the chosen one once done. */
