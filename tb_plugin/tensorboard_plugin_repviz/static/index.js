@@ -3,8 +3,8 @@
 // selection by probe id, hovered point), the header, the snapshot bar, the hover card, the selection box and the
 // status bar (errors, background jobs: jobs.js); every view is a component behind one interface (view.js) in the VIEWS
 // registry below, handed the Model and callbacks, never the App. model.js fetches, dom.js builds DOM, colors.js
-// encodes; the metadata search (search.js), the snapshot bar (playback.js) and the PNG and CSV files
-// (exporting.js) are parts of their own.
+// encodes; the header and the status bar (header.js), the metadata search (search.js), the selection box
+// (selection.js), the snapshot bar (playback.js) and the PNG and CSV files (exporting.js) are parts of their own.
 //
 // Adding a view: a module whose class implements view.js's View, and one entry in VIEWS.
 //
@@ -30,8 +30,9 @@
 //   of the matrix shown (null: none); similarityPairs: draws of the hovered cell's two scatters.
 import { resolveCurrent, runNamed, stepAtOrBefore } from "./choice.js";
 import * as V from "./dom.js";
-import { exportCsv, exportPng } from "./exporting.js";
+import { exportPng } from "./exporting.js";
 import { GridView } from "./gridview.js";
+import { header, statusParts } from "./header.js";
 import { Jobs } from "./jobs.js";
 import { MainView } from "./mainview.js";
 import { MetaView } from "./metaview.js";
@@ -39,6 +40,7 @@ import { Model } from "./model.js";
 import { Playback } from "./playback.js";
 import { RunsView } from "./runsview.js";
 import { Search } from "./search.js";
+import { Selection } from "./selection.js";
 import { SimilarityView } from "./similarityview.js";
 
 const { h } = V;
@@ -46,13 +48,6 @@ const { h } = V;
 /** The views, in the order of the view switch; the first is shown first and shows what another view opens. */
 const VIEWS = [MainView, GridView, RunsView, MetaView, SimilarityView];
 
-const COLOR_MODES = [
-  { value: "label", label: "label", title: "colour by true class" },
-  { value: "prediction", label: "prediction", title: "colour by predicted class" },
-  { value: "correct", label: "correct?", title: "correct vs wrong predictions" },
-  { value: "confidence", label: "confidence", title: "colour by the prediction's confidence" },
-  { value: "change", label: "change", title: "neighbourhood change in the original space (1 − Jaccard of the 10 nearest neighbours)" },
-];
 const CHROME_PARTS = ["snapshots", "info", "legend", "selection", "run", "layer", "method", "colour"];
 
 /**
@@ -106,6 +101,7 @@ class App {
       snapshots: this.playback.el,
     };
     this.search = new Search(this.model, this.el.search, shared);
+    this.selection = new Selection(this.model, this.el.selection, shared);
     this.el.footer = h("footer", {}, this.el.snapshots);
     this.el.root.append(this.el.header, this.el.status, this.el.info,
       h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.search, this.el.legend, this.el.selection, this.el.panels)),
@@ -208,7 +204,7 @@ class App {
   onIndex() {
     this.state = { ...this.state, ...resolveCurrent(this.index, this.state) };
     this.renderControls();
-    this.renderSelection();
+    this.selection.render();
     this.search.render();
     this.renderViews();
     this.notify();
@@ -231,7 +227,7 @@ class App {
     if (("run" in changes || "layer" in changes) && !("pair" in changes)) next.pair = null; // the pickers leave a pair
     this.state = next;
     if (chooses || "colorBy" in changes || "mode" in changes) this.renderControls();
-    if ("selectedIds" in changes || chooses) this.renderSelection();
+    if ("selectedIds" in changes || chooses) this.selection.render();
     if ("run" in changes || "only" in changes) this.search.render();
     if ("run" in changes) this.search.rerun();
     this.renderViews();
@@ -268,7 +264,7 @@ class App {
     this.renderStatus();
   }
 
-  // --- the hover card and the selection --------------------------------------------------------------------------
+  // --- the hover card --------------------------------------------------------------------------
 
   /** The hover card of probe point `point` (null: the empty card), with its prediction at or before its step. */
   async showPoint(point) {
@@ -289,7 +285,7 @@ class App {
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, step) : null;
     const [labels, ids, preds, meta] = await Promise.all([this.model.labels(run.name), this.model.ids(run.name),
-      predStep === null ? null : this.model.predictions(run.name, predStep), this.metadataOf(run)]);
+      predStep === null ? null : this.model.predictions(run.name, predStep), this.model.metadataOf(run)]);
     if (this.hoverToken !== token) return;
     this.setHovered(ids[index]);
     // A text probe (a text column, no thumbnails) shows its text where an image probe shows its thumbnail.
@@ -329,55 +325,6 @@ class App {
     this.notify();
   }
 
-  /** Probe indices of the current run that are selected, in probe order. @returns {Promise<number[]>} */
-  async selectedIndices() {
-    const ids = await this.model.ids(this.state.run);
-    const selected = this.state.selectedIds;
-    const out = [];
-    ids.forEach((id, i) => {
-      if (selected.has(id)) out.push(i);
-    });
-    return out;
-  }
-
-  /** The selection box: how many of the current run's points are selected, clear and CSV export. */
-  async renderSelection() {
-    const token = {};
-    this.selectionToken = token;
-    const run = runNamed(this.index, this.state.run);
-    let count = 0;
-    if (run && this.state.selectedIds.size) {
-      try {
-        count = (await this.selectedIndices()).length;
-      } catch (e) {
-        this.showError(e);
-      }
-      if (this.selectionToken !== token) return;
-    }
-    this.el.selection.replaceChildren(V.selectionBar(count, run ? run.n_probe : 0,
-      () => this.change({ selectedIds: new Set() }), () => this.exportSelection()));
-  }
-
-  /** The selected points of the current run (id, label, prediction at the current step) as a CSV download. */
-  async exportSelection() {
-    const { run: runName, layer, step } = this.state;
-    const run = runNamed(this.index, runName);
-    const predStep = run.prediction_steps.length ? stepAtOrBefore(run.prediction_steps, step) : null;
-    try {
-      const [indices, ids, labels, preds, meta] = await Promise.all([this.selectedIndices(), this.model.ids(runName),
-        this.model.labels(runName), predStep === null ? null : this.model.predictions(runName, predStep),
-        this.metadataOf(run)]);
-      exportCsv(run, layer, indices, { ids, labels, preds, meta });
-    } catch (e) {
-      this.showError(e);
-    }
-  }
-
-  /** The metadata columns of `run` (null when it has none). */
-  metadataOf(run) {
-    return (run.metadata || []).length ? this.model.metadata(run.name) : Promise.resolve(null);
-  }
-
   // --- background jobs ---------------------------------------------------------------------------------------
 
   /** Compute `method` for the layer of `current` in the background (the method picker's "compute …" entries). */
@@ -403,70 +350,13 @@ class App {
   // --- the page's own parts ------------------------------------------------------------------------------------
 
   renderControls() {
-    const s = this.state;
-    const index = this.index;
-    const run = runNamed(index, s.run);
-    const runOptions = index.runs.map((r) => ({ value: r.name, label: `${r.name} (${V.fmt(r.n_probe)})` }));
-    const layerOptions = run ? run.layers.map((l) => ({ value: l.name, label: `${l.name} · ${l.class}` })) : [];
-    const methodOptions = [];
-    let method = s.method;
-    if (run) {
-      const stored = run.embeddings.filter((e) => (e.steps[s.layer] || []).length);
-      const counts = {};
-      for (const e of stored) counts[e.method] = (counts[e.method] || 0) + 1;
-      const about = Object.fromEntries(index.choices.methods.map((m) => [m.name, m.description || ""]));
-      for (const e of stored) {
-        methodOptions.push({ value: e.key, title: about[e.method],
-          label: counts[e.method] > 1 ? `${e.method} · ${e.key}${e.default ? " (default)" : ""}` : e.method });
-      }
-      for (const { name, description } of index.choices.methods) {
-        if (!stored.some((e) => e.method === name)) {
-          methodOptions.push({ value: `compute:${name}`, title: description,
-            label: `compute ${name}${description ? ` — ${description}` : ""}…` });
-        }
-      }
-      // nothing stored chosen: a placeholder shows, so that choosing any entry (the first too) is a change
-      if (!methodOptions.some((o) => o.value === s.method)) {
-        methodOptions.unshift({ value: "", label: "choose a method…", disabled: true });
-        method = ""; // selected: a browser would show the first entry that can be chosen
-      }
-    }
-    const hasPreds = Boolean(run && run.prediction_steps.length);
-    const hasLabels = Boolean(run && run.has_labels);
-    const colorModes = COLOR_MODES.filter((m) => !((m.value !== "label" && m.value !== "change" && !hasPreds) ||
-      (m.value === "correct" && !hasLabels)));
-    const control = (name, el) => {
-      el.dataset.control = name; // hidden on a view whose chrome leaves it out
-      return el;
-    };
-    this.el.header.replaceChildren(
-      V.segmented("view", this.views.map((v) => ({ value: v.name, label: v.label, title: v.title })), this.shown.name,
-        (v) => this.setView(v)),
-      control("run", V.picker("Run", "run", runOptions, s.run, (v) => this.change({ run: v }))),
-      control("layer", V.picker("Layer", "layer", layerOptions, s.layer, (v) => this.change({ layer: v }))),
-      control("method", V.picker("Method", "method", methodOptions, method, (v) => this.change({ method: v }))),
-      h("span", { class: "spacer" }),
-      // the colour controls and the button wrap to a second line together, if at all
-      h("span", { class: "bar-end" }, h("span", { class: "picker", "data-control": "colour" }, h("span", { text: this.shown.colourLabel || "Colour" }),
-        V.segmented("color", colorModes, s.colorBy, (v) => this.change({ colorBy: v })),
-        run && (run.metadata || []).length ? h("select", {
-          name: "color-column", "aria-label": "colour by a metadata column", class: s.colorBy.startsWith("meta:") ? "on" : null,
-          onchange: (e) => this.change({ colorBy: e.target.value || "label" }),
-        }, [{ value: "", label: "column…" }, ...run.metadata.map((c) => ({ value: `meta:${c.name}`, label: `${c.name} (${c.kind})` }))]
-          .map((o) => h("option", { value: o.value, text: o.label, selected: o.value === s.colorBy }))) : null),
-      h("button", { type: "button", class: "export", "data-testid": "export-png", text: "Export PNG",
-        title: "save this view as drawn (overlays included) as a PNG file",
-        onclick: () => exportPng(this.shown, this.state) })),
-    );
+    this.el.header.replaceChildren(...header(this.index, this.state, this.views, this.shown, { view: (v) => this.setView(v),
+      change: (changes) => this.change(changes), exportPng: () => exportPng(this.shown, this.state) }));
     this.playback.render();
   }
 
   renderStatus() {
-    const parts = [];
-    if (this.error) parts.push(V.errorBanner(this.error, () => this.showError(null)));
-    this.jobs.notes.forEach((note, i) => parts.push(V.note(note, () => this.jobs.dismissNote(i))));
-    for (const [id, job] of this.jobs.entries()) parts.push(V.jobView(job, () => this.jobs.dismiss(id), () => this.jobs.cancel(id)));
-    this.el.status.replaceChildren(...parts);
+    this.el.status.replaceChildren(...statusParts(this.error, () => this.showError(null), this.jobs));
   }
 }
 

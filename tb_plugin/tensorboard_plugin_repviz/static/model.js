@@ -203,6 +203,11 @@ export class Model {
     return this._json("metadata", { run });
   }
 
+  /** The metadata columns of `run` (an entry of the index): null when it has none. */
+  metadataOf(run) {
+    return (run.metadata || []).length ? this.metadata(run.name) : Promise.resolve(null);
+  }
+
   /** Representation, record and embedding details for the info line. */
   info(run, layer, step, key) {
     return this._json("info", { run, layer, step, key });
