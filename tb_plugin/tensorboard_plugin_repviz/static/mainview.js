@@ -3,20 +3,19 @@
 // info line and side panels (points whose neighbourhood changed most, a point's nearest neighbours). It keeps
 // drawing while another view is shown, so its picture, legend and info line stay current. It always draws every
 // point of a snapshot; a snapshot may hold a subset of the probe (points.js): points are kept by probe point, and
-// between snapshots of different subsets the points in both move while the others fade out or in. The overlay
-// layers are built in mainlayers.js, the legend and side panels in mainpanels.js.
-import { embeddingOf, runNamed, sameChoice, stepAtOrBefore, stepsOf } from "./choice.js";
+// between snapshots of different subsets the points in both move while the others fade out or in. What it draws is
+// fetched in maindata.js, the overlay layers are built in mainlayers.js, the legend and side panels in mainpanels.js.
+import { embeddingOf, runNamed, sameChoice, stepsOf } from "./choice.js";
 import { colorEncoding } from "./colors.js";
 import * as V from "./dom.js";
+import { changeBase, loadDrawing, nearest } from "./maindata.js";
 import { MAX_TRAILS, overlayLayers, placedAt, placedExtent } from "./mainlayers.js";
 import { changePanel, fillThumbs, knnPanel, legendOf, nothingToDraw, placedNoteLines, tools } from "./mainpanels.js";
 import { Overlay } from "./overlay.js";
-import { crossFrames, forRows, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
+import { crossFrames, idIndex as idIndexOf, rowOf, sameRows } from "./points.js";
 import { normalise, Scatter } from "./scatter.js";
 
 const { h } = V;
-
-const K_NEIGHBORS = 10;
 
 /** @implements {import("./view.js").View} */
 export class MainView {
@@ -162,19 +161,6 @@ export class MainView {
     if (this.placed && this.placed.current.length) this.refreshOverlay(); // their rings hide with their class
   }
 
-  /** The representation the neighbourhood change compares with: the previous snapshot, or another layer. */
-  changeBase() {
-    const s = this.page.state;
-    const run = this.run;
-    if (this.changeVs.startsWith("layer:")) {
-      const layer = run.layers.find((l) => l.name === this.changeVs.slice(6));
-      return layer && layer.steps.length ? { run: s.run, layer: layer.name, step: stepAtOrBefore(layer.steps, s.step) } : null;
-    }
-    const layer = run.layers.find((l) => l.name === s.layer);
-    const steps = layer ? layer.steps.filter((t) => t < s.step) : [];
-    return steps.length ? { run: s.run, layer: s.layer, step: steps[steps.length - 1] } : null;
-  }
-
   // --- drawing -------------------------------------------------------------------------------------------------
 
   /** Fetch what the current choice needs and draw it; a newer choice made meanwhile wins. */
@@ -188,30 +174,10 @@ export class MainView {
       this.renderEmpty(nothingToDraw(run, s, page.jobs));
       return;
     }
-    const predSteps = run.prediction_steps;
-    const predStep = predSteps.length ? stepAtOrBefore(predSteps, s.step) : null;
-    const base = s.colorBy === "change" ? this.changeBase() : null;
-    const byColumn = s.colorBy.startsWith("meta:") && (run.metadata || []).length;
+    const base = s.colorBy === "change" ? changeBase(run, s, this.changeVs) : null;
     let data;
     try {
-      const [coords, labels, ids, preds, change, metadata] = await Promise.all([
-        this.model.coords(s.run, s.layer, s.step, s.method),
-        this.model.labels(s.run),
-        this.model.ids(s.run),
-        predStep === null ? null : this.model.predictions(s.run, predStep),
-        base ? this.model.neighborhoodChange({ run: s.run, layer: s.layer, step: s.step }, base, K_NEIGHBORS)
-          .catch((e) => {
-            this.events.error(e);
-            return null;
-          }) : null,
-        byColumn ? this.model.metadata(s.run) : null,
-      ]);
-      const rows = await this.model.rows(s.run, s.layer, s.step, coords.length / 2, run.n_probe);
-      if (rows.length !== coords.length / 2) {
-        throw new Error(`the embedding of ${s.layer} at ${run.step_unit} ${s.step} has ${coords.length / 2} rows but the `
-          + `snapshot holds ${rows.length} probe points; compute it again with repviz embed`);
-      }
-      data = { coords, rows, change, predStep, base, ...forRows({ ids, labels, preds, metadata }, rows) };
+      data = await loadDrawing(this.model, run, s, base, this.events.error);
     } catch (e) {
       if (generation !== this.generation) return;
       this.events.error(e);
@@ -321,12 +287,10 @@ export class MainView {
   async loadKnn() {
     const drawn = this.drawn;
     const index = drawn.idIndex.get(this.focusId);
-    const { run, layer, step } = drawn.chosen;
     try {
-      const result = await this.model.knn(run, layer, step, drawn.rows[index], K_NEIGHBORS);
+      const { neighbors, distances } = await nearest(this.model, drawn, index);
       if (this.drawn !== drawn) return;
-      const neighbors = result.neighbors.map((p) => rowOf(drawn.rows, p)); // probe points -> rows
-      this.knn = { id: this.focusId, index, neighbors, distances: result.distances };
+      this.knn = { id: this.focusId, index, neighbors, distances };
     } catch (e) {
       this.events.error(e);
       this.knn = null;
