@@ -86,6 +86,7 @@ class DemoConfig:
     maps: dict[str, str] = field(default_factory=dict)  # transform -> meta-SNE result name
     similar: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # architecture -> (hits, layers, step)
     placed: tuple[str, str] | None = None  # the second probe set's run and the run it is placed into
+    digits: Digits | None = field(default=None, repr=False)  # load_digits(self), set before any process starts
 
     @classmethod
     def quick_config(cls, logdir: str | Path, **overrides) -> DemoConfig:
@@ -99,6 +100,30 @@ def run_name(architecture: str, seed: int) -> str:
     return f"{architecture}/seed{seed}"
 
 
+@dataclass(frozen=True)
+class Digits:
+    """The demo's data: training digits ``x`` and labels ``y``, test digits ``xt`` and labels ``yt`` (images
+    scaled to [0, 1]), and the rows of the test set that are the probe."""
+
+    x: np.ndarray
+    y: np.ndarray
+    xt: np.ndarray
+    yt: np.ndarray
+    probe: np.ndarray
+
+
+def load_digits(cfg: DemoConfig) -> Digits:
+    """The digits ``cfg`` trains on, after checking the sizes it asks for (a ``ValueError`` line each), so that a
+    wrong option is said before any process starts."""
+    if cfg.n_seeds < 2:
+        raise ValueError(f"--seeds must be >= 2 (the checks compare seeds); got {cfg.n_seeds}")
+    (x, y), (xt, yt) = load_mnist(cfg.mnist if cfg.mnist is not None else BUNDLED_MNIST)
+    if not 1 <= cfg.n_probe <= len(xt):
+        raise ValueError(f"--probe must be between 1 and the {len(xt)} test digits available; got {cfg.n_probe}")
+    return Digits(x[:cfg.n_train].astype(np.float32) / 255, y[:cfg.n_train], xt.astype(np.float32) / 255, yt,
+                  stratified_indices(yt, cfg.n_probe, random_state=cfg.seed))
+
+
 def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """Train every architecture with every seed, recorded by :class:`repviz.ActivationLogger` on one stratified
     probe set at log-spaced epochs; print each network's test accuracy."""
@@ -106,14 +131,8 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     from .networks import build_network
     from .store import run_directory, run_name_of
 
-    if cfg.n_seeds < 2:
-        raise ValueError(f"--seeds must be >= 2 (the checks compare seeds); got {cfg.n_seeds}")
-    (x, y), (xt, yt) = load_mnist(cfg.mnist if cfg.mnist is not None else BUNDLED_MNIST)
-    if not 1 <= cfg.n_probe <= len(xt):
-        raise ValueError(f"--probe must be between 1 and the {len(xt)} test digits available; got {cfg.n_probe}")
-    x, xt = x[:cfg.n_train].astype(np.float32) / 255, xt.astype(np.float32) / 255
-    y = y[:cfg.n_train]
-    probe = stratified_indices(yt, cfg.n_probe, random_state=cfg.seed)
+    d = cfg.digits or load_digits(cfg)
+    x, y, xt, yt, probe = d.x, d.y, d.xt, d.yt, d.probe
     epochs = log_spaced_epochs(cfg.epochs, cfg.snapshots)
     for arch in ARCHITECTURES:
         for seed in range(cfg.seed, cfg.seed + cfg.n_seeds):
@@ -343,6 +362,7 @@ def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:
     compiles the embedding would otherwise compile itself, in every worker)."""
     from . import warmup
 
+    cfg.digits = load_digits(cfg)  # a size it cannot have is said before any process starts
     warming = warmup.start(["pca", "tsne"])
     for step in STEPS:
         if step is embed_layers and warming is not None:
