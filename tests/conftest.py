@@ -8,7 +8,14 @@ tests are read-only, so a test that writes into one fails instead of changing wh
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
+
+# The suite runs on several worker processes (pytest-xdist), each of whose numba kernels runs on every core: an
+# OpenMP thread that waits at the end of a parallel loop sleeps instead of spinning on a core that another
+# worker needs (GNU OpenMP spins for about a tenth of a millisecond by default; with the cores shared that
+# nearly doubled the CPU time of the numerical tests). Set before numba's OpenMP pool starts, so in every worker.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np
 import pytest
