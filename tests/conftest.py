@@ -11,11 +11,12 @@ import functools
 import os
 from pathlib import Path
 
-# The suite runs on several worker processes (pytest-xdist), each of whose numba kernels runs on every core: an
-# OpenMP thread that waits at the end of a parallel loop sleeps instead of spinning on a core that another
-# worker needs (GNU OpenMP spins for about a tenth of a millisecond by default; with the cores shared that
-# nearly doubled the CPU time of the numerical tests). Set before numba's OpenMP pool starts, so in every worker.
+# The suite runs on several worker processes (pytest-xdist), each of whose numba kernels and BLAS calls run on
+# every core: a thread that waits at the end of a parallel loop (GNU OpenMP) or of a BLAS call (OpenBLAS) sleeps
+# at once instead of spinning on a core that another worker needs (by default both spin first; with the cores
+# shared that doubled the CPU time of the numerical tests). Set before the thread pools start, so in every worker.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # OpenBLAS's shortest: 2**4 cycles
 
 import numpy as np
 import pytest
