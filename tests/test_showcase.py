@@ -242,6 +242,29 @@ def test_a_second_demo_into_the_same_directory_trains_new_runs_beside_the_first(
     assert all(logdir.run(name).steps() == [0, 1] for name in [*first.runs, *second.runs])
 
 
+def test_runs_embedded_while_the_others_train_are_counted_as_computed(tmp_path, cluster_run):
+    """The demo embeds each network's run as soon as it is trained (EmbeddingWhileTraining, in a thread of the
+    main process); the embedding step then finds them stored and still says they were computed by the demo."""
+    import time
+
+    from repviz.demo import DemoConfig, EmbeddingWhileTraining, embed_layers
+
+    for name in ("a", "b"):
+        cluster_run(tmp_path / name, layers=("h",), steps=range(2), n=60)
+    cfg = DemoConfig(tmp_path, jobs=1, runs={"a": ("x", 0), "b": ("x", 1)})
+    embedding = EmbeddingWhileTraining(cfg)
+    embedding.add("a")
+    deadline = time.monotonic() + 120
+    while not cfg.embedded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    embedding.stop()
+    assert [r.computed for r in cfg.embedded] == [4]  # run a: PCA and t-SNE at two snapshots
+    lines = []
+    embed_layers(cfg, lines.append)
+    assert lines[0].startswith("embeddings: 8 computed, 0 cached, 0 failed in ")
+    assert {row["run"] for row in cfg.scores} == {"a", "b"}
+
+
 def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     import sys
 
