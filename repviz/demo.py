@@ -441,6 +441,7 @@ def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:
                 embedding.stop(wait=False)
                 raise
             embedding.stop()
+            cfg.digits = None  # the training process had them; the later steps read the log directory
             continue
         if step is embed_layers and warming is not None:
             start = time.perf_counter()
