@@ -20,9 +20,11 @@ import contextlib
 import io
 import multiprocessing
 import os
+import queue
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ OUTPUT_LAYER = "softmax"  # every network's softmax layer (repviz.networks): lef
 # The showcase's targets at the default size: (check, the transforms it applies to, the least fraction).
 TARGETS = (("layer_identification", ("cka",), 0.9), ("architecture_separation", ("dist", "cka"), 1.0))
 TRANSFORMS = ("dist", "cka")
+EMBEDDINGS = ("pca", "tsne")  # the methods of every layer's embeddings
 #: ActivationLogger's max_width for the showcase: every map of its networks is kept whole (see train_networks).
 SHOWCASE_MAX_WIDTH = 4096
 #: The network (at the first seed) whose t-SNE layouts the demo places a second probe set into, and that set's run.
@@ -90,6 +93,8 @@ class DemoConfig:
     maps: dict[str, str] = field(default_factory=dict)  # transform -> meta-SNE result name
     similar: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # architecture -> (hits, layers, step)
     placed: tuple[str, str] | None = None  # the second probe set's run and the run it is placed into
+    digits: Digits | None = field(default=None, repr=False)  # load_digits(self), set before any process starts
+    embedded: list = field(default_factory=list)  # EmbedResults of the runs embedded while the others trained
 
     @classmethod
     def quick_config(cls, logdir: str | Path, **overrides) -> DemoConfig:
@@ -103,21 +108,41 @@ def run_name(architecture: str, seed: int) -> str:
     return f"{architecture}/seed{seed}"
 
 
-def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
-    """Train every architecture with every seed, recorded by :class:`repviz.ActivationLogger` on one stratified
-    probe set at log-spaced epochs; print each network's test accuracy."""
-    from .capture import ActivationLogger, ProbeSet, log_spaced_epochs, record
-    from .networks import build_network
-    from .store import run_directory, run_name_of
+@dataclass(frozen=True)
+class Digits:
+    """The demo's data: training digits ``x`` and labels ``y``, test digits ``xt`` and labels ``yt`` (images
+    scaled to [0, 1]), and the rows of the test set that are the probe."""
 
+    x: np.ndarray
+    y: np.ndarray
+    xt: np.ndarray
+    yt: np.ndarray
+    probe: np.ndarray
+
+
+def load_digits(cfg: DemoConfig) -> Digits:
+    """The digits ``cfg`` trains on, after checking the sizes it asks for (a ``ValueError`` line each), so that a
+    wrong option is said before any process starts."""
     if cfg.n_seeds < 2:
         raise ValueError(f"--seeds must be >= 2 (the checks compare seeds); got {cfg.n_seeds}")
     (x, y), (xt, yt) = load_mnist(cfg.mnist if cfg.mnist is not None else BUNDLED_MNIST)
     if not 1 <= cfg.n_probe <= len(xt):
         raise ValueError(f"--probe must be between 1 and the {len(xt)} test digits available; got {cfg.n_probe}")
-    x, xt = x[:cfg.n_train].astype(np.float32) / 255, xt.astype(np.float32) / 255
-    y = y[:cfg.n_train]
-    probe = stratified_indices(yt, cfg.n_probe, random_state=cfg.seed)
+    return Digits(x[:cfg.n_train].astype(np.float32) / 255, y[:cfg.n_train], xt.astype(np.float32) / 255, yt,
+                  stratified_indices(yt, cfg.n_probe, random_state=cfg.seed))
+
+
+def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print,
+                   trained: Callable[[str], None] | None = None) -> None:
+    """Train every architecture with every seed, recorded by :class:`repviz.ActivationLogger` on one stratified
+    probe set at log-spaced epochs; print each network's test accuracy. ``trained(run)`` is called once a
+    network's run is complete."""
+    from .capture import ActivationLogger, ProbeSet, log_spaced_epochs, record
+    from .networks import build_network
+    from .store import run_directory, run_name_of
+
+    d = cfg.digits or load_digits(cfg)
+    x, y, xt, yt, probe = d.x, d.y, d.xt, d.yt, d.probe
     epochs = log_spaced_epochs(cfg.epochs, cfg.snapshots)
     for arch in ARCHITECTURES:
         for seed in range(cfg.seed, cfg.seed + cfg.n_seeds):
@@ -142,13 +167,16 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
                              max_width=SHOWCASE_MAX_WIDTH)
                 # record opens the run in its parent directory: the name there, under the same group
                 cfg.placed = (f"{PLACED_RUN.rpartition('/')[0]}/{run.name}", name)
+            if trained is not None:
+                trained(name)
 
 
-def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
-    """:func:`train_networks` in a child process: its lines come back to ``out`` as it prints them, what Python
-    writes to its ``sys.stderr`` (notes, warnings) to this process's, its runs and accuracies into ``cfg``, and an
-    error it raises is raised here. TensorFlow is imported only there, so the
-    later steps do not carry its memory."""
+def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print,
+                         trained: Callable[[str], None] | None = None) -> None:
+    """:func:`train_networks` in a child process: its lines come back to ``out`` as it prints them, its
+    ``trained`` calls to ``trained``, what Python writes to its ``sys.stderr`` (notes, warnings) to this
+    process's, its runs and accuracies into ``cfg``, and an error it raises is raised here. TensorFlow is imported
+    only there, so the later steps do not carry its memory."""
     context = multiprocessing.get_context("spawn")
     receiving, sending = context.Pipe(duplex=False)
     child = context.Process(target=_train_child, args=(cfg, sending), name="repviz-demo-training")
@@ -164,6 +192,9 @@ def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print) ->
                                    f"{child.exitcode})") from None
             if kind == "line":
                 out(value)
+            elif kind == "trained":
+                if trained is not None:
+                    trained(value)
             elif kind == "stderr":
                 sys.stderr.write(value)
             elif kind == "error":
@@ -184,7 +215,8 @@ def _train_child(cfg: DemoConfig, sending) -> None:
     sys.stderr = _Sent(sending)
     try:
         with _native_startup_held():  # TensorFlow's start-up lines; what else native code writes comes after
-            train_networks(cfg, out=lambda line: sending.send(("line", line)))
+            train_networks(cfg, out=lambda line: sending.send(("line", line)),
+                           trained=lambda run: sending.send(("trained", run)))
     except Exception as e:  # raised again in the parent
         try:
             sending.send(("error", e))
@@ -238,6 +270,58 @@ class _Sent(io.TextIOBase):
         return len(text)
 
 
+class _OneCore:
+    """The pipeline's executor (:class:`repviz.executors.Executor`) of :class:`EmbeddingWhileTraining`: the
+    tasks in this process, one thread each."""
+
+    workers = 1
+
+    def prepare(self, logdir):
+        return logdir
+
+    def map(self, fn, tasks, advance, on_lost):
+        for task in tasks:
+            yield fn(task, advance, 1)
+
+
+class EmbeddingWhileTraining:
+    """Embeds each network's run in a thread of this process as soon as the training process reports it
+    trained, on one core (the training has the others) and once the kernels' warm-up ``warming`` has ended;
+    the results go to ``cfg.embedded``. :meth:`stop` drops the runs still waiting and ends the thread after the
+    run it is embedding: :func:`embed_layers` embeds the rest on every core. The embeddings do not depend on
+    where or on how many threads they are computed."""
+
+    def __init__(self, cfg: DemoConfig, warming=None):
+        self.cfg, self.warming = cfg, warming
+        self._runs: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="repviz-demo-embedding", daemon=True)
+        self._thread.start()
+
+    def add(self, run: str) -> None:
+        self._runs.put(run)
+
+    def _work(self) -> None:
+        from .pipeline import embed_logdir
+
+        while (run := self._runs.get()) is not None:
+            if self.warming is not None:
+                self.warming.wait()
+            if self._stopped.is_set():
+                return
+            try:
+                self.cfg.embedded.append(embed_logdir(self.cfg.logdir, methods=list(EMBEDDINGS), runs=[run],
+                                                      progress=False, executor=_OneCore()))
+            except Exception:  # left to embed_layers, which computes whatever is not stored and reports it
+                return
+
+    def stop(self, wait: bool = True) -> None:
+        self._stopped.set()
+        self._runs.put(None)
+        if wait:
+            self._thread.join()
+
+
 def place_digits(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
     """Place the second probe set (training digits, recorded after training) into the t-SNE layouts of its
     network's last snapshot, where the tab draws them as rings (:func:`repviz.place_run`)."""
@@ -255,13 +339,15 @@ def place_digits(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
 
 
 def embed_layers(cfg: DemoConfig, out: Callable[[str], None] = print) -> None:
-    """Embed every layer at every snapshot with PCA and t-SNE (aligned over snapshots)."""
+    """Embed every layer at every snapshot with PCA and t-SNE (aligned over snapshots), counting what
+    :class:`EmbeddingWhileTraining` stored as computed here."""
     from .pipeline import embed_logdir
 
-    result = embed_logdir(cfg.logdir, methods=["pca", "tsne"], runs=list(cfg.runs), jobs=cfg.jobs)
+    result = embed_logdir(cfg.logdir, methods=list(EMBEDDINGS), runs=list(cfg.runs), jobs=cfg.jobs)
     cfg.scores = result.rows
-    out(f"embeddings: {result.computed} computed, {result.cached} cached, {len(result.failed)} failed in "
-        f"{result.seconds:.0f} s")
+    early = sum(r.computed for r in cfg.embedded)  # stored while the others trained: cached now
+    out(f"embeddings: {result.computed + early} computed, {result.cached - early} cached, {len(result.failed)} "
+        f"failed in {result.seconds + sum(r.seconds for r in cfg.embedded):.0f} s")
     for line in result.failure_lines():
         out(f"skipped: {line}")
 
@@ -375,12 +461,24 @@ STEPS: list[Callable[[DemoConfig, Callable[[str], None]], None]] = [
 
 def run_demo(cfg: DemoConfig, out: Callable[[str], None] = print) -> DemoConfig:
     """Run every step of ``STEPS`` on ``cfg``; returns ``cfg`` with the runs, accuracies, maps and checks. The
-    kernels compile in a background process from the start; the embedding step waits for it to finish (what it
-    compiles the embedding would otherwise compile itself, in every worker)."""
+    kernels compile in a background process from the start; each network's run is embedded in this process while
+    the next one trains (:class:`EmbeddingWhileTraining`, after the compiler's warm-up: what it compiles the
+    embedding would otherwise compile itself, in every worker)."""
     from . import warmup
 
-    warming = warmup.start(["pca", "tsne"])
+    cfg.digits = load_digits(cfg)  # a size it cannot have is said before any process starts
+    warming = warmup.start(list(EMBEDDINGS))
     for step in STEPS:
+        if step is train_networks_apart:
+            embedding = EmbeddingWhileTraining(cfg, warming)
+            try:
+                step(cfg, out, trained=embedding.add)
+            except BaseException:
+                embedding.stop(wait=False)
+                raise
+            embedding.stop()
+            cfg.digits = None  # the training process had them; the later steps read the log directory
+            continue
         if step is embed_layers and warming is not None:
             start = time.perf_counter()
             warming.wait()

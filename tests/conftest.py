@@ -7,8 +7,18 @@ tests are read-only, so a test that writes into one fails instead of changing wh
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import os
+import shutil
 from pathlib import Path
+
+# The suite runs on several worker processes (pytest-xdist), each of whose numba kernels and BLAS calls run on
+# every core: a thread that waits at the end of a parallel loop (GNU OpenMP) or of a BLAS call (OpenBLAS) sleeps
+# at once instead of spinning on a core that another worker needs (by default both spin first; with the cores
+# shared that doubled the CPU time of the numerical tests). Set before the thread pools start, so in every worker.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # OpenBLAS's shortest: 2**4 cycles
 
 import numpy as np
 import pytest
@@ -48,6 +58,29 @@ def _read_only(*arrays: np.ndarray) -> None:
 def repo() -> Path:
     """The root of this checkout: the working directory of subprocesses that import repviz from it."""
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def build_once(tmp_path_factory):
+    """``build_once(name, build) -> Path``: a directory that ``build(path)`` fills, built once per test session
+    and shared by its worker processes (pytest-xdist): the first worker to ask builds it under a file lock and
+    marks it done; the others wait for the lock and read it. An unfinished directory (a worker killed while
+    building) is built again. For slow setups whose result the tests only read (or write atomically)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, above each worker's
+
+    def get(name: str, build) -> Path:
+        path = root / f"shared-{name}"
+        with open(root / f"shared-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its worker dies
+            if not (path / ".done").exists():
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir()
+                build(path)
+                (path / ".done").touch()
+        return path
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -81,7 +81,17 @@ def test_demo_options_offline(tmp_path, capsys):
 @pytest.mark.parametrize("args, match", [(["--probe", "5000"], "--probe must be between 1 and the 1000 test digits"),
                                          (["--epochs", "0"], "--epochs must be >= 1; got 0"),
                                          (["--seeds", "1"], "--seeds must be >= 2 (the checks compare seeds); got 1")])
-def test_demo_bad_arguments(tmp_path, capsys, args, match):
+def test_demo_bad_arguments(tmp_path, capsys, monkeypatch, args, match):
+    """Said before any process starts (the training process and the compiler's warm-up cost seconds)."""
+    import multiprocessing
+
+    import repviz.warmup
+
+    def started(*args, **kwargs):
+        raise AssertionError("a process was started for a demo that cannot run")
+
+    monkeypatch.setattr(repviz.warmup, "start", started)
+    monkeypatch.setattr(multiprocessing, "get_context", started)
     assert main(["demo", str(tmp_path / "logs"), *args]) == 2
     assert match in capsys.readouterr().err
 

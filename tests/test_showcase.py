@@ -125,17 +125,30 @@ def _numbers(text: str) -> list[str]:
     return re.findall(r"\d+\.\d+|\d+%", summary)
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    root = tmp_path_factory.mktemp("showcase")
-    import contextlib
-    import io
+@pytest.fixture(scope="session")
+def quick_demo(build_once):
+    """``quick_demo() -> (logdir, printed)``: one ``repviz demo --quick`` per test session, shared by the workers."""
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["demo", str(root / "logs"), "--quick"])
-    assert code == 0
-    return root / "logs", out.getvalue()
+    def run(root: Path) -> None:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["demo", str(root / "logs"), "--quick"])
+        assert code == 0
+        (root / "printed.txt").write_text(out.getvalue())
+
+    def get() -> tuple[Path, str]:
+        root = build_once("quick-demo", run)
+        return root / "logs", (root / "printed.txt").read_text()
+
+    return get
+
+
+@pytest.fixture
+def quick(quick_demo):
+    return quick_demo()
 
 
 @pytest.mark.slow
@@ -218,9 +231,9 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_quick_runs_give_the_same_numbers(quick, tmp_path, capsys):
-    _, first = quick
-    assert main(["demo", str(tmp_path / "again"), "--quick"]) == 0
+def test_two_quick_runs_give_the_same_numbers(quick_demo, tmp_path, capsys):
+    assert main(["demo", str(tmp_path / "again"), "--quick"]) == 0  # meanwhile another worker may run the first
+    _, first = quick_demo()
     assert _numbers(capsys.readouterr().out) == _numbers(first)
     assert len(_numbers(first)) > 50
 
@@ -245,6 +258,29 @@ def test_a_second_demo_into_the_same_directory_trains_new_runs_beside_the_first(
                                              ("relu/training-digits-2", "relu/seed0-2"))
     logdir = repviz.open_logdir(tmp_path / "logs")
     assert all(logdir.run(name).steps() == [0, 1] for name in [*first.runs, *second.runs])
+
+
+def test_runs_embedded_while_the_others_train_are_counted_as_computed(tmp_path, cluster_run):
+    """The demo embeds each network's run as soon as it is trained (EmbeddingWhileTraining, in a thread of the
+    main process); the embedding step then finds them stored and still says they were computed by the demo."""
+    import time
+
+    from repviz.demo import DemoConfig, EmbeddingWhileTraining, embed_layers
+
+    for name in ("a", "b"):
+        cluster_run(tmp_path / name, layers=("h",), steps=range(2), n=60)
+    cfg = DemoConfig(tmp_path, jobs=1, runs={"a": ("x", 0), "b": ("x", 1)})
+    embedding = EmbeddingWhileTraining(cfg)
+    embedding.add("a")
+    deadline = time.monotonic() + 120
+    while not cfg.embedded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    embedding.stop()
+    assert [r.computed for r in cfg.embedded] == [4]  # run a: PCA and t-SNE at two snapshots
+    lines = []
+    embed_layers(cfg, lines.append)
+    assert lines[0].startswith("embeddings: 8 computed, 0 cached, 0 failed in ")
+    assert {row["run"] for row in cfg.scores} == {"a", "b"}
 
 
 def test_export_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):

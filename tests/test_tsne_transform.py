@@ -55,6 +55,19 @@ def test_the_grid_repulsion_matches_the_exact_sums():
         assert np.median(error / np.linalg.norm(force(z_exact, s_exact), axis=1)) < 0.03
 
 
+@pytest.mark.parametrize("dof, dim", [(1.0, 2), (0.5, 2), (2.0, 3)])
+def test_the_exact_repulsion_is_the_kernel_summed_over_the_layout(dof, dim):
+    """The exact field, computed one coordinate at a time, against the sums written out pair by pair."""
+    rng = np.random.default_rng(0)
+    Y_fit, Y = rng.normal(size=(50, dim)) * 5, rng.normal(size=(7, dim)) * 5
+    z, sums = placing._ExactField(Y_fit, dof)(Y)
+    for i, y in enumerate(Y):
+        base = 1.0 + ((y - Y_fit) ** 2).sum(axis=1) / dof
+        w, w2 = base ** -dof, base ** -dof / base
+        np.testing.assert_allclose(z[i], w.sum(), rtol=1e-12)
+        np.testing.assert_allclose(sums[i], [w2.sum(), *(w2 @ Y_fit)], rtol=1e-12)
+
+
 def test_placing_with_the_grid_agrees_with_the_exact_repulsion(fitted, monkeypatch):
     tsne, X, _, X_new, _ = fitted
     exact = placing.place(X_new[:100], X, tsne.embedding_)  # 100 x 1000 pairs: exact

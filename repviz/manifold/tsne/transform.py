@@ -53,10 +53,17 @@ class _ExactField:
         self.Y, self.dof = Y_fit, dof
 
     def __call__(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        d2 = np.square(Y[:, None, :] - self.Y[None, :, :]).sum(axis=2)
-        w = (1.0 + d2 / self.dof) ** -self.dof
-        w2 = w * (1.0 + d2 / self.dof) ** -1.0
-        return w.sum(axis=1), np.column_stack([w2.sum(axis=1), w2 @ self.Y])
+        # (m, n) arrays one coordinate at a time: an (m, n, d) difference summed over its short last axis took
+        # most of a placement's time
+        d2 = np.square(Y[:, :1] - self.Y[:, 0])
+        for d in range(1, Y.shape[1]):
+            d2 += np.square(Y[:, d:d + 1] - self.Y[:, d])
+        base = 1.0 + d2 / self.dof if self.dof != 1.0 else np.add(d2, 1.0, out=d2)
+        w2 = np.reciprocal(base)  # (1 + d²/dof)^-1
+        w = w2 if self.dof == 1.0 else base ** -self.dof
+        z = w.sum(axis=1)
+        w2 *= w
+        return z, np.column_stack([w2.sum(axis=1), w2 @ self.Y])
 
 
 class _GridField:
