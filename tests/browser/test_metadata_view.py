@@ -19,6 +19,7 @@ import pytest
 
 pk.require_browser()
 
+from selenium.common.exceptions import ElementNotInteractableException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -124,13 +125,26 @@ def test_colour_by_a_metadata_column(tab, shots):
     tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
 
 
+def _search_for(driver, text):
+    """Type ``text`` into the search box, again on a fresh box if the page rebuilt it under the typing (the Main
+    view, shown again, builds its panels anew)."""
+    def typed(d):
+        try:
+            box = d.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
+            box.clear()
+            box.send_keys(text)
+            return box.get_attribute("value") == text
+        except (StaleElementReferenceException, ElementNotInteractableException):
+            return False
+    pk.wait(driver, typed, f"{text!r} typed into the search box")
+
+
 def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
     texts = probe_text[0]
     expected = sum(bool(re.search("cat", t, re.IGNORECASE)) for t in texts)
     assert 0 < expected < N
     before = pk.canvas(tab)
-    box = tab.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
-    box.send_keys("cat")
+    _search_for(tab, "cat")
     count = pk.wait(tab, lambda d: pk.texts(d, '[data-testid="search-count"]'), "the search count")[0]
     assert int(count) == expected
     assert int(pk.text(tab, '[data-testid="selection-count"]')) == expected  # the shared selection
@@ -146,9 +160,7 @@ def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
     pk.shot(tab, shots, "metadata-5-only")
     # a regular expression on one column
     pk.select(tab, "search-column", "text")
-    box = tab.find_element(By.CSS_SELECTOR, '[data-testid="search"]')
-    box.clear()
-    box.send_keys("/^(cat|dog) /i")
+    _search_for(tab, "/^(cat|dog) /i")
     expected = sum(bool(re.search("^(cat|dog) ", t, re.IGNORECASE)) for t in texts)
     pk.wait(tab, lambda d: pk.texts(d, '[data-testid="search-count"]') == [str(expected)], "the regex count")
 
