@@ -23,7 +23,6 @@ import os
 import queue
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -235,25 +234,33 @@ _TF_STARTUP = re.compile(r"All log messages before absl::InitializeLog\(\)|\] on
 
 @contextlib.contextmanager
 def _native_startup_held():
-    """Hold back what native code writes to file descriptor 2 meanwhile, then pass every line on to
-    ``sys.stderr`` but TensorFlow's start-up lines (all of them when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset: a
-    user who asks for TensorFlow's log gets it)."""
+    """Pass on what native code writes to file descriptor 2 meanwhile, line by line as it comes, but TensorFlow's
+    start-up lines (all of them when ``TF_CPP_MIN_LOG_LEVEL`` is 0 or unset: a user who asks for TensorFlow's log
+    gets it)."""
     if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") in ("", "0"):
         yield
         return
     sys.__stderr__.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
+    reading, writing = os.pipe()
+    os.dup2(writing, 2)
+    os.close(writing)
+
+    def forward() -> None:
+        with os.fdopen(reading, "rb") as pipe:
+            for line in pipe:
+                if not _TF_STARTUP.search(line.decode(errors="replace")):
+                    os.write(saved, line)
+
+    forwarder = threading.Thread(target=forward, name="repviz-native-stderr", daemon=True)
+    forwarder.start()
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)  # the pipe's last writer closes: the forwarder reads to its end and stops
+        forwarder.join(timeout=5)  # unless a child process still holds a copy: then it forwards on meanwhile
+        if not forwarder.is_alive():
             os.close(saved)
-            held.seek(0)
-            for line in held.read().decode(errors="replace").splitlines(keepends=True):
-                if not _TF_STARTUP.search(line):
-                    sys.stderr.write(line)
 
 
 class _Sent(io.TextIOBase):
