@@ -129,7 +129,9 @@ def test_selection_exports_as_csv(tab):
         const make = URL.createObjectURL;
         URL.createObjectURL = (blob) => { window.__csvBlob = blob; return make(blob); };
     """)
-    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    # the box is built anew when the index or the selection changes: a button found just before is asked again
+    pk.wait(tab, lambda d: d.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]')
+            .click() or True, "a click on Export CSV")
     # The export reads the run's arrays first (a busy machine may take a moment).
     pk.wait(tab, lambda d: d.execute_script("return Boolean(window.__csvBlob)"), "the CSV download")
     text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
