@@ -102,11 +102,11 @@ def test_a_widget_shown_before_the_first_run_shows_it_when_it_lands(tmp_path, ne
 def test_the_follower_ends_with_its_widget(tmp_path, new_run, monkeypatch):
     monkeypatch.setattr(live, "INTERVAL", 0.05)
     w = repviz.show(tmp_path)
-    followers = [t for t in live.threading.enumerate() if isinstance(t, live.Follower)]
+    followers = [t for t in live.threading.enumerate() if isinstance(t, live.Follower) and t._widget() is w]
+    assert len(followers) == 1
     w.close()
-    for follower in followers:
-        follower.join(timeout=5)
-    assert not any(t.is_alive() for t in followers if t._widget() is None or t._widget() is w)
+    followers[0].join(timeout=5)
+    assert not followers[0].is_alive()
 
 
 def test_before_each_cell_the_widget_catches_up_at_once(tmp_path, new_run, monkeypatch):
