@@ -60,6 +60,20 @@ def repo() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _registries_restored():
+    """A test that registers a method or a similarity measure leaves the registries as it found them (a test
+    registering "slowpca" made a later test of every method's description fail on the same worker)."""
+    from repviz import methods
+    from repviz.similarity import registry
+
+    saved = [(table, dict(table)) for table in (methods.METHODS, registry.MEASURES)]
+    yield
+    for table, before in saved:
+        table.clear()
+        table.update(before)
+
+
 @pytest.fixture(scope="session")
 def build_once(tmp_path_factory):
     """``build_once(name, build) -> Path``: a directory that ``build(path)`` fills, built once per test session
