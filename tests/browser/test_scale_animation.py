@@ -162,7 +162,9 @@ def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_poin
     width, height = np.ptp(xs) / scale + 40, np.ptp(ys) / scale + 40
     start = (left - element.rect["width"] / 2, top - element.rect["height"] / 2)
     pk.drag_rectangle(tab, start, (width / 10, height / 10))
-    assert pk.wait_text(tab, '[data-testid="selection-count"]', "a selection") == str(SPARSE)
+    # the count follows the drag as the page catches up with it: wait for the rectangle's last
+    pk.wait(tab, lambda d: pk.texts(d, '[data-testid="selection-count"]')[:1] == [str(SPARSE)],
+            f"the {SPARSE} sparse points selected")
     time.sleep(0.3)
     at_rest = int(_blue(pk.canvas(tab), 0.9).sum())
     assert at_rest >= SPARSE  # each selected point: an outline at full colour
