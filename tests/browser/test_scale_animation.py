@@ -147,11 +147,24 @@ def test_every_webgl_context_of_the_tab_is_made_without_multisampling(tab):
     assert all(m["preserveDrawingBuffer"] for m in made), made  # regl-scatterplot copies from it after drawing
 
 
+def _still_picture(driver) -> np.ndarray:
+    """The main canvas's pixels once two reads 0.3 s apart are equal (nothing moving)."""
+    last = [pk.canvas(driver)]
+
+    def still(d) -> bool:
+        time.sleep(0.3)
+        now = pk.canvas(d)
+        same, last[0] = np.array_equal(now, last[0]), now
+        return same
+
+    pk.wait(driver, still, "a still picture")
+    return last[0]
+
+
 def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_points(tab, shots):
     pk.select(tab, "run", "big")
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N, "the 50,000 points drawn")
-    time.sleep(1.0)  # any animation from the run picked first is over
-    pixels = pk.canvas(tab)
+    pixels = _still_picture(tab)  # any animation from the run picked first is over
     pk.shot(tab, shots, "scale-animation-before")
     assert not _blue(pixels, 0.9).any()  # 40 sparse points at opacity 0.6: faint
     ys, xs = np.nonzero(_blue(pixels, 0.3))
@@ -161,10 +174,18 @@ def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_poin
     left, top = xs.min() / scale - 20, ys.min() / scale - 20  # the faintest of the 40 may show no pixel at 0.3
     width, height = np.ptp(xs) / scale + 40, np.ptp(ys) / scale + 40
     start = (left - element.rect["width"] / 2, top - element.rect["height"] / 2)
-    pk.drag_rectangle(tab, start, (width / 10, height / 10))
-    # the count follows the drag as the page catches up with it: wait for the rectangle's last
-    pk.wait(tab, lambda d: pk.texts(d, '[data-testid="selection-count"]')[:1] == [str(SPARSE)],
-            f"the {SPARSE} sparse points selected")
+
+    def selected(driver) -> bool:  # the count follows the drag as the page catches up with it: the rectangle's last
+        return pk.texts(driver, '[data-testid="selection-count"]')[:1] == [str(SPARSE)]
+
+    for attempt in range(3):  # on a loaded machine one drag in a few selected nothing (no count at all): drag again
+        pk.drag_rectangle(tab, start, (width / 10, height / 10))
+        try:
+            pk.wait(tab, selected, f"the {SPARSE} sparse points selected", timeout=20)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
     time.sleep(0.3)
     at_rest = int(_blue(pk.canvas(tab), 0.9).sum())
     assert at_rest >= SPARSE  # each selected point: an outline at full colour
