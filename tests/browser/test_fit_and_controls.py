@@ -5,8 +5,8 @@ Read from the page's own pixels and its stats: the points of Main, Grid and Runs
 margin (and below the Main view's tools) whatever the panel's aspect ratio, and "Reset view" brings a zoomed view
 back to that; the method menu of a run without embeddings starts with a placeholder, so its first "compute …"
 entry starts a job; the hover card goes when the mouse leaves and when the view changes, the kNN panel when a
-rectangle selects other points; metadata keeps the header on one line and the card's values whole; a run keeps its
-colour in the meta map when runs are added.
+rectangle selects other points; the meta map labels Method and Colour as its previews'; metadata keeps the header
+on one line and the card's values whole; a run keeps its colour in the meta map when runs are added.
 """
 
 from __future__ import annotations
@@ -259,6 +259,25 @@ def test_cards_previews_and_neighbours_clear_when_what_they_describe_goes(tab, s
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a rectangle's points")
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="knn"]'), "the neighbours gone")
     pk.shot(tab, shots, "knn-cleared")
+
+
+def _label(driver, control) -> str:
+    return pk.text(driver, f'[data-control="{control}"] > span')
+
+
+def test_the_meta_maps_method_and_colour_say_they_draw_its_previews(tab, shots):
+    labels = lambda d: (_label(d, "method"), _label(d, "colour"))  # noqa: E731
+    _view(tab, "main")
+    pk.wait(tab, lambda d: labels(d) == ("Method", "Colour"), "the main view's plain labels")
+    # the map draws every run and layer: its Method and Colour are the previews' (before: "Method" and "Colour")
+    _view(tab, "meta")
+    pk.wait(tab, lambda d: pk.stats(d).get("metaPositions"), "the meta map drawn")
+    pk.wait(tab, lambda d: labels(d) == ("Method of the previews", "Colour of the previews"), "the meta map's labels")
+    pk.shot(tab, shots, "meta-controls")
+    _view(tab, "similarity")
+    pk.wait(tab, lambda d: _label(d, "colour") == "Colour of the pair's scatters", "the Similarity view's label")
+    _view(tab, "main")
+    pk.wait(tab, lambda d: labels(d) == ("Method", "Colour"), "the plain labels again")
 
 
 def _drag_around_a_cluster(driver):
