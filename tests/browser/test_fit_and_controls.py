@@ -312,18 +312,33 @@ def test_the_empty_card_keeps_its_height_only_for_a_pointer_on_its_way_to_the_pa
     pk.wait(tab, _collapsed, f"the empty card back to its own height (slot and card: {_card_heights(tab)})")
     pk.shot(tab, shots, "card-collapsed")
     # the mouse goes to the panels below: they stay where they were while it is over them
-    tall = _hover_a_tall_card(tab)
-    legend = tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3')
-    top = legend.rect["y"]
-    ActionChains(tab).move_to_element(legend).perform()
-    pk.wait(tab, lambda d: d.execute_script("return document.querySelector('[data-testid=\"hover\"]')"
-                                            ".parentElement.dataset.held") == "pointer",
-            "the card held for the pointer over the panels")
+    tall, top = _to_the_panels_from_a_tall_card(tab)
     assert "Hover a point" in pk.text(tab, '[data-testid="hover"]')
-    assert abs(_card_heights(tab)[0] - tall) < 0.5 and abs(legend.rect["y"] - top) < 0.5
+    assert abs(_card_heights(tab)[0] - tall) < 0.5 and abs(_legend_top(tab) - top) < 0.5
     pk.shot(tab, shots, "card-held-over-panels")
     _away(tab)
     pk.wait(tab, _collapsed, "the card collapsed once the pointer left the panels")
+    # a new view (here by keyboard, the pointer still over the panels) builds new panels: the card collapses at once
+    _to_the_panels_from_a_tall_card(tab)
+    tab.execute_script("arguments[0].click()", tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]'))
+    assert _collapsed(tab), _card_heights(tab)
+    _view(tab, "main")
+
+
+def _legend_top(driver) -> float:
+    return driver.execute_script("return document.querySelector('[data-testid=\"legend\"]').getBoundingClientRect().top")
+
+
+def _to_the_panels_from_a_tall_card(driver) -> tuple[float, float]:
+    """Hover a tall card, then move onto the legend's title and wait until the card is held for the pointer there;
+    (the card's slot's height, the legend's top) before the move."""
+    tall = _hover_a_tall_card(driver)
+    top = _legend_top(driver)
+    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3')).perform()
+    pk.wait(driver, lambda d: d.execute_script("return document.querySelector('[data-testid=\"hover\"]')"
+                                               ".parentElement.dataset.held") == "pointer",
+            "the card held for the pointer over the panels")
+    return tall, top
 
 
 def _drag_around_a_cluster(driver):

@@ -247,6 +247,7 @@ class App {
     this.renderControls();
     this.el.panels.replaceChildren();
     this.showPoint(null); // a card or preview describes the view left
+    this.releaseCard(true); // the panels below are the new view's: none to keep in place
     this.renderViews();
     this.notify();
   }
