@@ -5,8 +5,9 @@ Read from the page's own pixels and its stats: the points of Main, Grid and Runs
 margin (and below the Main view's tools) whatever the panel's aspect ratio, and "Reset view" brings a zoomed view
 back to that; the method menu of a run without embeddings starts with a placeholder, so its first "compute …"
 entry starts a job; the hover card goes when the mouse leaves and when the view changes, the kNN panel when a
-rectangle selects other points; metadata keeps the header on one line and the card's values whole; a run keeps its
-colour in the meta map when runs are added.
+rectangle selects other points; the emptied card keeps its height only while the pointer is over the panels below
+it; the meta map labels Method and Colour as its previews'; metadata keeps the header on one line and the card's
+values whole; a run keeps its colour in the meta map when runs are added.
 """
 
 from __future__ import annotations
@@ -259,6 +260,85 @@ def test_cards_previews_and_neighbours_clear_when_what_they_describe_goes(tab, s
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a rectangle's points")
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="knn"]'), "the neighbours gone")
     pk.shot(tab, shots, "knn-cleared")
+
+
+def _label(driver, control) -> str:
+    return pk.text(driver, f'[data-control="{control}"] > span')
+
+
+def test_the_meta_maps_method_and_colour_say_they_draw_its_previews(tab, shots):
+    labels = lambda d: (_label(d, "method"), _label(d, "colour"))  # noqa: E731
+    _view(tab, "main")
+    pk.wait(tab, lambda d: labels(d) == ("Method", "Colour"), "the main view's plain labels")
+    # the map draws every run and layer: its Method and Colour are the previews' (before: "Method" and "Colour")
+    _view(tab, "meta")
+    pk.wait(tab, lambda d: pk.stats(d).get("metaPositions"), "the meta map drawn")
+    pk.wait(tab, lambda d: labels(d) == ("Method of the previews", "Colour of the previews"), "the meta map's labels")
+    pk.shot(tab, shots, "meta-controls")
+    _view(tab, "similarity")
+    pk.wait(tab, lambda d: _label(d, "colour") == "Colour of the pair's scatters", "the Similarity view's label")
+    _view(tab, "main")
+    pk.wait(tab, lambda d: labels(d) == ("Method", "Colour"), "the plain labels again")
+
+
+def _card_heights(driver) -> tuple[float, float]:
+    """(the hover card's slot, the card in it) heights in CSS pixels."""
+    return tuple(driver.execute_script("const card = document.querySelector('[data-testid=\"hover\"]');"
+                                       "return [card.parentElement, card].map(e => e.getBoundingClientRect().height)"))
+
+
+def _hover_a_tall_card(driver) -> float:
+    """Hover a point of relu/seed0 (a card with metadata, taller than the empty one); its slot's height."""
+    pk.hover_until(driver, lambda d: "census employee" in pk.text(d, '[data-testid="hover"]'), "a card with metadata")
+    return _card_heights(driver)[0]
+
+
+def _collapsed(driver) -> bool:
+    slot, card = _card_heights(driver)
+    return "Hover a point" in pk.text(driver, '[data-testid="hover"]') and abs(slot - card) < 1
+
+
+def test_the_empty_card_keeps_its_height_only_for_a_pointer_on_its_way_to_the_panels(tab, shots):
+    _view(tab, "main")
+    pk.select(tab, "run", "relu/seed0")
+    pk.select(tab, "method", "pca")
+    _away(tab)
+    pk.wait(tab, _collapsed, "the empty card at its own height")
+    empty = _card_heights(tab)[1]
+    tall = _hover_a_tall_card(tab)
+    assert tall > empty + 20, (tall, empty)
+    # the mouse leaves for the header: the card collapses (before: the empty card kept the tall height for good)
+    _away(tab)
+    pk.wait(tab, _collapsed, f"the empty card back to its own height (slot and card: {_card_heights(tab)})")
+    pk.shot(tab, shots, "card-collapsed")
+    # the mouse goes to the panels below: they stay where they were while it is over them
+    tall, top = _to_the_panels_from_a_tall_card(tab)
+    assert "Hover a point" in pk.text(tab, '[data-testid="hover"]')
+    assert abs(_card_heights(tab)[0] - tall) < 0.5 and abs(_legend_top(tab) - top) < 0.5
+    pk.shot(tab, shots, "card-held-over-panels")
+    _away(tab)
+    pk.wait(tab, _collapsed, "the card collapsed once the pointer left the panels")
+    # a new view (here by keyboard, the pointer still over the panels) builds new panels: the card collapses at once
+    _to_the_panels_from_a_tall_card(tab)
+    tab.execute_script("arguments[0].click()", tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]'))
+    assert _collapsed(tab), _card_heights(tab)
+    _view(tab, "main")
+
+
+def _legend_top(driver) -> float:
+    return driver.execute_script("return document.querySelector('[data-testid=\"legend\"]').getBoundingClientRect().top")
+
+
+def _to_the_panels_from_a_tall_card(driver) -> tuple[float, float]:
+    """Hover a tall card, then move onto the legend's title and wait until the card is held for the pointer there;
+    (the card's slot's height, the legend's top) before the move."""
+    tall = _hover_a_tall_card(driver)
+    top = _legend_top(driver)
+    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3')).perform()
+    pk.wait(driver, lambda d: d.execute_script("return document.querySelector('[data-testid=\"hover\"]')"
+                                               ".parentElement.dataset.held") == "pointer",
+            "the card held for the pointer over the panels")
+    return tall, top
 
 
 def _drag_around_a_cluster(driver):

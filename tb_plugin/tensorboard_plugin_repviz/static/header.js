@@ -61,7 +61,7 @@ export function header(index, state, views, shown, on) {
     V.segmented("view", views.map((v) => ({ value: v.name, label: v.label, title: v.title })), shown.name, on.view),
     control("run", V.picker("Run", "run", runOptions, s.run, (v) => on.change({ run: v }))),
     control("layer", V.picker("Layer", "layer", layerOptions, s.layer, (v) => on.change({ layer: v }))),
-    control("method", V.picker("Method", "method", methodOptions, method, (v) => on.change({ method: v }))),
+    control("method", V.picker(shown.methodLabel || "Method", "method", methodOptions, method, (v) => on.change({ method: v }))),
     h("span", { class: "spacer" }),
     // the colour controls and the button wrap to a second line together, if at all
     h("span", { class: "bar-end" }, h("span", { class: "picker", "data-control": "colour" }, h("span", { text: shown.colourLabel || "Colour" }),

@@ -48,6 +48,9 @@ const { h } = V;
 /** The views, in the order of the view switch; the first is shown first and shows what another view opens. */
 const VIEWS = [MainView, GridView, RunsView, MetaView, SimilarityView];
 
+/** How long the emptied hover card keeps its height for a pointer on its way from the plot to the panels below. */
+const CARD_HOLD_MS = 800;
+
 const CHROME_PARTS = ["snapshots", "info", "legend", "selection", "run", "layer", "method", "colour"];
 
 /**
@@ -93,7 +96,7 @@ class App {
       status: h("div", { class: "status" }),
       info: h("div", { class: "info-slot" }),
       stage: h("div", { class: "stage" }),
-      hover: h("div", {}, V.hoverCard(null)),
+      hover: h("div", { class: "hover-slot" }, V.hoverCard(null)),
       search: h("div", { class: "search-slot" }),
       legend: h("div", { class: "legend-slot" }),
       selection: h("div", { class: "selection-slot" }),
@@ -103,8 +106,9 @@ class App {
     this.search = new Search(this.model, this.el.search, shared);
     this.selection = new Selection(this.model, this.el.selection, shared);
     this.el.footer = h("footer", {}, this.el.snapshots);
-    this.el.root.append(this.el.header, this.el.status, this.el.info,
-      h("main", {}, this.el.stage, h("aside", {}, this.el.hover, this.el.search, this.el.legend, this.el.selection, this.el.panels)),
+    this.el.aside = h("aside", { onpointerleave: () => this.releaseCard(true) },
+      this.el.hover, this.el.search, this.el.legend, this.el.selection, this.el.panels);
+    this.el.root.append(this.el.header, this.el.status, this.el.info, h("main", {}, this.el.stage, this.el.aside),
       this.el.footer);
     root.append(this.el.root);
     const side = { info: this.el.info, legend: this.el.legend, panels: this.el.panels };
@@ -243,6 +247,7 @@ class App {
     this.renderControls();
     this.el.panels.replaceChildren();
     this.showPoint(null); // a card or preview describes the view left
+    this.releaseCard(true); // the panels below are the new view's: none to keep in place
     this.renderViews();
     this.notify();
   }
@@ -274,13 +279,11 @@ class App {
     const run = point && runNamed(this.index, point.run);
     if (!run) {
       this.setHovered(null);
-      // the empty card keeps the card's height, so that the panels below do not move up under a mouse on its way
-      // from the plot to them
-      this.el.hover.style.minHeight = `${this.el.hover.offsetHeight}px`;
+      this.holdCard();
       this.el.hover.replaceChildren(V.hoverCard(null));
       return;
     }
-    this.el.hover.style.minHeight = "";
+    this.releaseCard(true);
     const { index, step } = point;
     const predSteps = run.prediction_steps;
     const predStep = predSteps.length ? stepAtOrBefore(predSteps, step) : null;
@@ -316,6 +319,33 @@ class App {
     } catch (e) {
       this.showError(e);
     }
+  }
+
+  /**
+   * Keep the card's height while it empties, so that the panels below do not move up under a pointer on its way from
+   * the plot to them (a click meant for "hide the rest" would land on a legend's "only"): until CARD_HOLD_MS later,
+   * or, if the pointer is over the side panel then, until it leaves it. The slot's `data-held` says which.
+   */
+  holdCard() {
+    const slot = this.el.hover;
+    slot.style.minHeight = `${slot.getBoundingClientRect().height}px`;
+    slot.dataset.held = "moving";
+    clearTimeout(this.cardTimer);
+    this.cardTimer = setTimeout(() => this.releaseCard(), CARD_HOLD_MS);
+  }
+
+  /** The card takes its own height again, unless the pointer is over the side panel (`now`: even then, as when a
+   * point fills it or the pointer leaves the panel). */
+  releaseCard(now = false) {
+    const slot = this.el.hover;
+    if (!slot.dataset.held) return;
+    if (!now && this.el.aside.matches(":hover")) {
+      slot.dataset.held = "pointer"; // released when the pointer leaves the side panel
+      return;
+    }
+    clearTimeout(this.cardTimer);
+    slot.style.minHeight = "";
+    delete slot.dataset.held;
   }
 
   /** Remember the hovered probe id and tell the host when it changed. */

@@ -23,6 +23,8 @@ export class MetaView {
     // the map shows every run and layer: the header's Method and Colour apply to its previews only
     this.chrome = { snapshots: false, info: false, legend: false, selection: false, run: false, layer: false, method: true,
       colour: true };
+    this.methodLabel = "Method of the previews";
+    this.colourLabel = "Colour of the previews";
     this.model = model;
     this.events = events;
     /** @type {?import("./view.js").Page} */

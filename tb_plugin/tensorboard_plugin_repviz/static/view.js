@@ -54,7 +54,9 @@
  * @property {string} title  the switch's tooltip
  * @property {Chrome} chrome
  * @property {string} [colourLabel]  the header's Colour control's label while the view is shown, where it colours
- *   a part of the view only (the Similarity view's pair scatters)
+ *   a part of the view only (the Similarity view's pair scatters, the Meta map's previews)
+ * @property {string} [methodLabel]  the header's Method control's label while the view is shown, where the method
+ *   draws a part of the view only (the Meta map's previews)
  * @property {function(HTMLElement, SideSlots): void} mount  build into its own element in the stage
  * @property {function(Page): (void|Promise<void>)} render  called with every new page, shown or not: show it,
  *   doing only what changed since the last one (a hidden view usually just keeps the page until it is shown)
