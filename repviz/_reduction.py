@@ -22,9 +22,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import njit
-
-from ._rows import run_rows
 
 COUNT_SKETCH = "count_sketch"
 
@@ -66,43 +63,25 @@ def count_sketch_columns(index: np.ndarray, signs: np.ndarray, in_width: int, di
     return bucket, sign
 
 
-@njit(cache=True, nogil=True)
-def _sketch_rows(start, stop, x, bucket, sign, out):
-    """Rows four at a time (they share each column's bucket and sign, which halves the loads per value), then the
-    rest one by one."""
-    out[start:stop] = 0.0
-    r = start
-    while r + 4 <= stop:
-        o0, o1, o2, o3 = out[r], out[r + 1], out[r + 2], out[r + 3]
-        for i in range(x.shape[1]):
-            b, s = bucket[i], sign[i]
-            o0[b] += s * x[r, i]
-            o1[b] += s * x[r + 1, i]
-            o2[b] += s * x[r + 2, i]
-            o3[b] += s * x[r + 3, i]
-        r += 4
-    for q in range(r, stop):
-        row = out[q]
-        for i in range(x.shape[1]):
-            row[bucket[i]] += sign[i] * x[q, i]
-
-
 def apply_count_sketch(x: np.ndarray, bucket: np.ndarray, sign: np.ndarray, out: np.ndarray,
                        threads: int | None = None) -> None:
     """``out[:] = count_sketch(x, ...)`` for float32 ``x`` (n, in_width) and ``out`` (n, dim), from the plan of
     :func:`count_sketch_columns`: one pass over each row, rows on ``threads`` threads (None:
     ``numba.get_num_threads()``; 1: the calling thread alone). The sums run over the input columns in order, so
-    the result does not depend on the thread count."""
+    the result does not depend on the thread count. numba is imported by the first call, not with this module: a
+    process that sketches nothing (every layer narrow enough) does not carry the compiler."""
+    from ._rows import run_rows
+    from ._sketch_kernel import sketch_rows
+
     x = np.ascontiguousarray(x, dtype=np.float32).view()
     x.flags.writeable = False  # one compiled form: backend tensors come as read-only views
-    run_rows(_sketch_rows, x.shape[0], x, bucket, sign, out, threads=threads)
+    run_rows(sketch_rows, x.shape[0], x, bucket, sign, out, threads=threads)
 
 
 def load_sketch_kernel() -> threading.Thread:
     """Load :func:`apply_count_sketch`'s compiled kernel on a daemon thread and return it (join it before the
-    first sketch). numba's first call in a process costs about 0.3 s even from its cache; loaded when
-    :mod:`repviz.capture` is imported, while the script goes on to load data and build its model, it is not
-    added to ``fit``."""
+    first sketch). Importing numba and its first call in a process cost about 0.5 s even from its cache; loaded
+    when the logger plans a layer that needs the sketch, meanwhile the capture's forward pass is traced."""
     def load() -> None:
         apply_count_sketch(np.zeros((1, 1), np.float32), np.zeros(1, np.int32), np.ones(1, np.float32),
                            np.empty((1, 1), np.float32))

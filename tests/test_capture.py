@@ -1220,3 +1220,29 @@ def test_capture_on_the_torch_backend(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "KERAS_BACKEND": "torch"})
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def test_numba_is_imported_by_the_first_layer_that_needs_the_sketch(tmp_path):
+    """A model whose layers are all narrow records without importing numba (the compiler costs the training process
+    about 0.1 GB); the first layer wider than max_width loads it, and its snapshots are sketched."""
+    code = textwrap.dedent(f"""
+        import sys
+        import keras, numpy as np, repviz
+        rng = np.random.default_rng(0)
+        x, y = rng.random((64, 8), dtype=np.float32), rng.integers(0, 2, 64)
+
+        def fit(width, name):
+            model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(width, activation="relu", name="wide"),
+                                      keras.layers.Dense(2, activation="softmax", name="out")])
+            model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+            logger = repviz.ActivationLogger({str(tmp_path)!r} + "/" + name, probe=(x, y), max_width=16,
+                                             projection_dim=16)
+            model.fit(x, y, epochs=1, verbose=0, callbacks=[logger])
+            return repviz.open_logdir({str(tmp_path)!r}).run(name).activations("wide", 1).shape
+
+        assert fit(8, "narrow") == (64, 8) and "numba" not in sys.modules
+        assert fit(40, "wide") == (64, 16) and "numba" in sys.modules
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -54,28 +54,23 @@ def test_info_missing_logdir_is_one_clear_line(tmp_path, capsys):
                                               f"does not exist"
 
 
-@pytest.mark.slow
-def test_demo_options_offline(tmp_path, capsys):
-    """The demo's own options (--epochs, --probe, --seed, --jobs) beside --quick's sizes; the full --quick run is
+def test_demo_options_offline(tmp_path, capsys, monkeypatch):
+    """The demo's own options (--epochs, --probe, --seed, --jobs) reach its configuration beside --quick's sizes,
+    and the probe they ask for is drawn from the bundled digits; the --quick run end to end is
     tests/test_showcase.py."""
+    import repviz.demo
+
+    ran = []
+    monkeypatch.setattr(repviz.demo, "run_demo", ran.append)
     assert main(["demo", str(tmp_path / "logs"), "--quick", "--epochs", "1", "--probe", "100", "--seed", "3",
                  "--jobs", "1"]) == 0
-    captured = capsys.readouterr()
-    assert "using the MNIST subset bundled with repviz" in captured.err
-    lines = captured.out.splitlines()
-    assert lines[0].lstrip().startswith("sigmoid/seed3: 1 epochs on 2,000 digits, test accuracy")
-    assert lines[-1].startswith(f"browse it: tensorboard --logdir {tmp_path / 'logs'}")
-    logdir = open_logdir(tmp_path / "logs")
-    seeds = [f"{a}/seed{s}" for a in ("sigmoid", "relu", "cnn") for s in (3, 4)]
-    assert sorted(logdir.runs) == sorted([*seeds, "relu/training-digits"])
-    for run in map(logdir.run, seeds):
-        assert run.steps() == [0, 1] and run.activations("softmax", 1).shape == (100, 10)
-        assert run.probe.thumbnails.shape == (100, 28, 28) and np.array_equal(np.bincount(run.probe.labels), [10] * 10)
-        for method in ("pca", "tsne"):
-            assert run.embedding("softmax", 1, method=method).shape == (100, 2)
-    assert "80 computed, 0 cached, 0 failed" in captured.out
-    meta = MetaResult.load(logdir, "meta-cka-chord-tsne")
-    assert len(meta) == 20 * 2 + 1  # layers x snapshots + the input
+    (cfg,) = ran
+    assert (cfg.epochs, cfg.n_probe, cfg.seed, cfg.jobs) == (1, 100, 3, 1)
+    assert (cfg.quick, cfg.n_train, cfg.snapshots, cfg.n_seeds, cfg.logdir) == (True, 2000, 2, 2, str(tmp_path / "logs"))
+    digits = repviz.demo.load_digits(cfg)
+    assert "using the MNIST subset bundled with repviz" in capsys.readouterr().err
+    assert digits.x.shape == (2000, 28, 28) and np.array_equal(np.bincount(digits.yt[digits.probe]), [10] * 10)
+    assert repviz.demo.run_name("cnn", cfg.seed + 1) == "cnn/seed4"
 
 
 @pytest.mark.parametrize("args, match", [(["--probe", "5000"], "--probe must be between 1 and the 1000 test digits"),

@@ -27,7 +27,7 @@ FLOORS = [
                      "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.targets", "repviz.datasets",
                      "repviz.align", "repviz.chief", "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
     ("numerics", ["repviz.neighbors", "repviz.metrics", "repviz.manifold.*", "repviz.density",
-                  "repviz.neighbor_change", "repviz._reduction", "repviz.narrow", "repviz.meta._kernels",
+                  "repviz.neighbor_change", "repviz._reduction", "repviz._sketch_kernel", "repviz.narrow", "repviz.meta._kernels",
                   "repviz.meta.vectors",
                   "repviz.similarity.measures"]),
     ("registry and executors", ["repviz.methods", "repviz.executors", "repviz.similarity.registry"]),

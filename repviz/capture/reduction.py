@@ -1,11 +1,14 @@
 """How each recorded tensor becomes its stored rows: pooled over positions (global pooling of maps, mask-aware
 pooling of sequences over their sequence axis) on the backend, flattened, and count-sketched in numpy when wide
-(:mod:`repviz._reduction`, a numba kernel whose compiled form is loaded on a thread as soon as this module is
-imported). A layer keeps the reduction it was first recorded with, so snapshots stay comparable.
+(:mod:`repviz._reduction`, a numba kernel whose compiled form is loaded on a thread as soon as a layer is planned
+with it: a model whose layers are all narrow never imports numba). A layer keeps the reduction it was first
+recorded with, so snapshots stay comparable.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +20,6 @@ import numpy as np
 from .. import _reduction
 from .layers import Output, Tensor, keras_mask, run_recorded
 from .options import Reduction
-
-SKETCH_KERNEL = _reduction.load_sketch_kernel()  # while the script goes on to load data and build its model
 
 SEQUENCE_DEFAULT = "mean"  # Reduction(pooling=None) for sequences: mask-aware mean pooling
 #: The stored reduction kind of each policy for sequences (n, T, ...) and maps (n, H, W, C), as the manifest says;
@@ -59,12 +60,20 @@ def capture(t: Tensor, options: Reduction, seed: int, recorded: dict | None = No
     if kind == _reduction.COUNT_SKETCH:
         plan = _reduction.count_sketch_plan(width, reduction["dim"], reduction["seed"])
         sketch = _reduction.count_sketch_columns(*plan, width, reduction["dim"])
+        sketch_kernel()  # loads while the capture's forward pass is traced
     elif kind != "none" and pooling is None:
         raise ValueError(f"layer {t.name!r} of this run was recorded with the reduction {kind!r}, which this "
                          f"version of repviz cannot continue; record into a new run directory")
     stored = reduction["dim"] if sketch is not None else width
     return Capture(t.name, t.path, t.layer, t.call, t.output, t.sample_shape, axis, pooling, width, sketch,
                    reduction, stored)
+
+
+@functools.cache
+def sketch_kernel() -> threading.Thread:
+    """The load of the count sketch's compiled kernel, started by the first layer planned with the sketch (once per
+    process); join it before the first sketch."""
+    return _reduction.load_sketch_kernel()
 
 
 def new_reduction(name: str, shape: tuple[int, ...], options: Reduction, seed: int,
