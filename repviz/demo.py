@@ -41,6 +41,9 @@ TRANSFORMS = ("dist", "cka")
 EMBEDDINGS = ("pca", "tsne")  # the methods of every layer's embeddings
 #: ActivationLogger's max_width for the showcase: every map of its networks is kept whole (see train_networks).
 SHOWCASE_MAX_WIDTH = 4096
+#: Training batches per compiled call: the demo records epochs only, and its small networks spend a good part of
+#: each batch in Python.
+STEPS_PER_EXECUTION = 16
 #: The network (at the first seed) whose t-SNE layouts the demo places a second probe set into, and that set's run.
 PLACED_INTO, PLACED_RUN = "relu", "relu/training-digits"
 
@@ -146,7 +149,7 @@ def train_networks(cfg: DemoConfig, out: Callable[[str], None] = print,
     for arch in ARCHITECTURES:
         for seed in range(cfg.seed, cfg.seed + cfg.n_seeds):
             name = run_name(arch, seed)
-            model = build_network(arch, seed)
+            model = build_network(arch, seed, steps_per_execution=STEPS_PER_EXECUTION)
             # Conv maps are kept whole (at most 2,704 values here): the default count sketch to 256 columns moves
             # the cka distance of conv1 to the input from 0.11-0.25 to 0.29-0.36, as large as what the map shows.
             logger = ActivationLogger(run_directory(cfg.logdir, name), probe=(xt[probe], yt[probe]),

@@ -805,3 +805,19 @@ def test_transform_gives_copies_of_fitted_points_their_positions():
     np.testing.assert_array_equal(tsne.transform(X[[7, 3, 3]]), tsne.embedding_[[7, 3, 3]])
     moved = tsne.transform(X[:5] + 1e-3) - tsne.embedding_[:5]
     assert (np.abs(moved) > 0).any(axis=1).all() and np.linalg.norm(moved, axis=1).max() < 1.0
+
+
+@pytest.mark.parametrize("d", [5, 40])
+def test_pca_start_is_the_data_projected_on_its_top_principal_axes(d):
+    """The PCA start of 30 points, narrower and wider than the probe set (the Gram matrix's side): scikit-learn's
+    exact PCA projection, each column's sign as fix_signs sets it."""
+    from sklearn.decomposition import PCA as SkPCA
+
+    from repviz.manifold.tsne import init
+
+    X = np.random.default_rng(0).normal(size=(30, d)) * np.linspace(3, 0.5, d)
+    ours = init.pca(X.astype(np.float32), 2)
+    ref = SkPCA(2, svd_solver="full").fit_transform(X.astype(np.float32).astype(np.float64))
+    assert ours.dtype == np.float64
+    np.testing.assert_allclose(np.abs(ours), np.abs(ref), atol=1e-9)
+    assert np.array_equal(ours, init.fix_signs(ours))

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..mds import classical_mds, fix_signs
+from ..pca import principal_axes
 
 INIT_STD = 1e-4
 
@@ -31,14 +32,13 @@ def random(n_samples: int, n_components: int, random_state=None) -> np.ndarray:
 def pca(X: np.ndarray, n_components: int) -> np.ndarray:
     """The first principal components of X (signs fixed by :func:`repviz.manifold.mds.fix_signs`), unscaled.
 
-    Uses the eigendecomposition of the d x d covariance (time O(n d² + d³)), so it suits d up to a few thousand.
+    The top eigenpairs of the smaller of the covariance (d x d) and Gram (n x n) matrices, in float64 (the PCA
+    estimator's exact solver): time O(n d min(n, d)), so a layer wider than the probe set costs its Gram matrix.
     """
-    Xc = np.asarray(X, dtype=np.float64)
-    Xc = Xc - Xc.mean(axis=0)
-    cov = Xc.T @ Xc
-    vals, vecs = np.linalg.eigh(cov)
-    top = vecs[:, ::-1][:, :n_components]
-    Y = Xc @ top
+    n, d = X.shape
+    k = min(n_components, n, d)
+    _, _, axes, _, _, Xc = principal_axes(np.asarray(X), k, "full", 0, 0, None)
+    Y = Xc @ axes.T
     if Y.shape[1] < n_components:  # fewer features than components: pad with zeros
         Y = np.hstack([Y, np.zeros((Y.shape[0], n_components - Y.shape[1]))])
     return fix_signs(Y)
