@@ -215,6 +215,7 @@ def train_networks_apart(cfg: DemoConfig, out: Callable[[str], None] = print,
 def _train_child(cfg: DemoConfig, sending) -> None:
     """The training process of :func:`train_networks_apart`."""
     sys.stderr = _Sent(sending)
+    _few_malloc_arenas()
     try:
         with _native_startup_held():  # TensorFlow's start-up lines; what else native code writes comes after
             train_networks(cfg, out=lambda line: sending.send(("line", line)),
@@ -228,6 +229,21 @@ def _train_child(cfg: DemoConfig, sending) -> None:
         sending.send(("done", (cfg.runs, cfg.accuracy, cfg.placed)))
     finally:
         sending.close()
+
+
+def _few_malloc_arenas(arenas: int = 2) -> None:
+    """Let glibc's malloc keep at most ``arenas`` arenas in this process (its default: 8 per core). TensorFlow's
+    thread pools otherwise each allocate in an arena of their own, whose freed memory stays resident: the
+    training process peaks 0.05 GB lower with two. Set before TensorFlow starts its threads; a no-op elsewhere
+    than glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
 
 
 # TensorFlow's lines from before its logging is set up: they ignore TF_CPP_MIN_LOG_LEVEL, and each of its two
