@@ -45,15 +45,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ModulesTogether(config, log)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: one worker more than the physical cores, at most 4 (``--maxprocesses``). A worker spends about a
-    third of its time waiting on a browser, a server or a subprocess; the extra worker runs meanwhile."""
-    import psutil
-
-    return min((psutil.cpu_count(logical=False) or os.cpu_count() or 1) + 1, 4)
-
-
 def pytest_collection_modifyitems(config, items):
     """The longest units first: each browser or notebook module (one unit of tens of seconds, see above), then the
     slow tests, then the rest, each group in collection order. With the longest units started first, the workers

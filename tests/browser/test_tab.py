@@ -156,9 +156,20 @@ def test_traversal_urls_get_no_file(tab):
 
 def test_meta_map_offers_to_compute_one(tab, shots):
     tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="meta"]').click()
-    button = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-meta"]'), "the offer")
-    button[0].click()
-    pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed'), "the job indicator")
+
+    def started(d) -> bool:  # the job, or its map already (a warm cache computes it between two polls)
+        return bool(d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed')) or \
+            pk.stats(d).get("metaPoints", 0) > 0
+
+    for attempt in range(3):  # under load CI once saw no job after a click on the offer: the page offers it again
+        button = pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-meta"]'), "the offer")
+        button[0].click()
+        try:
+            pk.wait(tab, started, "the job indicator or the map", timeout=20)
+            break
+        except AssertionError:
+            if attempt == 2 or not tab.find_elements(By.CSS_SELECTOR, '[data-testid="compute-meta"]'):
+                raise
     pk.shot(tab, shots, "7-meta-computing")
     pk.wait(tab, lambda d: pk.stats(d).get("metaPoints", 0) > 0, "the computed meta-SNE map", 240)
     assert not tab.find_elements(By.CSS_SELECTOR, ".job.failed")
