@@ -45,16 +45,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ModulesTogether(config, log)
 
 
-def pytest_collection_modifyitems(config, items):
-    """The longest units first: each browser or notebook module (one unit of tens of seconds, see above), then the
-    slow tests, then the rest, each group in collection order. With the longest units started first, the workers
-    finish together instead of one running a long module alone at the end."""
-    def rank(item) -> int:
-        return 0 if item.nodeid.startswith(_ONE_WORKER) else 1 if item.get_closest_marker("slow") else 2
-
-    items.sort(key=rank)  # stable: a module's tests keep their order
-
-
 #: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
 FINGERPRINT = {"model": "m", "probe": "p"}
 
