@@ -179,6 +179,8 @@ def test_the_header_and_the_hover_card_keep_their_layout_with_metadata(sized, sh
     tab, width = sized
     # relu/seed0 has metadata: the header has its column menu, and still "Export PNG" on the view switch's line
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, 'select[name="color-column"]'), "the column menu")
+    # a run written through the store without its layers' classes: the layer menu shows their names alone
+    assert pk.texts(tab, 'select[name="layer"] option') == ["hidden"]
     # (at 1280 px the colour controls and the button go to a second line together)
     tops = tab.execute_script("return ['[data-control=\"colour\"]', '[data-testid=\"export-png\"]', "
                               "'select[name=\"color-column\"]', '[data-name=\"view\"]']"

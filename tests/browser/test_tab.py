@@ -24,6 +24,8 @@ N_PROBE, EPOCHS = pk.N_PROBE, pk.EPOCHS
 
 
 def test_pick_a_layer_draws_every_point(tab, shots):
+    labels = pk.wait(tab, lambda d: pk.texts(d, 'select[name="layer"] option'), "the layer menu")
+    assert labels == ["hidden · Dense", "probs · Dense"]  # each layer's name and class
     pk.select(tab, "layer", "hidden")
     pk.select(tab, "method", "tsne")
     pk.wait(tab, lambda d: "trustworthiness" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the info line")

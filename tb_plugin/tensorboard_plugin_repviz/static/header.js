@@ -25,7 +25,8 @@ export function header(index, state, views, shown, on) {
   const s = state;
   const run = runNamed(index, s.run);
   const runOptions = index.runs.map((r) => ({ value: r.name, label: `${r.name} (${V.fmt(r.n_probe)})` }));
-  const layerOptions = run ? run.layers.map((l) => ({ value: l.name, label: `${l.name} · ${l.class}` })) : [];
+  // a run written through the store by other code may not name its layers' classes
+  const layerOptions = run ? run.layers.map((l) => ({ value: l.name, label: l.class ? `${l.name} · ${l.class}` : l.name })) : [];
   const methodOptions = [];
   let method = s.method;
   if (run) {
