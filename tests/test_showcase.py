@@ -98,21 +98,32 @@ def test_log_spaced_epochs():
 
 
 @pytest.mark.slow
-def test_the_training_process_imports_tensorflow_without_its_start_up_lines():
+def test_the_training_process_imports_tensorflow_without_its_start_up_lines_or_unused_packages():
     """Before: the demo printed TensorFlow's two start-up lines twice (each of its two native libraries prints
     them as it loads; TF_CPP_MIN_LOG_LEVEL does not reach them). The training process imports it with them held
-    back; what else native code writes meanwhile still comes through."""
+    back; what else native code writes meanwhile still comes through. Keras imports matplotlib, pandas,
+    scikit-learn, IPython and Pillow wherever they are installed (all of them are here); the training process
+    leaves them out and still fits."""
+    import importlib.util
     import subprocess
     import sys
 
-    code = ("import os, sys\nfrom repviz.demo import _native_startup_held\nwith _native_startup_held():\n"
-            "    import tensorflow\n    os.write(2, b'kept\\n')\nsys.stderr.write('after\\n')\n")
+    from repviz.demo import UNUSED_BY_TRAINING
+
+    assert [name for name in ("matplotlib", "pandas", "sklearn") if importlib.util.find_spec(name) is None] == []
+    code = ("import os, sys\nfrom repviz.demo import UNUSED_BY_TRAINING, _native_startup_held, _unused_packages_left_out\n"
+            "_unused_packages_left_out()\nwith _native_startup_held():\n"
+            "    import tensorflow\n    os.write(2, b'kept\\n')\nsys.stderr.write('after\\n')\n"
+            "import keras, numpy as np\nmodel = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])\n"
+            "model.compile('sgd', 'mse')\nmodel.fit(np.ones((8, 3)), np.ones((8, 2)), verbose=0)\n"
+            "print(sorted(name for name in UNUSED_BY_TRAINING if sys.modules.get(name) is not None))\n")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow",
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "absl::InitializeLog" not in done.stderr and "oneDNN" not in done.stderr, done.stderr
-    assert done.stderr.endswith("kept\nafter\n"), done.stderr
+    assert done.stderr.startswith("kept\nafter\n"), done.stderr
+    assert done.stdout.splitlines()[-1] == "[]", (UNUSED_BY_TRAINING, done.stdout)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -234,7 +245,9 @@ def test_quick_demo_export_and_plugin_routes(quick, tmp_path):
 def test_two_quick_runs_give_the_same_numbers(quick_demo, tmp_path, capsys):
     assert main(["demo", str(tmp_path / "again"), "--quick"]) == 0  # meanwhile another worker may run the first
     _, first = quick_demo()
-    assert _numbers(capsys.readouterr().out) == _numbers(first)
+    printed = capsys.readouterr()
+    assert _numbers(printed.out) == _numbers(first)
+    assert "WARNING" not in printed.err, printed.err  # TensorFlow's retracing warning came twice
     assert len(_numbers(first)) > 50
 
 
