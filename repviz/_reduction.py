@@ -19,6 +19,7 @@ time than the same sketch as TensorFlow ops, which transpose, gather, scale and 
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -78,10 +79,12 @@ def apply_count_sketch(x: np.ndarray, bucket: np.ndarray, sign: np.ndarray, out:
     run_rows(sketch_rows, x.shape[0], x, bucket, sign, out, threads=threads)
 
 
+@functools.cache
 def load_sketch_kernel() -> threading.Thread:
     """Load :func:`apply_count_sketch`'s compiled kernel on a daemon thread and return it (join it before the
-    first sketch). Importing numba and its first call in a process cost about 0.5 s even from its cache; loaded
-    when the logger plans a layer that needs the sketch, meanwhile the capture's forward pass is traced."""
+    first sketch); once per process, later calls return the same thread. Importing numba and its first call in a
+    process cost about 0.5 s even from its cache; loaded when the logger plans a layer that needs the sketch,
+    meanwhile the capture's forward pass is traced."""
     def load() -> None:
         apply_count_sketch(np.zeros((1, 1), np.float32), np.zeros(1, np.int32), np.ones(1, np.float32),
                            np.empty((1, 1), np.float32))

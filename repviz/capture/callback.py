@@ -19,7 +19,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from .. import store
+from .. import _reduction, store
 from .._validation import INTEGER, NONE, Rule, check_option, check_param, choices, param_error
 from ..chief import ChiefOnly
 from .layers import (
@@ -49,7 +49,7 @@ from .probe import (
     thumbnails,
     warn_nonfinite_inputs,
 )
-from .reduction import Capture, CaptureCall, auto_batch_rows, capture, sketch_kernel
+from .reduction import Capture, CaptureCall, auto_batch_rows, capture
 from .rerun import reached, weights_digest, writer_for_fit
 from .schedule import CostJudge, check_freq, epoch_scheduled, manifest_entry, warn_empty_schedule
 from .writer import BackgroundWriter, SnapshotWriter, abandon
@@ -461,7 +461,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
             call = CaptureCall(self._target(), self.forward, self._captures, [o.index for o in self._outputs])
             self._run_fn = call.compiled(self._x)
             if any(c.sketch is not None for c in self._captures):
-                sketch_kernel().join()
+                _reduction.load_sketch_kernel().join()
         x, n, size = ((self._x, self.n_probe, self._batch_rows) if rows is None else
                       (self._subset_x, len(rows), self._subset_batch_rows))
         for start in range(0, n, size):

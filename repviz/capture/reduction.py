@@ -7,8 +7,6 @@ recorded with, so snapshots stay comparable.
 
 from __future__ import annotations
 
-import functools
-import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,20 +58,13 @@ def capture(t: Tensor, options: Reduction, seed: int, recorded: dict | None = No
     if kind == _reduction.COUNT_SKETCH:
         plan = _reduction.count_sketch_plan(width, reduction["dim"], reduction["seed"])
         sketch = _reduction.count_sketch_columns(*plan, width, reduction["dim"])
-        sketch_kernel()  # loads while the capture's forward pass is traced
+        _reduction.load_sketch_kernel()  # loads while the capture's forward pass is traced
     elif kind != "none" and pooling is None:
         raise ValueError(f"layer {t.name!r} of this run was recorded with the reduction {kind!r}, which this "
                          f"version of repviz cannot continue; record into a new run directory")
     stored = reduction["dim"] if sketch is not None else width
     return Capture(t.name, t.path, t.layer, t.call, t.output, t.sample_shape, axis, pooling, width, sketch,
                    reduction, stored)
-
-
-@functools.cache
-def sketch_kernel() -> threading.Thread:
-    """The load of the count sketch's compiled kernel, started by the first layer planned with the sketch (once per
-    process); join it before the first sketch."""
-    return _reduction.load_sketch_kernel()
 
 
 def new_reduction(name: str, shape: tuple[int, ...], options: Reduction, seed: int,
