@@ -176,7 +176,11 @@ def test_quick_demo_writes_runs_maps_and_summary(quick):
         assert run.layers == (["conv1", "conv2", "dense", "softmax"] if name.startswith("cnn") else
                               ["hidden1", "hidden2", "softmax"])
         assert np.array_equal(np.bincount(run.probe.labels), [20] * 10)  # stratified: 20 per class
-        assert run.embedding("softmax", 2, method="tsne").shape == (200, 2)
+        assert run.probe.thumbnails.shape == (200, 28, 28) and run.activations("softmax", 2).shape == (200, 10)
+        for method in ("pca", "tsne"):
+            assert run.embedding("softmax", 2, method=method).shape == (200, 2)
+    assert text.splitlines()[0].lstrip().startswith("sigmoid/seed0: 2 epochs on 2,000 digits, test accuracy")
+    assert "embeddings: 120 computed, 0 cached, 0 failed" in text
     # the second probe set: 40 training digits recorded after training, placed into relu/seed0's t-SNE layouts
     placed, layout = logdir.run("relu/training-digits"), logdir.run("relu/seed0")
     assert placed.steps() == [2] and placed.embeddings.method_keys() == []
