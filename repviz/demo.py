@@ -9,7 +9,7 @@ into one network's layouts, the meta-SNE maps (``dist`` and ``cka``, the raw inp
 :func:`repviz.meta.seed_checks`, the layer-by-layer CKA of the seeds of each network (Kornblith et al. 2019's
 layer identification, read off :func:`repviz.similarity`'s heatmap), and a closing summary.
 ``examples/compare_networks.py`` is the same experiment as a script. The networks train in a process of their
-own, so that TensorFlow's memory (0.6 GB once imported) is given back before the embeddings start; meanwhile
+own, so that TensorFlow's memory (0.5 GB once imported) is given back before the embeddings start; meanwhile
 :mod:`repviz.warmup` compiles the numerical kernels in the background, so that on a fresh install the embeddings
 do not wait for the compiler.
 """
@@ -263,7 +263,7 @@ def _few_malloc_arenas(arenas: int = 2) -> None:
 
 #: Packages Keras imports whenever they are installed, for what the demo's training never does (plots, DataFrame
 #: input, scikit-learn wrappers, notebook display, image files). With the test extras installed they cost the
-#: training process 0.12 GB (1.00 -> 0.85 GB at its peak) and 1 s.
+#: training process 0.14 GB (0.89 -> 0.75 GB at its peak) and 1 s.
 UNUSED_BY_TRAINING = ("IPython", "matplotlib", "pandas", "sklearn", "PIL")
 
 
