@@ -45,27 +45,6 @@ def pytest_xdist_make_scheduler(config, log):
     return ModulesTogether(config, log)
 
 
-def pytest_collection_modifyitems(config, items):
-    """Each browser or notebook module (one unit that mostly waits on a page or a server) is spread evenly among the
-    other test modules, which keep their order: in the files' order they all came first, and both workers waited
-    on pages together with a core idle."""
-    units: dict[str, list] = {}
-    modules: dict[str, list] = {}
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        (units if path.startswith(_ONE_WORKER) else modules).setdefault(path, []).append(item)
-    if not units or not modules:
-        return
-    rest = list(modules.values())
-    step = len(rest) / len(units)
-    ordered = []
-    for k, unit in enumerate(units.values()):  # each unit, then its share of the other modules
-        ordered += unit
-        for module in rest[round(k * step):round((k + 1) * step)]:
-            ordered += module
-    items[:] = ordered
-
-
 #: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
 FINGERPRINT = {"model": "m", "probe": "p"}
 
