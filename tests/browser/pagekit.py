@@ -23,7 +23,7 @@ import pytest
 try:
     from PIL import Image
     from selenium import webdriver
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -130,6 +130,20 @@ def wait(driver, condition, what, timeout=60):
         raise AssertionError(f"timed out waiting for {what}; page says: {[e.text for e in errors]}") from None
 
 
+def click(driver, selector: str) -> None:
+    """Click the element matching `selector`, found again if the page rebuilt it between being found and clicked
+    (the header's controls are rebuilt whenever a poll of the run index lands)."""
+
+    def clicked(d) -> bool:
+        try:
+            d.find_element(By.CSS_SELECTOR, selector).click()
+            return True
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+
+    wait(driver, clicked, f"a click on {selector}")
+
+
 def stats(driver) -> dict:
     return driver.execute_script("return window.__repvizStats || {draws: 0, transitions: 0}")
 
@@ -212,14 +226,14 @@ def hover_until(driver, condition, what, timeout=60):
 def drag_rectangle(driver, start=(-160, -130), step=(32, 26)) -> None:
     """Select with the rectangle tool on the main scatter: a drag from `start` (CSS pixels from its centre) in ten
     moves of `step`; then the mouse off the plot (no hover highlight in pixels read next) and back to panning."""
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
+    click(driver, '[data-name="mode"] [data-value="rectangle"]')
     canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
     drag = ActionChains(driver).move_to_element_with_offset(canvas, *start).click_and_hold()
     for _ in range(10):
         drag = drag.move_by_offset(*step).pause(0.03)
     drag.release().perform()
     ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+    click(driver, '[data-name="mode"] [data-value="pan"]')
 
 
 def shot(driver, shots, name):

@@ -232,13 +232,13 @@ def test_grid_exports_as_png(tab):
 
 
 def _rectangle_select(driver, selector="canvas.scatter") -> int:
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="rectangle"]').click()
+    pk.click(driver, '[data-name="mode"] [data-value="rectangle"]')
     canvas = driver.find_element(By.CSS_SELECTOR, selector)
     drag = ActionChains(driver).move_to_element_with_offset(canvas, -160, -130).click_and_hold()
     for _ in range(10):
         drag = drag.move_by_offset(32, 26).pause(0.03)
     drag.release().perform()
-    driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
+    pk.click(driver, '[data-name="mode"] [data-value="pan"]')
     return int(pk.wait_text(driver, '[data-testid="selection-count"]', "a selection").replace(",", ""))
 
 

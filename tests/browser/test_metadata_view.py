@@ -119,10 +119,10 @@ def test_colour_by_a_metadata_column(tab, shots):
     pk.shot(tab, shots, "metadata-3-score")
     # the Grid's cells colour by the column too (one row, 3 snapshots)
     before = pk.stats(tab)["gridDraws"]
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="grid"]')
     pk.wait(tab, lambda d: pk.stats(d)["gridDraws"] > before and pk.stats(d)["gridCells"] == 3, "the grid drawn")
     pk.shot(tab, shots, "metadata-3b-grid")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="main"]')
 
 
 def _search_for(driver, text):

@@ -100,7 +100,8 @@ def _blue(pixels, strength):
 
 # Full-colour class-0 pixels of each frame the page draws and whether the points were moving, counted in the page
 # (a frame read from outside takes longer than the animation lasts); the third frame of the animation kept as a
-# PNG. The page's clock runs at arguments[2] of real time while it counts; arguments[0] is in real seconds.
+# PNG; counted until three frames after the animation has ended (window.__recorded), at most arguments[0] real
+# seconds. The page's clock runs at arguments[2] of real time while it counts.
 _COUNT_FRAMES = """
 const canvas = document.querySelector("canvas.scatter");
 const copy = document.createElement("canvas");
@@ -113,6 +114,8 @@ const ended = stats.transitions; // the count once the animation about to start 
 stats.transitionFrames = [];
 window.__strong = [];
 window.__midFrame = null;
+let after = 0; // frames recorded since it ended
+window.__recorded = false;
 const until = window.__realNow() + arguments[0] * 1000;
 window.__setClockRate(arguments[2]);
 const tick = () => {
@@ -129,8 +132,12 @@ const tick = () => {
   const moving = stats.transitionFrames.length > 0 && stats.transitions === ended;
   window.__strong.push([count, moving]);
   if (!window.__midFrame && moving && stats.transitionFrames.length >= 3) window.__midFrame = canvas.toDataURL("image/png");
-  if (window.__realNow() < until) requestAnimationFrame(tick);
-  else window.__setClockRate(1);
+  if (stats.transitions > ended) after += 1;
+  if (after < 3 && window.__realNow() < until) requestAnimationFrame(tick);
+  else {
+    window.__setClockRate(1);
+    window.__recorded = true;
+  }
 };
 requestAnimationFrame(tick);
 """
@@ -139,9 +146,9 @@ requestAnimationFrame(tick);
 def test_every_webgl_context_of_the_tab_is_made_without_multisampling(tab):
     pk.select(tab, "run", "big")
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N, "the 50,000 points drawn")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="grid"]')
     pk.wait(tab, lambda d: len(d.execute_script("return window.__webgl")) >= 2, "the grid's renderer")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="main"]')
     made = tab.execute_script("return window.__webgl")
     assert [m["antialias"] for m in made] == [False] * len(made), made
     assert all(m["preserveDrawingBuffer"] for m in made), made  # regl-scatterplot copies from it after drawing
@@ -190,10 +197,10 @@ def test_selected_points_stay_drawn_in_every_frame_of_an_animation_of_50000_poin
     at_rest = int(_blue(pk.canvas(tab), 0.9).sum())
     assert at_rest >= SPARSE  # each selected point: an outline at full colour
     before = pk.stats(tab)["transitions"]
-    tab.execute_script(_COUNT_FRAMES, 5.0, BLUE, 0.25)
+    tab.execute_script(_COUNT_FRAMES, 30.0, BLUE, 0.25)
     pk.step_once(tab)
     assert pk.stats(tab)["transitions"] > before
-    time.sleep(5.0)
+    pk.wait(tab, lambda d: d.execute_script("return window.__recorded"), "three frames after the animation")
     counts = tab.execute_script("return window.__strong")
     during = [c for c, moving in counts if moving]
     assert len(pk.stats(tab)["transitionFrames"]) >= 3, "the 50,000 points jumped instead of moving"

@@ -76,7 +76,7 @@ def _dead_net():
 
 @pytest.fixture(scope="module")
 def view(tab):
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="similarity"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="similarity"]')
     # seed1 may join the runs index after seed0 (both are recorded while TensorBoard runs): the view then moves
     # from seed0 against itself to the pair
     pk.wait(tab, lambda d: (pk.stats(d).get("similarityShown") or {}).get("runs") == ["seed0", "seed1"],
@@ -171,11 +171,11 @@ def test_a_click_opens_the_pair_in_the_runs_view(view):
     titles = pk.wait(view, lambda d: pk.texts(d, ".cell-title") if len(pk.texts(d, ".cell-title")) == 2 else None,
                      "the pair's cells")
     assert titles[0].startswith("seed0 · dense_1") and titles[1].startswith("seed1 · dense_2")
-    view.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="similarity"]').click()
+    pk.click(view, '[data-name="view"] [data-value="similarity"]')
 
 
 def test_one_layer_over_training_is_computed_on_demand(view, shots):
-    view.find_element(By.CSS_SELECTOR, '[data-name="similarity-mode"] [data-value="steps"]').click()
+    pk.click(view, '[data-name="similarity-mode"] [data-value="steps"]')
     button = pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="compute-similarity"]'),
                      "the offer to compute")
     offer = pk.text(view, ".sim-heat .overlay")
@@ -195,7 +195,7 @@ def test_one_layer_over_training_is_computed_on_demand(view, shots):
 def test_a_dead_layer_is_a_hatched_hole_that_says_why_and_can_be_left_out(view, shots):
     """Before: the matrix of a network with a dead layer failed whole (exit 2, a failed job). Now its row is a
     grey hatched hole, the hover says why, and the layer list leaves it out of the picture."""
-    view.find_element(By.CSS_SELECTOR, '[data-name="similarity-mode"] [data-value="layers"]').click()
+    pk.click(view, '[data-name="similarity-mode"] [data-value="layers"]')
     pk.select(view, "similarity-run", "zdead")
     pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("runs") == ["zdead", "seed1"],
             "the dead network against seed1")

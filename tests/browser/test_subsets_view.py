@@ -75,8 +75,12 @@ const small = document.createElement("canvas");
 small.width = Math.round(canvas.width / 4);
 small.height = Math.round(canvas.height / 4);
 const ctx = small.getContext("2d", { willReadFrequently: true });
+const stats = window.__repvizStats;
+const ended = stats.transitions + 1; // the count once the fade about to start has ended
+let after = 0; // frames recorded since
 window.__orange = [];
 window.__midFrame = null;
+window.__recorded = false;
 const until = performance.now() + arguments[0] * 1000;
 const tick = (now) => {
   ctx.fillStyle = "#fff";
@@ -91,21 +95,21 @@ const tick = (now) => {
   window.__orange.push(sum);
   const first = window.__orange[0];
   if (!window.__midFrame && Math.abs(sum - first / 2) < first / 5) window.__midFrame = canvas.toDataURL("image/png");
-  if (now < until) requestAnimationFrame(tick);
+  if (stats.transitions >= ended) after += 1;
+  if (after < 3 && now < until) requestAnimationFrame(tick);
+  else window.__recorded = true;
 };
 requestAnimationFrame(tick);
 """
 
 
-def _frames_while_stepping(driver, shots, name, seconds=3.0) -> list[float]:
-    """Orange in each frame the page draws while the slider steps once, and after; the frame half way through the
-    fade saved as `name`.png."""
-    before = pk.stats(driver)["transitions"]
+def _frames_while_stepping(driver, shots, name, seconds=30.0) -> list[float]:
+    """Orange in each frame the page draws while the slider steps once, and in three frames after the fade has
+    ended (at most `seconds`); the frame half way through the fade saved as `name`.png."""
     driver.execute_script(_RECORD, seconds)
     slider = driver.find_element(By.CSS_SELECTOR, '[data-testid="slider"]')
     slider.send_keys(pk.Keys.RIGHT if slider.get_attribute("value") == "0" else pk.Keys.LEFT)
-    pk.wait(driver, lambda d: pk.stats(d)["transitions"] > before, "the snapshot transition")
-    time.sleep(seconds)
+    pk.wait(driver, lambda d: d.execute_script("return window.__recorded"), "the fade and three frames after it")
     mid = driver.execute_script("return window.__midFrame")
     if mid:
         (shots / f"{name}.png").write_bytes(base64.b64decode(mid.split(",", 1)[1]))
@@ -152,7 +156,7 @@ def test_a_hovered_point_of_the_subset_shows_its_probe_id(tab, shots):
 def test_grid_cells_draw_a_seeded_sample_above_the_threshold(tab, shots):
     pk.select(tab, "run", "big")
     pk.wait(tab, lambda d: pk.stats(d)["n"] in (BIG, len(BIG_SUBSET)), "the big run")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="grid"]')
     notes = pk.wait(tab, lambda d: [t for t in pk.texts(d, '[data-testid="cell-note"]') if t] or None, "cell notes")
     pk.wait(tab, lambda d: len([t for t in pk.texts(d, '[data-testid="cell-note"]') if t]) == 2, "both notes")
     notes = pk.texts(tab, '[data-testid="cell-note"]')
@@ -164,12 +168,12 @@ def test_grid_cells_draw_a_seeded_sample_above_the_threshold(tab, shots):
 
 
 def test_selected_points_outside_a_cells_sample_are_drawn_besides(tab, shots):
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="main"]')
     pk.wait(tab, lambda d: pk.stats(d)["n"] in (BIG, len(BIG_SUBSET)), "the big run in the main view")
     pk.drag_rectangle(tab, (-300, -200), (30, 20))
     selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
     assert 200 < selected < BIG // 2
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="grid"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="grid"]')
 
     def extras(driver):
         notes = pk.texts(driver, '[data-testid="cell-note"]')
@@ -183,7 +187,7 @@ def test_selected_points_outside_a_cells_sample_are_drawn_besides(tab, shots):
 
 
 def test_neighbourhood_change_against_a_subset_greys_the_points_it_lacks(tab, shots):
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="main"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="main"]')
     pk.select(tab, "run", "sub")
     tab.find_element(By.CSS_SELECTOR, '[data-testid="slider"]').send_keys(pk.Keys.END)  # epoch 2: whole again
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N and "epoch 2" in pk.text(d, '[data-testid="step"]'), "epoch 2")

@@ -157,7 +157,7 @@ def test_traversal_urls_get_no_file(tab):
 
 
 def test_meta_map_offers_to_compute_one(tab, shots):
-    tab.find_element(By.CSS_SELECTOR, '[data-name="view"] [data-value="meta"]').click()
+    pk.click(tab, '[data-name="view"] [data-value="meta"]')
 
     def started(d) -> bool:  # the job, or its map already (a warm cache computes it between two polls)
         return bool(d.find_elements(By.CSS_SELECTOR, '[data-testid="job"], .job.failed')) or \
