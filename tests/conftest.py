@@ -25,10 +25,23 @@ import pytest
 
 from repviz.store import RunWriter
 
-# A browser or notebook test module shares one page (and its server) between its tests, which build on each other's
-# state: with `--dist loadgroup` (pyproject) its tests go to one worker as one unit, every other test on its own.
+
+# Tests that go to one worker as one unit with `--dist loadgroup` (pyproject); every other test goes on its own:
+# - a browser test module: its tests share one page (and its server) and build on each other's state;
+# - the notebook tests: they share one JupyterLab server and browser per worker (session fixtures, the slowest to
+#   start);
+# - the tests that fit umap-learn: it compiles its numba functions (uncached) in each process that first fits one,
+#   about 5 s of CPU, paid by one worker instead of each.
 # (pytest-xdist's own loadgroup reads xdist_group marks through a node id that pytest 9 no longer lets it change.)
-_ONE_WORKER = ("tests/browser/", "tests/notebook/")
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/browser/"):
+        return path
+    if path.startswith("tests/notebook/"):
+        return "tests/notebook/"
+    if path == "tests/test_umap.py" or nodeid.endswith(("[umap]", "[UMAP]")):
+        return "umap-learn"
+    return nodeid
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
@@ -37,12 +50,11 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModulesTogether(LoadScopeScheduling):
+    class Units(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return path if path.startswith(_ONE_WORKER) else nodeid
+            return _unit(nodeid)
 
-    return ModulesTogether(config, log)
+    return Units(config, log)
 
 
 #: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
