@@ -234,11 +234,11 @@ def test_kl_no_worse_than_sklearn_exact():
     """Both embeddings are scored by the same exact KL against the same (dense) P, after the same iterations.
 
     One fit is one draw of a chaotic descent (P changed by 6e-11 moves the final KL by 3 %), so the medians over
-    the data and four copies shifted by noise of 1e-3 (the digits range 0-16) are compared."""
+    the data and two copies shifted by noise of 1e-3 (the digits range 0-16) are compared."""
     sklearn_manifold = pytest.importorskip("sklearn.manifold")
     X = pytest.importorskip("sklearn.datasets").load_digits().data[:300].astype(np.float32)
     kls = []
-    for seed in range(5):
+    for seed in range(3):
         Xs = X + (seed > 0) * np.random.default_rng(seed).normal(scale=1e-3, size=X.shape).astype(np.float32)
         ours = TSNE(method="exact", perplexity=30, random_state=0, max_iter=1000).fit(Xs)
         ref = sklearn_manifold.TSNE(method="exact", perplexity=30, init="pca", random_state=0, max_iter=1000,
