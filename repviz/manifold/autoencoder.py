@@ -106,6 +106,8 @@ class AutoencoderEmbedding(Estimator):
         Xs = (Xs / self.scale_).astype(np.float32)
         model, n_encoder = _autoencoder(X.shape[1], tuple(self.hidden), self.n_components, rng)
         model.compile(optimizer=keras.optimizers.Adam(self.learning_rate), loss="mse")
+        # Adam's slots made here: a first step that makes them is traced twice (half of a small fit's time)
+        model.optimizer.build(model.trainable_variables)
         # our seeded shuffle, batch by batch: model.fit shuffles with Keras's global seed, and a PyDataset's
         # prefetching thread made repeated fits differ
         bs, losses = self.batch_size, []
