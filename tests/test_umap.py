@@ -3,6 +3,7 @@ resumption, aligned chains), and one line saying what to install without the ext
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from repviz.cli import main
 from repviz.methods import resolve
 from repviz.pipeline import embed_logdir
 
-pytest.importorskip("umap", reason="the umap extra (umap-learn) is not installed")
+if importlib.util.find_spec("umap") is None:  # looked up, not imported: only the worker that fits one pays for it
+    pytest.skip("the umap extra (umap-learn) is not installed", allow_module_level=True)
 from repviz.manifold.umap import UMAP, self_first_knn
 
 
