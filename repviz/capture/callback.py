@@ -33,6 +33,7 @@ from .layers import (
     select_layers,
     walk,
 )
+from .optimizer import build_slots
 from .options import OWNER, POSITIVE, ProbeSet, Reduction, checked_reduction, grouped, user_stacklevel
 from .probe import (
     batch_subset,
@@ -239,6 +240,7 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
         target = self._target()
         self._choose_run(target, [weights_digest(target)])
         self._open_run(target)
+        build_slots(self.model)
 
     def _choose_run(self, target, states: list[str], what: str = "fit") -> None:
         """Record into the run in ``log_dir`` when ``target`` starts from one of the weight ``states`` that run
