@@ -35,6 +35,7 @@ except ImportError:  # require_browser() says what is missing
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 N_PROBE = 300
+MOVE_MS = 10  # how long a pointer move of the tests' mouse takes
 EPOCHS = 3
 # Software WebGL (SwiftShader through ANGLE): what CI machines without a GPU have.
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -111,6 +112,12 @@ def chromium(width=1280, height=800):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def actions(driver) -> ActionChains:
+    """Selenium's ActionChains with a pointer move of MOVE_MS: at Selenium's default of 250 ms a move, a drag of ten
+    moves took three seconds of waiting, and every hover half a second."""
+    return ActionChains(driver, duration=MOVE_MS)
 
 
 def screenshot_dir(prefix: str) -> Path:
@@ -205,7 +212,7 @@ def hover_a_point(driver) -> None:
     solid = ink_[2:-2, 2:-2] & ink_[:-4, 2:-2] & ink_[4:, 2:-2] & ink_[2:-2, :-4] & ink_[2:-2, 4:]
     ys, xs = np.nonzero(solid)
     y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
-    ActionChains(driver).move_to_element_with_offset(element, x - element.rect["width"] / 2,
+    actions(driver).move_to_element_with_offset(element, x - element.rect["width"] / 2,
                                                      y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
 
 
@@ -228,11 +235,11 @@ def drag_rectangle(driver, start=(-160, -130), step=(32, 26)) -> None:
     moves of `step`; then the mouse off the plot (no hover highlight in pixels read next) and back to panning."""
     click(driver, '[data-name="mode"] [data-value="rectangle"]')
     canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
-    drag = ActionChains(driver).move_to_element_with_offset(canvas, *start).click_and_hold()
+    drag = actions(driver).move_to_element_with_offset(canvas, *start).click_and_hold()
     for _ in range(10):
         drag = drag.move_by_offset(*step).pause(0.03)
     drag.release().perform()
-    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    actions(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
     click(driver, '[data-name="mode"] [data-value="pan"]')
 
 

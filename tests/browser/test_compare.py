@@ -19,7 +19,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 import repviz  # noqa: E402
@@ -56,7 +55,7 @@ def _cell_pixels(driver, i):
 def _move_to(driver, element, x, y):
     """Move the mouse to (x, y) CSS pixels from the element's top left corner."""
     rect = element.rect
-    ActionChains(driver).move_to_element_with_offset(element, x - rect["width"] / 2, y - rect["height"] / 2) \
+    pk.actions(driver).move_to_element_with_offset(element, x - rect["width"] / 2, y - rect["height"] / 2) \
         .pause(0.2).move_by_offset(1, 0).perform()
 
 
@@ -101,7 +100,7 @@ def test_hover_in_one_cell_highlights_the_point_in_another(tab, shots):
     assert np.ptp(xs) > marked.shape[1] / 2 and np.ptp(ys) > marked.shape[0] / 2  # the cross-hair spans the cell
     pk.shot(tab, shots, "grid-hover")
     # Moving off the plot clears the marks.
-    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    pk.actions(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
     pk.wait(tab, lambda d: pk.ink(pk.canvas(d, other)).sum() == 0, "the mark to clear")
 
 
@@ -111,14 +110,14 @@ def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
     tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="rectangle"]').click()
     canvas = _cells(tab)[0].find_element(By.CSS_SELECTOR, "canvas.cell-canvas")
     width, height = canvas.rect["width"], canvas.rect["height"]
-    drag = ActionChains(tab).move_to_element_with_offset(canvas, -0.45 * width, -0.45 * height).click_and_hold()
+    drag = pk.actions(tab).move_to_element_with_offset(canvas, -0.45 * width, -0.45 * height).click_and_hold()
     for _ in range(9):
         drag = drag.move_by_offset(0.06 * width, 0.06 * height).pause(0.03)
     drag.release().perform()
     selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
     assert 0 < selected < pk.N_PROBE
     tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="pan"]').click()
-    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    pk.actions(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
     time.sleep(0.3)
     # The last cell (another layer, another snapshot) shows the same points selected: the others are dimmed.
     changed = (np.abs(before.astype(int) - _cell_pixels(tab, last).astype(int)).sum(axis=-1) > 60).sum()
@@ -179,7 +178,7 @@ def test_meta_map_draws_trajectories_and_a_click_opens_a_representation(tab, sho
     assert pk.ink(pk.canvas(tab, '[data-testid="preview-canvas"]')).sum() > 100
     pk.shot(tab, shots, "meta-hover")
     draws = pk.stats(tab)["draws"]
-    ActionChains(tab).click().perform()
+    pk.actions(tab).click().perform()
     pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws, "the main view's draw")
     assert tab.find_element(By.CSS_SELECTOR, ".repviz").get_attribute("data-view") == "main"
     assert tab.find_element(By.CSS_SELECTOR, 'select[name="run"]').get_attribute("value") == "relu"
@@ -234,7 +233,7 @@ def test_grid_exports_as_png(tab):
 def _rectangle_select(driver, selector="canvas.scatter") -> int:
     pk.click(driver, '[data-name="mode"] [data-value="rectangle"]')
     canvas = driver.find_element(By.CSS_SELECTOR, selector)
-    drag = ActionChains(driver).move_to_element_with_offset(canvas, -160, -130).click_and_hold()
+    drag = pk.actions(driver).move_to_element_with_offset(canvas, -160, -130).click_and_hold()
     for _ in range(10):
         drag = drag.move_by_offset(32, 26).pause(0.03)
     drag.release().perform()
@@ -260,7 +259,7 @@ def test_trails_of_the_selection_across_snapshots(tab, shots):
     assert _overlay_ink(tab, before) > 300
     # In register with pan and zoom: the overlay moves with the points.
     drawn = pk.canvas(tab, '[data-testid="overlay"]')
-    ActionChains(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, "canvas.scatter")).click_and_hold() \
+    pk.actions(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, "canvas.scatter")).click_and_hold() \
         .move_by_offset(80, 40).release().perform()
     time.sleep(0.4)
     moved = pk.canvas(tab, '[data-testid="overlay"]')

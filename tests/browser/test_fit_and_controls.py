@@ -18,7 +18,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
@@ -140,7 +139,7 @@ def _zoom_in(driver, selector):
 
 def _away(driver):
     """The mouse off every plot (onto the header)."""
-    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, "header.bar")).perform()
+    pk.actions(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, "header.bar")).perform()
 
 
 def test_main_grid_and_runs_fit_their_points_with_a_margin(sized, shots):
@@ -241,7 +240,7 @@ def test_cards_previews_and_neighbours_clear_when_what_they_describe_goes(tab, s
     positions = pk.wait(tab, lambda d: pk.stats(d).get("metaPositions"), "the meta map drawn")
     canvas = tab.find_element(By.CSS_SELECTOR, "canvas.meta-canvas")
     x, y = positions[0][:2]
-    ActionChains(tab).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2, y - canvas.rect["height"] / 2) \
+    pk.actions(tab).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2, y - canvas.rect["height"] / 2) \
         .pause(0.2).move_by_offset(1, 0).perform()
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="preview"]'), "the preview")
     _view(tab, "similarity")
@@ -256,7 +255,7 @@ def test_cards_previews_and_neighbours_clear_when_what_they_describe_goes(tab, s
     # a click lists a point's neighbours; a rectangle selecting other points ends that
     _view(tab, "main")
     pk.hover_until(tab, lambda d: "probe id" in pk.text(d, '[data-testid="hover"]'), "a point under the mouse")
-    ActionChains(tab).click().perform()
+    pk.actions(tab).click().perform()
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="knn"]'), "the nearest neighbours")
     _drag_around_a_cluster(tab)
     pk.wait(tab, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "a rectangle's points")
@@ -336,7 +335,7 @@ def _to_the_panels_from_a_tall_card(driver) -> tuple[float, float]:
     (the card's slot's height, the legend's top) before the move."""
     tall = _hover_a_tall_card(driver)
     top = _legend_top(driver)
-    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3')).perform()
+    pk.actions(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3')).perform()
     pk.wait(driver, lambda d: d.execute_script("return document.querySelector('[data-testid=\"hover\"]')"
                                                ".parentElement.dataset.held") == "pointer",
             "the card held for the pointer over the panels")

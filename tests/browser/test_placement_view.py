@@ -15,7 +15,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -76,7 +75,7 @@ def test_a_hovered_ring_shows_its_own_digit_marked_as_placed(tab, shots):
     element = tab.find_element(By.CSS_SELECTOR, "canvas.scatter")
     centres = _ring_centres(pk.canvas_of(tab, overlay))
     y, x = centres[len(centres) // 2]
-    ActionChains(tab).move_to_element_with_offset(element, x - element.rect["width"] / 2,
+    pk.actions(tab).move_to_element_with_offset(element, x - element.rect["width"] / 2,
                                                   y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
     placed = pk.wait_text(tab, '[data-testid="hover-placed"]', "the hover card of a placed point")
     assert placed == "into digits"

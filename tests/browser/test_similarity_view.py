@@ -19,7 +19,6 @@ import pytest
 
 pk.require_browser()
 
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -94,7 +93,7 @@ def _move_to_cell(driver, i, j):
     canvas = driver.find_element(By.CSS_SELECTOR, '[data-testid="similarity"]')
     x = layout["x"] + (j + 0.5) * layout["cell"] - canvas.rect["width"] / 2
     y = layout["y"] + (i + 0.5) * layout["cell"] - canvas.rect["height"] / 2
-    ActionChains(driver).move_to_element_with_offset(canvas, x, y).pause(0.1).move_by_offset(1, 0).perform()
+    pk.actions(driver).move_to_element_with_offset(canvas, x, y).pause(0.1).move_by_offset(1, 0).perform()
     return canvas
 
 
@@ -140,7 +139,7 @@ def test_a_point_hovered_in_one_scatter_is_ringed_in_both_and_shown_in_the_hover
     canvas = view.find_element(By.CSS_SELECTOR, left)
     scale = pixels.shape[1] / canvas.rect["width"]
     x, y = (v / scale for v in pk.point_in(pixels))
-    ActionChains(view).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
+    pk.actions(view).move_to_element_with_offset(canvas, x - canvas.rect["width"] / 2,
                                                    y - canvas.rect["height"] / 2).perform()
     pk.wait(view, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="hover"] canvas.thumb'), "the thumbnail")
     assert "probe id" in pk.text(view, '[data-testid="hover"]')
@@ -165,7 +164,7 @@ def test_the_slider_changes_the_picture(view, shots):
 
 def test_a_click_opens_the_pair_in_the_runs_view(view):
     _move_to_cell(view, 0, 1)
-    ActionChains(view).click().perform()  # where the mouse is
+    pk.actions(view).click().perform()  # where the mouse is
     pk.wait(view, lambda d: d.find_element(By.CSS_SELECTOR, ".repviz").get_attribute("data-view") == "runs",
             "the Runs view")
     titles = pk.wait(view, lambda d: pk.texts(d, ".cell-title") if len(pk.texts(d, ".cell-title")) == 2 else None,

@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
-from pagekit import canvas, ink, require_browser, wait
+from pagekit import actions, canvas, ink, require_browser, wait
 
 try:
     from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 except ImportError:  # require_browser() says what is missing
@@ -230,7 +229,7 @@ class Notebook:
                 editor.click()
                 wait(self.driver, lambda d, e=editor: d.execute_script(
                     "return arguments[0].contains(document.activeElement)", e), f"cell {i}'s editor focused", 5)
-                ActionChains(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+                actions(self.driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
                 wait(self.driver, taken, f"cell {i} queued", timeout=5)
                 return
             except (AssertionError, WebDriverException):  # not laid out yet, or covered for a moment
@@ -321,9 +320,9 @@ def drag_lasso(driver, radius: float = 120, centre=(0, 0), points: int = 24) -> 
     canvas = driver.find_element(By.CSS_SELECTOR, "canvas.scatter")
     loop = [(centre[0] + radius * math.cos(2 * math.pi * k / points),
              centre[1] + radius * math.sin(2 * math.pi * k / points)) for k in range(points + 1)]
-    drag = ActionChains(driver).move_to_element_with_offset(canvas, *map(round, loop[0])).click_and_hold()
+    drag = actions(driver).move_to_element_with_offset(canvas, *map(round, loop[0])).click_and_hold()
     for (x0, y0), (x1, y1) in zip(loop, loop[1:]):
         drag = drag.move_by_offset(round(x1) - round(x0), round(y1) - round(y0)).pause(0.02)
     drag.release().perform()
-    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
+    actions(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
     driver.find_element(By.CSS_SELECTOR, '[data-name="mode"] [data-value="pan"]').click()
