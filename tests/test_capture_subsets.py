@@ -6,6 +6,8 @@ probe's class counts; the store is read back through ``open_logdir`` as a user w
 
 import errno
 import os
+import threading
+import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -16,7 +18,7 @@ import pytest
 
 import repviz
 from repviz import store
-from repviz.capture import ActivationLogger
+from repviz.capture import ActivationLogger, writer
 from repviz.chains import verified_activations
 from repviz.cli import main
 
@@ -155,6 +157,47 @@ def test_a_disk_full_during_a_snapshot_leaves_the_earlier_snapshots_and_no_tempo
     run = repviz.open_logdir(tmp_path).run("run")
     assert run.steps() == [0] and run.activations("hidden", 0).shape == (N, 8)
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_disk_full_while_the_writer_still_holds_the_snapshot_before_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """The writer thread falls behind (each of its snapshots starts 0.3 s late), so the training thread's own
+    snapshot finds the disk full while the writer still holds the snapshot before: the fit raises only once the
+    writer has settled that one, so nothing half-written is left when the error reaches the user."""
+    budget = [2]
+    opened, submit = store.ArrayBlocks.__init__, writer.BackgroundWriter.submit
+
+    def filling(self, *args, **kwargs):
+        opened(self, *args, **kwargs)
+        if self.path.stem != "0":
+            self._file = _FillingFile(self._file, budget)
+
+    def late(self, job, discard):
+        submit(self, lambda: time.sleep(0.3) or job(), discard)
+
+    monkeypatch.setattr(store.ArrayBlocks, "__init__", filling)
+    monkeypatch.setattr(writer.BackgroundWriter, "submit", late)
+    with pytest.raises(store.DiskFullError, match="disk full"):
+        _fit(tmp_path / "run", batch_freq=2, batch_probe=20, batch_size=16)
+    assert repviz.open_logdir(tmp_path).run("run").steps() == [0]
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_the_writes_queued_after_a_failed_one_are_discarded_not_run():
+    """A snapshot must not be stored without the one before: the jobs queued behind a failed write are not run,
+    their prepared files are discarded, and the failure reaches the training thread."""
+    background, events = writer.BackgroundWriter(depth=2), []
+    release = threading.Event()
+
+    def failing():
+        release.wait(10)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    background.submit(failing, lambda: events.append("discarded first"))
+    background.submit(lambda: events.append("ran second") or [], lambda: events.append("discarded second"))
+    release.set()
+    with pytest.raises(OSError, match="No space left"):
+        background.close()
+    assert events == ["discarded second"]
 
 
 @pytest.mark.parametrize("batch_freq, subsets, whole", [(3, [3, 6], [0, 4, 8]), (2, [2, 6], [0, 4, 8])],

@@ -450,10 +450,14 @@ class ActivationLogger(_PicksScheduleVariant, ChiefOnly, keras.callbacks.Callbac
                     self._snapshots.append(batch, acts, preds)
         except BaseException:
             abandon(acts + preds)
+            # The writer may still hold the snapshot before: once fit raises, what is on disk is final.
+            with contextlib.suppress(BaseException):  # its own failure, if any, comes from the same cause
+                self._background.close()
             raise
         last = [batch]  # the writer drops it once stored: the job itself must not keep it alive
         info = info if rows is None else {**info, "rows": rows}  # the store's rows= of every array
-        self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds))
+        self._background.submit(lambda: self._finish_snapshot(step, info, last, acts, preds),
+                                lambda: abandon(acts + preds))
 
     def _probe_batches(self, rows: np.ndarray | None = None) -> Iterator[tuple[tuple, bool]]:
         """A snapshot's forward pass: the outputs of each probe batch (of the positions ``rows`` only, when given)

@@ -81,9 +81,10 @@ class BackgroundWriter:
     """One thread that runs the snapshot writes handed to it, in order, at most ``depth`` waiting besides the one
     being written (so memory stays bounded: the training thread waits when the disk falls behind).
 
-    A failed write stops the writes after it (a later snapshot must not be stored without an earlier one) and is
-    raised on the training thread by the next :meth:`submit`, :meth:`done` or :meth:`close`. The thread is a
-    daemon, so a training that hangs cannot keep the interpreter alive; what it still holds is stored at exit.
+    A failed write stops the writes after it (a later snapshot must not be stored without an earlier one: each
+    job skipped is discarded instead) and is raised on the training thread by the next :meth:`submit`, :meth:`done`
+    or :meth:`close`. The thread is a daemon, so a training that hangs cannot keep the interpreter alive; what it
+    still holds is stored at exit.
     """
 
     def __init__(self, depth: int = 1):
@@ -96,20 +97,25 @@ class BackgroundWriter:
         _LIVE.add(self)
 
     def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            if self._error is None:
-                try:
-                    results = job()
-                except BaseException as e:  # handed to the training thread
-                    self._error = e
-                    continue
-                with self._lock:
-                    self._finished.extend(results)
+        while (queued := self._jobs.get()) is not None:
+            job, discard = queued
+            if self._error is not None:
+                with contextlib.suppress(BaseException):
+                    discard()
+                continue
+            try:
+                results = job()
+            except BaseException as e:  # handed to the training thread
+                self._error = e
+                continue
+            with self._lock:
+                self._finished.extend(results)
 
-    def submit(self, job: Callable[[], list]) -> None:
-        """Queue ``job`` (returns a list of results); blocks while ``depth`` jobs wait."""
+    def submit(self, job: Callable[[], list], discard: Callable[[], None]) -> None:
+        """Queue ``job`` (returns a list of results), and ``discard``, which undoes what was prepared for it if a
+        failed job before it means it will not run; blocks while ``depth`` jobs wait."""
         self._raise()
-        self._jobs.put(job)
+        self._jobs.put((job, discard))
 
     def done(self) -> list[Any]:
         """The results of the jobs finished since the last call."""
