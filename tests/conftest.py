@@ -45,6 +45,18 @@ def _unit(nodeid: str) -> str:
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker more than pytest-xdist's one per core. A worker whose test waits on a page, a server
+    or a subprocess leaves its core idle (a sixth of the run with two workers on two cores); a third fills it. Left
+    to xdist when PYTEST_XDIST_AUTO_NUM_WORKERS says how many."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from xdist.plugin import pytest_xdist_auto_num_workers as one_per_core
+
+    return one_per_core(config) + 1
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadgroup":
         return None
