@@ -85,8 +85,9 @@ def shots():
 
 
 @pytest.fixture(scope="module")
-def browser(tensorboard):
-    with chromium() as driver:
+def browser(request, tensorboard):
+    """Chromium for the module; with the page's animations on where the module says ``MOTION = True``."""
+    with chromium(motion=getattr(request.module, "MOTION", False)) as driver:
         yield driver
 
 

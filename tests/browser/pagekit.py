@@ -95,9 +95,11 @@ def require_browser() -> None:
 
 
 @contextlib.contextmanager
-def chromium(width=1280, height=800):
+def chromium(width=1280, height=800, motion=False):
     """Headless Chromium (software WebGL) with a profile of its own and a viewport of `width` × `height` CSS pixels;
-    quit and its profile removed on exit."""
+    quit and its profile removed on exit. Without `motion` it tells the page that its user prefers reduced motion, so
+    the page's animations take one frame (software WebGL drew about 40 frames for each): a module that tests an
+    animation asks for motion."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     options.unhandled_prompt_behavior = "accept"  # "leave the page?" of a notebook left with unsaved outputs
@@ -107,11 +109,18 @@ def chromium(width=1280, height=800):
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    set_motion(driver, motion)
     try:
         yield driver
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def set_motion(driver, motion: bool) -> None:
+    """Tell the page whether its user lets it animate (``prefers-reduced-motion``), from the next animation on."""
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-reduced-motion", "value": "no-preference" if motion else "reduce"}]})
 
 
 def actions(driver) -> ActionChains:

@@ -107,3 +107,12 @@ def test_a_snapshot_change_moves_the_points_along_x_only(tab, shots):
     for (a0, b0), (a1, b1) in zip(_bands(before), _bands(after)):  # the strips stay where they were
         assert abs(a0 - a1) <= 4 and abs(b0 - b1) <= 4
     pk.shot(tab, shots, "narrow-2-step")
+
+
+def test_with_reduced_motion_a_snapshot_change_is_one_frame(tab):
+    """This module's browser says its user prefers reduced motion: the points reach the next snapshot's layout at
+    the next frame instead of moving there over 700 ms (about 40 frames)."""
+    before = pk.canvas(tab)
+    pk.step_once(tab)
+    assert len(pk.stats(tab)["transitionFrames"]) <= 2
+    pk.wait(tab, lambda d: (pk.canvas(d) != before).any(), "the next snapshot drawn")

@@ -20,6 +20,7 @@ import pagekit as pk
 import pytest
 
 pk.require_browser()
+MOTION = True  # the animation of 50,000 points is what this module tests
 
 from selenium.webdriver.common.by import By  # noqa: E402
 

@@ -152,14 +152,35 @@ def test_the_slider_changes_the_picture(view, shots):
     before = _heatmap(view)
     slider = view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-slider"]')
     assert pk.text(view, '[data-testid="similarity-step"]') == f"epoch {pk.EPOCHS}"
-    slider.send_keys(Keys.LEFT)  # one snapshot back
-    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("step") == pk.EPOCHS - 1, "the snapshot")
-    draws = pk.stats(view)["similarityDraws"]
-    pk.wait(view, lambda d: pk.stats(d)["similarityDraws"] > draws + 2, "the animation")
-    time.sleep(0.4)  # the animation ends
+    pk.set_motion(view, True)
+    try:
+        slider.send_keys(Keys.LEFT)  # one snapshot back
+        pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("step") == pk.EPOCHS - 1,
+                "the snapshot")
+        draws = pk.stats(view)["similarityDraws"]
+        pk.wait(view, lambda d: pk.stats(d)["similarityDraws"] > draws + 2, "the animation")
+        time.sleep(0.4)  # the animation ends
+    finally:
+        pk.set_motion(view, False)
     after = _heatmap(view)
     assert (np.abs(before.astype(int) - after.astype(int)).sum(axis=-1) > 30).sum() > 200
     pk.shot(view, shots, "similarity-4-slider")
+
+
+def test_with_reduced_motion_the_slider_draws_the_next_matrix_at_once(view):
+    """A user who prefers reduced motion (this module's browser says so) sees the next snapshot's matrix in one
+    draw, without the tween."""
+    before = _heatmap(view)
+    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-slider"]').send_keys(Keys.RIGHT)
+    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("step") == pk.EPOCHS, "the snapshot")
+    draws = pk.stats(view)["similarityDraws"]
+    shown = _heatmap(view)
+    time.sleep(0.4)  # the tween's time and more
+    assert pk.stats(view)["similarityDraws"] == draws
+    assert np.array_equal(shown, _heatmap(view))
+    assert (np.abs(before.astype(int) - shown.astype(int)).sum(axis=-1) > 30).sum() > 200
+    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-slider"]').send_keys(Keys.LEFT)  # as it was
+    pk.wait(view, lambda d: (pk.stats(d).get("similarityShown") or {}).get("step") == pk.EPOCHS - 1, "the snapshot")
 
 
 def test_a_click_opens_the_pair_in_the_runs_view(view):

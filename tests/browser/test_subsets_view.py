@@ -19,6 +19,7 @@ import pagekit as pk
 import pytest
 
 pk.require_browser()
+MOTION = True  # points fading out of and back into a subset are tested frame by frame
 
 from selenium.webdriver.common.by import By  # noqa: E402
 

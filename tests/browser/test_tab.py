@@ -15,6 +15,7 @@ import pagekit as pk
 import pytest
 
 pk.require_browser()
+MOTION = True  # the snapshot slider's change is tested as an animation
 
 from selenium.webdriver.common.by import By  # noqa: E402
 

@@ -26,7 +26,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lab_browser(lab):
-    with chromium(1280, 900) as driver:
+    with chromium(1280, 900, motion=True) as driver:  # a snapshot change is tested as an animation
         yield driver
 
 

@@ -15,6 +15,14 @@ export function shown(text) {
   return String(text).replace(BIDI_CONTROLS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
+/**
+ * Whether the user asked their system for less motion (`prefers-reduced-motion: reduce`): the views then jump to a
+ * new layout or matrix at the next frame instead of animating to it. @returns {boolean}
+ */
+export function prefersReducedMotion() {
+  return window.matchMedia?.("(prefers-reduced-motion: reduce)").matches ?? false;
+}
+
 const SHOWN_ATTRIBUTES = new Set(["title", "aria-label", "placeholder"]);
 
 /**

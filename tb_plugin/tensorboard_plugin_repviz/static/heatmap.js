@@ -3,7 +3,7 @@
 // are large enough to read, the hovered cell outlined, holes (a representation left out) grey and hatched with
 // their reason as the hover's tooltip. Changing to values of the same shape can be animated.
 // Hover and click report the cell under the mouse; similarityview.js decides what they mean.
-import { shown } from "./dom.js";
+import { prefersReducedMotion, shown } from "./dom.js";
 import { fitCanvas } from "./overlay.js";
 
 // matplotlib's viridis at nine even stops (perceptually uniform, legible in grey, colour-blind safe)
@@ -126,7 +126,7 @@ export class Heatmap {
     if (!fits(this.marked)) this.marked = null;
     const sameShape = from && data && from.length === data.values.length &&
       from.every((row, i) => row.length === data.values[i].length);
-    if (!animate || !sameShape) {
+    if (!animate || !sameShape || prefersReducedMotion()) {
       this.shown = data ? data.values : null;
       this.draw();
       return;

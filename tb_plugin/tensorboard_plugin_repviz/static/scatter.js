@@ -7,6 +7,7 @@
 // one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
 // overlays (overlay.js) stay in register with pan and zoom. Every context is made without multisampling
 // (`plainRenderer`).
+import { prefersReducedMotion } from "./dom.js";
 import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
 
 /**
@@ -17,7 +18,7 @@ import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js"
  *   keepMode: keep round or square points whatever the count (the frames of one animation)
  */
 
-const TRANSITION_MS = 700;
+const TRANSITION_MS = 700; // a layout's move to the next (one frame for a user who prefers reduced motion)
 /** From this many points the main view draws square points (the cheaper shader of regl-scatterplot's performance
  * mode). */
 export const PERFORMANCE_AT = 50000;
@@ -246,7 +247,7 @@ export class Scatter {
       try {
         await this._plot.draw(points, {
           transition,
-          transitionDuration: TRANSITION_MS,
+          transitionDuration: prefersReducedMotion() ? 1 : TRANSITION_MS, // 1 ms: the new layout at the next frame
           zDataType: "categorical",
           wDataType: "continuous",
           select: options.selected ?? [],
