@@ -33,7 +33,8 @@ def gated(f, array, *args, **kwargs):
     if _count[0] == int(os.environ["GATE_AT"]):
         f.write(np.ascontiguousarray(array).tobytes()[: array.nbytes // 2])  # half a file, in its temporary
         f.flush()
-        print(f"gate: holding write {_count[0]}", file=sys.stderr, flush=True)
+        # one write: the workers share the pipe, and print's text and newline could interleave with another's
+        os.write(2, f"gate: holding write {_count[0]}\\n".encode())
         time.sleep(120)
     return _write(f, array, *args, **kwargs)
 
