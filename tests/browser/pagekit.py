@@ -146,13 +146,14 @@ def wait(driver, condition, what, timeout=60):
         raise AssertionError(f"timed out waiting for {what}; page says: {[e.text for e in errors]}") from None
 
 
-def click(driver, selector: str) -> None:
-    """Click the element matching `selector`, found again if the page rebuilt it between being found and clicked
-    (the header's controls are rebuilt whenever a poll of the run index lands)."""
+def click(driver, selector: str, by: str = "css selector") -> None:
+    """Click the element matching `selector` (CSS, or `by` another of Selenium's locators), found again if the page
+    rebuilt it between being found and clicked (the header's controls and the selection box are rebuilt whenever a
+    poll of the run index lands)."""
 
     def clicked(d) -> bool:
         try:
-            d.find_element(By.CSS_SELECTOR, selector).click()
+            d.find_element(by, selector).click()
             return True
         except (NoSuchElementException, StaleElementReferenceException):
             return False

@@ -41,7 +41,7 @@ def logdir(server):
 
 
 def _view(driver, name):
-    driver.find_element(By.CSS_SELECTOR, f'[data-name="view"] [data-value="{name}"]').click()
+    pk.click(driver, f'[data-name="view"] [data-value="{name}"]')
 
 
 def _cells(driver):
@@ -107,7 +107,7 @@ def test_hover_in_one_cell_highlights_the_point_in_another(tab, shots):
 def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
     last = len(_cells(tab)) - 1
     before = _cell_pixels(tab, last)
-    tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="rectangle"]').click()
+    pk.click(tab, '[data-name="gridmode"] [data-value="rectangle"]')
     canvas = _cells(tab)[0].find_element(By.CSS_SELECTOR, "canvas.cell-canvas")
     width, height = canvas.rect["width"], canvas.rect["height"]
     drag = pk.actions(tab).move_to_element_with_offset(canvas, -0.45 * width, -0.45 * height).click_and_hold()
@@ -116,13 +116,13 @@ def test_a_rectangle_in_one_cell_selects_the_same_points_in_every_cell(tab):
     drag.release().perform()
     selected = int(pk.wait_text(tab, '[data-testid="selection-count"]', "a selection").replace(",", ""))
     assert 0 < selected < pk.N_PROBE
-    tab.find_element(By.CSS_SELECTOR, '[data-name="gridmode"] [data-value="pan"]').click()
+    pk.click(tab, '[data-name="gridmode"] [data-value="pan"]')
     pk.actions(tab).move_to_element(tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"]')).perform()
     time.sleep(0.3)
     # The last cell (another layer, another snapshot) shows the same points selected: the others are dimmed.
     changed = (np.abs(before.astype(int) - _cell_pixels(tab, last).astype(int)).sum(axis=-1) > 60).sum()
     assert changed > 200
-    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Clear"]').click()
+    pk.click(tab, '//section[@data-testid="selection"]//button[text()="Clear"]', By.XPATH)
 
 
 def test_click_on_a_cell_opens_it_in_the_main_view(tab):
@@ -212,7 +212,7 @@ def test_grid_exports_as_png(tab):
         const make = URL.createObjectURL;
         URL.createObjectURL = (blob) => { window.__pngBlob = blob; return make(blob); };
     """)
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="export-png"]').click()
+    pk.click(tab, '[data-testid="export-png"]')
     pk.wait(tab, lambda d: d.execute_script("return Boolean(window.__pngBlob)"), "the PNG")
     data = tab.execute_async_script("""
         const done = arguments[arguments.length - 1];
@@ -255,7 +255,7 @@ def test_trails_of_the_selection_across_snapshots(tab, shots):
     pk.wait(tab, lambda d: "tsne" in d.find_element(By.CSS_SELECTOR, ".info-slot").text, "the t-SNE info line")
     assert 0 < _rectangle_select(tab) <= 500
     before = pk.stats(tab)["overlayDraws"]
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="trails"]').click()
+    pk.click(tab, '[data-testid="trails"]')
     assert _overlay_ink(tab, before) > 300
     # In register with pan and zoom: the overlay moves with the points.
     drawn = pk.canvas(tab, '[data-testid="overlay"]')
@@ -267,23 +267,23 @@ def test_trails_of_the_selection_across_snapshots(tab, shots):
     ys2, xs2 = np.nonzero(pk.ink(moved))
     assert abs((xs2.mean() - xs.mean()) - 80) < 8 and abs((ys2.mean() - ys.mean()) - 40) < 8
     pk.shot(tab, shots, "trails")
-    tab.find_element(By.CSS_SELECTOR, ".tools .reset").click()
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="trails"]').click()
+    pk.click(tab, ".tools .reset")
+    pk.click(tab, '[data-testid="trails"]')
 
 
 def test_density_contours(tab, shots):
     before = pk.stats(tab)["overlayDraws"]
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="contours"]').click()
+    pk.click(tab, '[data-testid="contours"]')
     assert _overlay_ink(tab, before) > 300
     pk.shot(tab, shots, "contours")
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="contours"]').click()
+    pk.click(tab, '[data-testid="contours"]')
 
 
 def test_neighbourhood_change_colours_lists_and_neighbours(tab, shots):
     pk.step_once(tab)  # not the first snapshot: there is a previous one to compare with
     plain = pk.canvas(tab)
     draws = pk.stats(tab)["draws"]
-    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="change"]').click()
+    pk.click(tab, '[data-name="color"] [data-value="change"]')
     pk.wait(tab, lambda d: pk.stats(d)["draws"] > draws, "the change colouring")
     assert "Neighbourhood change" in pk.text(tab, '[data-testid="legend"]')
     assert (np.abs(plain.astype(int) - pk.canvas(tab).astype(int)).sum(axis=-1) > 60).sum() > 300
@@ -299,4 +299,4 @@ def test_neighbourhood_change_colours_lists_and_neighbours(tab, shots):
     assert len(neighbours) == 10
     assert _overlay_ink(tab, before) > 100
     pk.shot(tab, shots, "change")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="label"]').click()
+    pk.click(tab, '[data-name="color"] [data-value="label"]')

@@ -86,7 +86,7 @@ def sized(request, tab):
 
 
 def _view(driver, name):
-    driver.find_element(By.CSS_SELECTOR, f'[data-name="view"] [data-value="{name}"]').click()
+    pk.click(driver, f'[data-name="view"] [data-value="{name}"]')
 
 
 def _box(pixels, top=0.0):
@@ -169,7 +169,7 @@ def test_reset_view_fits_a_zoomed_view_again(sized, shots):
         pk.wait(tab, fits, f"{view} fitted")
         _zoom_in(tab, canvas)
         pk.wait(tab, lambda d, fits=fits: not fits(d), f"points off the zoomed {view} canvas")
-        tab.find_element(By.CSS_SELECTOR, f'.view[data-name="{view}"] [data-testid="reset-view"]').click()
+        pk.click(tab, f'.view[data-name="{view}"] [data-testid="reset-view"]')
         pk.wait(tab, fits, f"{view} fitted again after Reset view")
     _view(tab, "main")
 
@@ -220,7 +220,7 @@ def test_the_first_compute_entry_starts_a_job(tab, shots):
     job = pk.wait_text(tab, '[data-testid="job"]', f"the job computing {name}")
     assert name in job
     pk.shot(tab, shots, "compute-first-entry")
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="cancel-job"]').click()
+    pk.click(tab, '[data-testid="cancel-job"]')
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="job"]'), "the job cancelled")
 
 

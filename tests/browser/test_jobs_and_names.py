@@ -65,7 +65,7 @@ def test_the_cancel_button_stops_a_running_job(tab, shots):
     pk.shot(tab, shots, "jobs-1-running")
     [job] = [j for j in _jobs(tab) if j["method"] == "tsne"]
     assert job["state"] == "running"
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="cancel-job"]').click()
+    pk.click(tab, '[data-testid="cancel-job"]')
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="job"]'), "the job gone from the bar")
     assert [j["state"] for j in _jobs(tab) if j["id"] == job["id"]] == ["cancelled"]
     assert not tab.find_elements(By.CSS_SELECTOR, '[data-testid="error"], .job.failed')
@@ -101,7 +101,7 @@ def test_the_csv_quotes_formulas_and_keeps_numbers(tab):
     pk.drag_rectangle(tab)
     pk.wait(tab, lambda d: d.find_elements(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]'),
             "the selection bar")
-    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    pk.click(tab, '//section[@data-testid="selection"]//button[text()="Export CSV"]', By.XPATH)
     pk.wait(tab, lambda d: d.execute_script("return Boolean(window.__csvBlob)"), "the CSV download")
     text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
     rows = list(csv.DictReader(io.StringIO(text)))

@@ -152,7 +152,7 @@ def test_search_finds_a_word_and_hides_the_rest(tab, shots, probe_text):
     pk.hover_a_point(tab)
     pk.shot(tab, shots, "metadata-4-search")
     all_ink = pk.ink(pk.canvas(tab)).sum()
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="only"]').click()
+    pk.click(tab, '[data-testid="only"]')
     pk.wait(tab, lambda d: pk.ink(pk.canvas(d)).sum() < 0.6 * all_ink, "the other points hidden")
     # only matches are drawn: the card shows a sentence with the word marked
     pk.hover_until(tab, lambda d: [m.lower() for m in pk.texts(d, '[data-testid="hover-text"] mark')][:1] == ["cat"],
@@ -172,7 +172,7 @@ def test_export_csv_carries_the_columns(tab, probe_text):
         URL.createObjectURL = (blob) => { window.__csvBlob = blob; return make(blob); };
     """)
     selected = int(pk.text(tab, '[data-testid="selection-count"]'))
-    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Export CSV"]').click()
+    pk.click(tab, '//section[@data-testid="selection"]//button[text()="Export CSV"]', By.XPATH)
     text = tab.execute_async_script("window.__csvBlob.text().then(arguments[arguments.length - 1])")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert len(rows) == selected and list(rows[0]) == ["probe_id", "label", "prediction", "confidence", "text",

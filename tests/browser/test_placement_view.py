@@ -92,7 +92,7 @@ def test_a_class_hidden_in_the_legend_hides_its_placed_points_too(tab, shots):
     tab.execute_script("arguments[0].click()", only)  # only the digit 0
     pk.wait(tab, lambda d: 0 < ink(d) < 0.4 * before, "only the rings of the digit 0")
     pk.shot(tab, shots, "placement-3-only-zero")
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="legend"] h3 button').click()  # show all
+    pk.click(tab, '[data-testid="legend"] h3 button')  # show all
     pk.wait(tab, lambda d: ink(d) > 0.9 * before, "every ring again")
 
 

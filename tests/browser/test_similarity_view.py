@@ -235,11 +235,11 @@ def test_a_dead_layer_is_a_hatched_hole_that_says_why_and_can_be_left_out(view, 
     assert canvas.get_attribute("title") == reason and pk.text(view, '[data-testid="pair-value"]') == "–"
     assert "Left out (empty cells): dead (constant" in pk.text(view, '[data-testid="similarity-left-out"]')
     pk.shot(view, shots, "similarity-7-hole")
-    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-layers"] summary').click()
-    view.find_element(By.CSS_SELECTOR, '[data-testid="hide-left-out"]').click()
+    pk.click(view, '[data-testid="similarity-layers"] summary')
+    pk.click(view, '[data-testid="hide-left-out"]')
     pk.wait(view, lambda d: pk.stats(d)["similarityLayout"]["n"] == 2, "the dead layer left out")
     assert pk.stats(view)["similarityHoles"] == 0
     assert "Layers shown: 6 of 7" in pk.text(view, '[data-testid="similarity-layers"]')
-    view.find_element(By.CSS_SELECTOR, '[data-testid="similarity-layers"] input[value="dense_1"]').click()
+    pk.click(view, '[data-testid="similarity-layers"] input[value="dense_1"]')
     pk.wait(view, lambda d: pk.stats(d)["similarityLayout"]["m"] == len(LAYERS) - 1, "dense_1 left out too")
     pk.shot(view, shots, "similarity-8-left-out")

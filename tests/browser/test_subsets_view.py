@@ -192,7 +192,7 @@ def test_neighbourhood_change_against_a_subset_greys_the_points_it_lacks(tab, sh
     pk.select(tab, "run", "sub")
     tab.find_element(By.CSS_SELECTOR, '[data-testid="slider"]').send_keys(pk.Keys.END)  # epoch 2: whole again
     pk.wait(tab, lambda d: pk.stats(d)["n"] == N and "epoch 2" in pk.text(d, '[data-testid="step"]'), "epoch 2")
-    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="change"]').click()
+    pk.click(tab, '[data-name="color"] [data-value="change"]')
     # compared with epoch 1, which holds probe positions 1000..1999 only
     legend = pk.wait(tab, lambda d: "(grey)" in pk.text(d, '[data-testid="legend"]') and
                      pk.text(d, '[data-testid="legend"]'), "the change legend", 180)

@@ -68,7 +68,7 @@ def test_slider_changes_the_picture(tab, shots):
     pk.shot(tab, shots, "3-slider")
     # Play runs to the last snapshot and stops there.
     transitions = pk.stats(tab)["transitions"]
-    tab.find_element(By.CSS_SELECTOR, '[data-testid="play"]').click()
+    pk.click(tab, '[data-testid="play"]')
     pk.wait(tab, lambda d: pk.stats(d)["transitions"] > transitions and
           d.find_element(By.CSS_SELECTOR, '[data-testid="play"]').text == "▶", "play to reach the end")
     assert pk.text(tab, '[data-testid="step"]') == f"epoch {EPOCHS}"
@@ -94,7 +94,7 @@ def test_rectangle_selection_survives_snapshot_and_method_changes(tab, shots):
     pk.shot(tab, shots, "4-selection")
     # The selection is drawn (the other points are dimmed): clearing it changes the picture.
     with_selection = pk.canvas(tab)
-    tab.find_element(By.XPATH, '//section[@data-testid="selection"]//button[text()="Clear"]').click()
+    pk.click(tab, '//section[@data-testid="selection"]//button[text()="Clear"]', By.XPATH)
     pk.wait(tab, lambda d: not d.find_elements(By.CSS_SELECTOR, '[data-testid="selection-count"]'), "the clear")
     time.sleep(0.3)
     assert (np.abs(with_selection.astype(int) - pk.canvas(tab).astype(int)).sum(axis=-1) > 30).sum() > 1000
@@ -102,14 +102,14 @@ def test_rectangle_selection_survives_snapshot_and_method_changes(tab, shots):
 
 
 def test_colour_modes_and_legend_toggles(tab):
-    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="correct"]').click()
+    pk.click(tab, '[data-name="color"] [data-value="correct"]')
     legend = pk.wait(tab, lambda d: "correct" in d.find_element(By.CSS_SELECTOR, '[data-testid="legend"]').text and
                    d.find_element(By.CSS_SELECTOR, '[data-testid="legend"]'), "the correct/wrong legend")
     before = pk.ink(pk.canvas(tab)).sum()
     legend.find_elements(By.CSS_SELECTOR, "li .swatch-button")[0].click()  # hide the correct ones
     time.sleep(0.5)
     assert pk.ink(pk.canvas(tab)).sum() < before
-    tab.find_element(By.CSS_SELECTOR, '[data-name="color"] [data-value="label"]').click()
+    pk.click(tab, '[data-name="color"] [data-value="label"]')
 
 
 def test_run_without_embeddings_says_what_to_do_and_computes_on_demand(tab, shots):
