@@ -223,7 +223,7 @@ def hover_a_point(driver) -> None:
     ys, xs = np.nonzero(solid)
     y, x = (ys[len(ys) // 2] + 2) / scale, (xs[len(xs) // 2] + 2) / scale
     actions(driver).move_to_element_with_offset(element, x - element.rect["width"] / 2,
-                                                     y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
+                                                y - element.rect["height"] / 2).pause(0.2).move_by_offset(1, 0).perform()
 
 
 def hover_until(driver, condition, what, timeout=60):
