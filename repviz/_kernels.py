@@ -5,7 +5,7 @@ the caller's ``fastmath`` and ``parallel`` settings; a caller compiled for float
 or read-only, gets its own specialisation.
 """
 
-from numba import njit
+from ._jit import njit
 
 
 @njit(inline="always", cache=True, fastmath=True)

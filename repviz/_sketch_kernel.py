@@ -3,7 +3,7 @@ numba is imported only by a process that sketches a layer."""
 
 from __future__ import annotations
 
-from numba import njit
+from ._jit import njit
 
 
 @njit(cache=True, nogil=True)

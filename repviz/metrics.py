@@ -14,9 +14,9 @@ the mean. ``quality_scores`` records the sample size used.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from scipy.spatial import cKDTree
 
+from ._jit import njit
 from ._rows import run_rows
 from ._validation import check_array, check_n_neighbors
 from .neighbors import FLOAT_DTYPES, block_rows, knn

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
+from numba import prange
 from scipy.spatial.distance import cdist
 
+from ._jit import njit
 from ._kernels import sq_dist
 from ._rows import run_rows
 from ._validation import Options, Rule, check_array, check_distance_matrix, check_n_neighbors, check_option

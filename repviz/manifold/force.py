@@ -10,8 +10,8 @@ is serial with its own seeded generator, so a random_state always gives the same
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._jit import njit
 from .._kernels import sq_dist
 from .._validation import BOOLEAN, RANDOM_STATE, Interval, Options
 from ..neighbors import KNN_METHODS

@@ -19,8 +19,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
+from numba import prange
 
+from .._jit import njit
 from .._rows import run_rows
 from .._validation import (
     BOOLEAN,

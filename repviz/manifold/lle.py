@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 from scipy.sparse.linalg import LinearOperator, splu
 
+from .._jit import njit
 from .._validation import (
     NONE,
     RANDOM_STATE,

@@ -9,10 +9,11 @@ float64 input): O(n² k) time per iteration and O(n²) memory, refused above the
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 from scipy.linalg import eigh
 from scipy.optimize import isotonic_regression
 
+from .._jit import njit
 from .._kernels import sq_dist
 from .._validation import (
     ARRAY_LIKE,

@@ -10,8 +10,9 @@ The sampled-pair kernels do O(width) arithmetic per pair and run in parallel, vi
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .._jit import njit
 from .._kernels import sq_dist
 
 

@@ -12,8 +12,9 @@ the tree infinitely deep; below ``_MAX_DEPTH`` levels a leaf accepts any point.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ..._jit import njit
 from ..._kernels import sq_dist
 from ._kernels import kernel_weight
 

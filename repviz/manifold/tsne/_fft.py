@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.fft
-from numba import njit
+
+from ..._jit import njit
 
 
 def smooth_box_count(n_boxes: int, n_interp: int) -> int:

@@ -14,8 +14,9 @@ w = exp(-d²) of symmetric SNE.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from ..._jit import njit
 from ..._kernels import sq_dist
 
 _PERPLEXITY_TOL = 1e-8  # on the entropy in nats; keeps the perplexity within ~1e-6 of its target

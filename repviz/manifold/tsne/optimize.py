@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from ..._jit import njit
 from . import _kernels
 from ._bh import BHRepulsion
 from ._fft import FFTRepulsion
