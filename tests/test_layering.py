@@ -23,8 +23,8 @@ PACKAGES = {"repviz": REPO / "repviz", "tensorboard_plugin_repviz": REPO / "tb_p
 # most specific pattern that matches a module's name gives its floor: an exact name before "pkg.*", and a longer
 # "pkg.*" before a shorter one ("pkg.*" matches the package and everything in it).
 FLOORS = [
-    ("foundations", ["repviz.version", "repviz._validation", "repviz._kernels", "repviz._rows", "repviz.progress",
-                     "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.targets", "repviz.datasets",
+    ("foundations", ["repviz.version", "repviz._validation", "repviz._jit", "repviz._kernels", "repviz._rows",
+                     "repviz.progress", "repviz.workers", "repviz.store.*", "repviz.metadata", "repviz.targets", "repviz.datasets",
                      "repviz.align", "repviz.chief", "repviz.networks", "repviz.subsets", "repviz.meta.options", "repviz.similarity.options"]),
     ("numerics", ["repviz.neighbors", "repviz.metrics", "repviz.manifold.*", "repviz.density",
                   "repviz.neighbor_change", "repviz._reduction", "repviz._sketch_kernel", "repviz.narrow", "repviz.meta._kernels",
