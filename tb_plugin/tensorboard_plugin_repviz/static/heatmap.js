@@ -139,6 +139,8 @@ export class Heatmap {
         return v === null || a === null || !Number.isFinite(a) ? v : a + (v - a) * t;
       }));
       this.draw();
+      const stats = window.__repvizStats;
+      stats.similarityTweenFrames = (stats.similarityTweenFrames || 0) + 1;
       if (t < 1) this._frame = requestAnimationFrame(tick);
     };
     this._frame = requestAnimationFrame(tick);

@@ -17,7 +17,7 @@
 //   window.__repvizStats = {draws, n, drawnMs, transitions, transitionFrames, transitionFrameMs, gridDraws,
 //                           gridDrawnMs, gridCells, metaDraws, metaDrawnMs, metaShownMs, metaPoints, metaTrajectories,
 //                           metaPositions, overlayDraws, exported, similarityDraws, similarityLayout, similarityShown,
-//                           similarityPairs}
+//                           similarityPairs, similarityTweenFrames}
 //   draws: completed draws of the main view; n: points in the last one; drawnMs: from the user's choice of a
 //   representation to its draw having completed; transitionFrames: frame intervals (ms) during the last animated
 //   transition; transitionFrameMs: how long each of its frames took from the frame's start to its picture in the
@@ -27,7 +27,8 @@
 //   metaPositions: [x, y, run, layer, step] of each drawn representation (canvas pixels);
 //   overlayDraws: overlay layers set (trails, contours, rings); exported: size of the last PNG export;
 //   similarityLayout: {x, y, cell, n, m} of the heatmap's grid (CSS pixels); similarityShown: {step, rows, cols}
-//   of the matrix shown (null: none); similarityPairs: draws of the hovered cell's two scatters.
+//   of the matrix shown (null: none); similarityPairs: draws of the hovered cell's two scatters;
+//   similarityTweenFrames: frames drawn between two matrices (the heatmap's animation).
 import { resolveCurrent, runNamed, stepAtOrBefore } from "./choice.js";
 import * as V from "./dom.js";
 import { exportPng } from "./exporting.js";
