@@ -2,8 +2,8 @@
 Hessian (Donoho & Grimes 2003) and local tangent space alignment (Zhang & Zha 2004).
 
 Every variant builds a sparse, symmetric positive semi-definite alignment matrix M from one small dense
-problem per point (numpy's stacked solves for the standard weights, serial numba loops for the other variants:
-0.2-0.3 s for 10,000 points, cheaper to compile than parallel ones and far below the eigensolve), then embeds
+problem per point, solved by numpy's stacked linear algebra over blocks of points (about 0.1 s for 10,000 points,
+far below the eigensolve; numba's linear algebra took seconds to compile in each new process), then embeds
 with the bottom eigenvectors of M after the constant one. Standard LLE forms M = (I - W)ᵀ (I - W) from the
 sparse weights W; the other variants sum one dense block per neighbourhood into a CSR matrix. Memory is
 O(n k²); nothing is n×n.
@@ -15,7 +15,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, splu
 
-from .._jit import njit
 from .._validation import (
     NONE,
     RANDOM_STATE,
@@ -34,135 +33,109 @@ from ._fitted_neighbors import FittedNeighbors
 from ._graph import neighbor_graph
 
 
-@njit(cache=True)
-def _neighbourhood(X, nbrs):  # pragma: no cover - compiled
-    """The rows ``X[nbrs]`` as a float64 (k, d) array (local solves run in float64 whatever X holds)."""
-    return X[nbrs].astype(np.float64)
+def _row_blocks(n: int, k: int, d: int, block_bytes: int = 64 << 20) -> list[slice]:
+    """Slices of ``range(n)`` whose (rows, k, max(k, d)) float64 local arrays take about ``block_bytes``."""
+    rows = max(1, block_bytes // (8 * k * max(d, k)))
+    return [slice(start, min(n, start + rows)) for start in range(0, n, rows)]
 
 
-@njit(cache=True)
-def _centred_neighbourhood(X, nbrs):  # pragma: no cover - compiled
-    """The rows ``X[nbrs]`` minus their mean, float64 (k, d)."""
-    Z = _neighbourhood(X, nbrs)
-    return Z - Z.sum(axis=0) / Z.shape[0]
+def _neighbourhoods(X: np.ndarray, ind: np.ndarray, centre: np.ndarray | None = None) -> np.ndarray:
+    """The rows ``X[ind]`` as float64 (m, k, d), minus ``centre`` (m, d), or minus their own mean when it is None."""
+    Z = X[ind].astype(np.float64)
+    return Z - (Z.sum(axis=1, keepdims=True) / Z.shape[1] if centre is None else centre[:, None, :])
 
 
-def _barycentric_weights(Q: np.ndarray, X: np.ndarray, ind: np.ndarray, reg: float,
-                         block_bytes: int = 64 << 20) -> np.ndarray:
+def _barycentric_weights(Q: np.ndarray, X: np.ndarray, ind: np.ndarray, reg: float) -> np.ndarray:
     """Weights reconstructing each point of Q from its neighbours ``X[ind]`` (sum 1), by a regularised local
-    Gram solve; numpy's stacked matmul and solve over blocks of points (no compiled kernel: numba's linear
-    algebra took 5 s to compile, longer than the solves themselves)."""
+    Gram solve."""
     n, k = ind.shape
     weights = np.empty((n, k))
-    rows = max(1, block_bytes // (8 * k * max(X.shape[1], k)))
-    for start in range(0, n, rows):
-        Z = X[ind[start:start + rows]] - Q[start:start + rows, None, :]
+    for rows in _row_blocks(n, k, X.shape[1]):
+        Z = _neighbourhoods(X, ind[rows], Q[rows])
         C = Z @ Z.transpose(0, 2, 1)
         tr = np.trace(C, axis1=1, axis2=2)
         # a singular local Gram (k > d, duplicates) is made invertible
         C[:, np.arange(k), np.arange(k)] += np.where(tr > 0, reg * tr, reg)[:, None]
         w = np.linalg.solve(C, np.ones((len(C), k, 1)))[..., 0]
-        weights[start:start + rows] = w / w.sum(axis=1, keepdims=True)
+        weights[rows] = w / w.sum(axis=1, keepdims=True)
     return weights
 
 
-@njit(cache=True)
-def _local_spectra(X, ind, evals, evecs):  # pragma: no cover - compiled
-    """Eigen-decomposition (decreasing) of each neighbourhood's Gram matrix G Gᵀ, G = X[nbrs] - X[i]."""
+def _local_spectra(X: np.ndarray, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (n, k), decreasing and clipped at 0, and eigenvectors (n, k, k) of each neighbourhood's Gram
+    matrix G Gᵀ, G = X[nbrs] - X[i]."""
     n, k = ind.shape
-    for i in range(n):
-        Z = _neighbourhood(X, ind[i]) - X[i]
-        w, V = np.linalg.eigh(Z @ Z.T)
-        for a in range(k):
-            evals[i, a] = max(w[k - 1 - a], 0.0)
-            for b in range(k):
-                evecs[i, b, a] = V[b, k - 1 - a]
+    evals, evecs = np.empty((n, k)), np.empty((n, k, k))
+    for rows in _row_blocks(n, k, X.shape[1]):
+        Z = _neighbourhoods(X, ind[rows], X[rows])
+        w, V = np.linalg.eigh(Z @ Z.transpose(0, 2, 1))
+        evals[rows] = np.maximum(w[:, ::-1], 0.0)
+        evecs[rows] = V[:, :, ::-1]
+    return evals, evecs
 
 
-@njit(cache=True)
-def _modified_blocks(ind, evals, evecs, n_components, eta, modified_tol, blocks):  # pragma: no cover
-    """MLLE blocks Ŵ Ŵᵀ over [i, nbrs], Ŵ = [-1ᵀ; W_i], W_i from the s_i-dimensional almost-null space."""
-    n, k = ind.shape
-    for i in range(n):
-        ev = evals[i]
-        V = evecs[i]
-        reg = 1e-3 * ev.sum()
-        # regularised barycentric weights from the local spectrum: w = V diag(1/(ev+reg)) Vᵀ 1, normalised
-        t = V.T @ np.ones(k)
-        for a in range(k):
-            t[a] /= ev[a] + reg
-        w_reg = V @ t
-        w_reg /= w_reg.sum()
-        # s_i: the largest tail of eigenvalues whose sum, relative to the rest, stays below eta
-        total = ev.sum()
-        s = 0
-        tail = 0.0
-        for m in range(k - 1, 0, -1):
-            tail += ev[m]
-            head = total - tail
-            if head > 0 and tail / head < eta:
-                s = k - m
-            else:
-                break
-        s = max(s, 1)
-        Vi = np.ascontiguousarray(V[:, k - s:])
-        ones_proj = Vi.T @ np.ones(k)
-        alpha = np.sqrt((ones_proj ** 2).sum()) / np.sqrt(s)
-        h = alpha - ones_proj
-        norm_h = np.sqrt((h ** 2).sum())
-        if norm_h < modified_tol:
-            h[:] = 0.0
-        else:
-            h /= norm_h
-        Wi = Vi - 2.0 * np.outer(Vi @ h, h) + (1.0 - alpha) * np.outer(w_reg, np.ones(s))
-        What = np.empty((k + 1, s))
-        What[0, :] = -1.0
-        What[1:, :] = Wi
-        blocks[i] = What @ What.T
+def _modified_blocks(evals: np.ndarray, evecs: np.ndarray, eta: float, modified_tol: float) -> np.ndarray:
+    """MLLE blocks Ŵ Ŵᵀ (n, k + 1, k + 1) over [i, nbrs], Ŵ = [-1ᵀ; W_i], W_i from the s_i-dimensional almost-null
+    space; the points of one s_i are computed together."""
+    n, k = evals.shape
+    # regularised barycentric weights from the local spectrum: w = V diag(1/(ev+reg)) Vᵀ 1, normalised
+    reg = 1e-3 * evals.sum(axis=1)
+    t = evecs.sum(axis=1) / (evals + reg[:, None])
+    w_reg = (evecs @ t[:, :, None])[:, :, 0]
+    w_reg /= w_reg.sum(axis=1, keepdims=True)
+    # s_i: the largest tail of eigenvalues whose sum, relative to the rest, stays below eta (at least 1)
+    tail = np.cumsum(evals[:, :0:-1], axis=1)
+    head = evals.sum(axis=1, keepdims=True) - tail
+    small = (head > 0) & (tail / np.where(head > 0, head, 1.0) < eta)
+    s_all = np.maximum(np.cumprod(small, axis=1).sum(axis=1), 1)
+    blocks = np.empty((n, k + 1, k + 1))
+    for s in np.unique(s_all):
+        idx = np.flatnonzero(s_all == s)
+        Vi = evecs[idx][:, :, k - s:]
+        ones_proj = Vi.sum(axis=1)
+        alpha = np.sqrt((ones_proj ** 2).sum(axis=1)) / np.sqrt(s)
+        h = alpha[:, None] - ones_proj
+        norm_h = np.sqrt((h ** 2).sum(axis=1))
+        h = np.where((norm_h < modified_tol)[:, None], 0.0, h / np.where(norm_h > 0, norm_h, 1.0)[:, None])
+        Wi = Vi - 2.0 * (Vi @ h[:, :, None]) * h[:, None, :] + (1.0 - alpha)[:, None, None] * w_reg[idx][:, :, None]
+        What = np.concatenate([np.full((len(idx), 1, s), -1.0), Wi], axis=1)
+        blocks[idx] = What @ What.transpose(0, 2, 1)
+    return blocks
 
 
-@njit(cache=True)
-def _hessian_blocks(X, ind, n_components, hessian_tol, blocks):  # pragma: no cover - compiled
-    """HLLE blocks w wᵀ over nbrs, w spanning the local Hessian estimator (orthogonal to 1, tangents, products)."""
+def _hessian_blocks(X: np.ndarray, ind: np.ndarray, n_components: int, hessian_tol: float) -> np.ndarray:
+    """HLLE blocks w wᵀ (n, k, k) over nbrs, w spanning the local Hessian estimator (orthogonal to 1, tangents,
+    products)."""
     n, k = ind.shape
     nc = n_components
-    dp = nc * (nc + 1) // 2
-    for i in range(n):
-        G = _centred_neighbourhood(X, ind[i])
-        _, V = np.linalg.eigh(G @ G.T)
-        U = V[:, ::-1][:, :nc]
-        Y = np.empty((k, 1 + nc + dp))
-        Y[:, 0] = 1.0
-        Y[:, 1:1 + nc] = U
-        j = 1 + nc
-        for p in range(nc):
-            for q in range(p, nc):
-                Y[:, j] = U[:, p] * U[:, q]
-                j += 1
+    blocks = np.empty((n, k, k))
+    for rows in _row_blocks(n, k, X.shape[1]):
+        G = _neighbourhoods(X, ind[rows])
+        _, V = np.linalg.eigh(G @ G.transpose(0, 2, 1))
+        U = V[:, :, ::-1][:, :, :nc]
+        products = [U[:, :, p] * U[:, :, q] for p in range(nc) for q in range(p, nc)]
+        Y = np.concatenate([np.ones((len(U), k, 1)), U, np.stack(products, axis=2)], axis=2)
         Q, _ = np.linalg.qr(Y)
-        w = Q[:, nc + 1:].copy()
-        for c in range(w.shape[1]):
-            S = w[:, c].sum()
-            if abs(S) >= hessian_tol:
-                w[:, c] /= S
-        blocks[i] = w @ w.T
+        w = Q[:, :, nc + 1:]
+        S = w.sum(axis=1, keepdims=True)
+        w = np.where(np.abs(S) >= hessian_tol, w / np.where(S != 0, S, 1.0), w)
+        blocks[rows] = w @ w.transpose(0, 2, 1)
+    return blocks
 
 
-@njit(cache=True)
-def _ltsa_blocks(X, ind, n_components, blocks):  # pragma: no cover - compiled
-    """LTSA blocks I - G Gᵀ over nbrs, G = [1/sqrt(k), top local tangent coordinates]."""
+def _ltsa_blocks(X: np.ndarray, ind: np.ndarray, n_components: int) -> np.ndarray:
+    """LTSA blocks I - G Gᵀ (n, k, k) over nbrs, G = [1/sqrt(k), top local tangent coordinates]."""
     n, k = ind.shape
-    for i in range(n):
-        Z = _centred_neighbourhood(X, ind[i])
-        _, V = np.linalg.eigh(Z @ Z.T)
-        G = np.empty((k, n_components + 1))
-        G[:, 0] = 1.0 / np.sqrt(k)
-        for c in range(n_components):
-            G[:, 1 + c] = V[:, k - 1 - c]
-        B = -(G @ G.T)
-        for a in range(k):
-            B[a, a] += 1.0
-        blocks[i] = B
+    blocks = np.empty((n, k, k))
+    for rows in _row_blocks(n, k, X.shape[1]):
+        Z = _neighbourhoods(X, ind[rows])
+        _, V = np.linalg.eigh(Z @ Z.transpose(0, 2, 1))
+        tangents = V[:, :, ::-1][:, :, :n_components]
+        G = np.concatenate([np.full((len(V), k, 1), 1.0 / np.sqrt(k)), tangents], axis=2)
+        B = -(G @ G.transpose(0, 2, 1))
+        B[:, np.arange(k), np.arange(k)] += 1.0
+        blocks[rows] = B
+    return blocks
 
 
 def _assemble(blocks: np.ndarray, idx: np.ndarray, n: int) -> sp.csr_matrix:
@@ -332,15 +305,10 @@ class LocallyLinearEmbedding(Estimator):
         if self.method == "modified":
             if k <= nc:
                 raise ValueError(f"method='modified' needs n_neighbors > n_components; got {k} <= {nc}.")
-            evals, evecs = np.empty((n, k)), np.empty((n, k, k))
-            _local_spectra(X, ind, evals, evecs)
+            evals, evecs = _local_spectra(X, ind)
             rho = evals[:, nc:].sum(axis=1) / np.maximum(evals[:, :nc].sum(axis=1), 1e-300)
-            blocks = np.empty((n, k + 1, k + 1))
-            _modified_blocks(ind, evals, evecs, nc, float(np.median(rho)), self.modified_tol, blocks)
+            blocks = _modified_blocks(evals, evecs, float(np.median(rho)), self.modified_tol)
             return _assemble(blocks, with_self, n), None
-        blocks = np.empty((n, k, k))
         if self.method == "hessian":
-            _hessian_blocks(X, ind, nc, self.hessian_tol, blocks)
-        else:
-            _ltsa_blocks(X, ind, nc, blocks)
-        return _assemble(blocks, ind, n), None
+            return _assemble(_hessian_blocks(X, ind, nc, self.hessian_tol), ind, n), None
+        return _assemble(_ltsa_blocks(X, ind, nc), ind, n), None
