@@ -9,12 +9,12 @@ float64 input): O(n² k) time per iteration and O(n²) memory, refused above the
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 from scipy.linalg import eigh
 from scipy.optimize import isotonic_regression
 
 from .._jit import njit
 from .._kernels import sq_dist
+from .._rows import run_rows
 from .._validation import (
     ARRAY_LIKE,
     BOOLEAN,
@@ -216,15 +216,14 @@ class ClassicalMDS(Estimator):
         return self._dissimilarity_matrix
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
-    """One SMACOF step without forming B(Y): Y_new_i = (1/n) sum_j delta_ij / d_ij (Y_i - Y_j). Returns the raw
-    stress sum_{i<j} (d_ij - delta_ij)² of ``Y`` and sum_{i<j} d_ij²."""
+@njit(cache=True, nogil=True, fastmath=True)
+def _guttman_rows(start, stop, delta, Y, Y_new, sums):  # pragma: no cover - compiled
+    """Rows ``start:stop`` of one SMACOF step without forming B(Y): Y_new_i = (1/n) sum_j delta_ij / d_ij
+    (Y_i - Y_j); ``sums[i]``: the row's raw stress sum_j (d_ij - delta_ij)² and sum_j d_ij²."""
     n, k = Y.shape
-    stress_rows = np.zeros(n)
-    sq_rows = np.zeros(n)
-    for i in prange(n):
-        acc = np.zeros(k)
+    for i in range(start, stop):
+        for c in range(k):
+            Y_new[i, c] = 0.0
         s = 0.0
         q = 0.0
         for j in range(n):
@@ -238,12 +237,20 @@ def _guttman_transform(delta, Y, Y_new):  # pragma: no cover - compiled
             if d > 1e-12:
                 ratio = delta[i, j] / d
                 for c in range(k):
-                    acc[c] += ratio * (Y[i, c] - Y[j, c])
+                    Y_new[i, c] += ratio * (Y[i, c] - Y[j, c])
         for c in range(k):
-            Y_new[i, c] = acc[c] / n
-        stress_rows[i] = s
-        sq_rows[i] = q
-    return 0.5 * stress_rows.sum(), 0.5 * sq_rows.sum()
+            Y_new[i, c] /= n
+        sums[i, 0] = s
+        sums[i, 1] = q
+
+
+def _guttman_transform(delta: np.ndarray, Y: np.ndarray, Y_new: np.ndarray) -> tuple[float, float]:
+    """One SMACOF step from ``Y`` into ``Y_new`` (rows on numba's threads); returns the raw stress
+    sum_{i<j} (d_ij - delta_ij)² of ``Y`` and sum_{i<j} d_ij²."""
+    sums = np.empty((len(Y), 2))
+    run_rows(_guttman_rows, len(Y), delta, Y, Y_new, sums)
+    stress, sq = sums.sum(axis=0)
+    return 0.5 * stress, 0.5 * sq
 
 
 class MDS(Estimator):
@@ -458,40 +465,45 @@ def _start(est, delta: np.ndarray, scale: float, init=None, rng=None) -> np.ndar
     return np.ascontiguousarray(Y)
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _sammon_error(delta, Y):  # pragma: no cover - compiled
-    """sum_{i != j, delta_ij > 0} (delta_ij - d_ij)² / delta_ij (twice Sammon's sum over pairs, unscaled)."""
-    n, k = Y.shape
-    rows = np.zeros(n)
-    for i in prange(n):
+@njit(cache=True, nogil=True, fastmath=True)
+def _sammon_error_rows(start, stop, delta, Y, rows):  # pragma: no cover - compiled
+    """``rows[i]`` = sum_{j != i, delta_ij > 0} (delta_ij - d_ij)² / delta_ij for the rows ``start:stop``."""
+    n = Y.shape[0]
+    for i in range(start, stop):
         e = 0.0
         for j in range(n):
             dl = delta[i, j]
             if j == i or dl <= 0:
                 continue
-            d2 = sq_dist(Y, i, Y, j)
-            r = dl - np.sqrt(d2)
+            r = dl - np.sqrt(sq_dist(Y, i, Y, j))
             e += r * r / dl
         rows[i] = e
-    return rows.sum()
 
 
-@njit(cache=True, parallel=True, fastmath=True)
-def _sammon_newton_step(delta, Y, step):  # pragma: no cover - compiled
-    """Sammon's pseudo-Newton step, -(dE/dy) / |d²E/dy²| per coordinate, written into ``step``.
+def _sammon_error(delta: np.ndarray, Y: np.ndarray) -> float:
+    """sum_{i != j, delta_ij > 0} (delta_ij - d_ij)² / delta_ij (twice Sammon's sum over pairs, unscaled)."""
+    rows = np.empty(len(Y))
+    run_rows(_sammon_error_rows, len(Y), delta, Y, rows)
+    return float(rows.sum())
+
+
+@njit(cache=True, nogil=True, fastmath=True)
+def _sammon_newton_rows(start, stop, delta, Y, step):  # pragma: no cover - compiled
+    """Sammon's pseudo-Newton step, -(dE/dy) / |d²E/dy²| per coordinate, for the rows ``start:stop`` of ``step``.
 
     ``g`` accumulates -1/2 dE/dy_i = sum_j (1/delta_ij - 1/d_ij)(y_j - y_i) and ``h`` the matching half
     second derivative, so the step is g / |h|."""
     n, k = Y.shape
-    for i in prange(n):
-        g = np.zeros(k)
-        h = np.zeros(k)
+    g = np.empty(k)
+    h = np.empty(k)
+    for i in range(start, stop):
+        g[:] = 0.0
+        h[:] = 0.0
         for j in range(n):
             dl = delta[i, j]
             if j == i or dl <= 0:
                 continue
-            d2 = sq_dist(Y, i, Y, j)
-            d = max(np.sqrt(d2), 1e-12)
+            d = max(np.sqrt(sq_dist(Y, i, Y, j)), 1e-12)
             a = 1.0 / dl - 1.0 / d   # derivative weight of the pair
             b = 1.0 / (d * d * d)
             for c in range(k):
@@ -500,6 +512,11 @@ def _sammon_newton_step(delta, Y, step):  # pragma: no cover - compiled
                 h[c] += b * diff * diff - a
         for c in range(k):
             step[i, c] = g[c] / max(abs(h[c]), 1e-12)
+
+
+def _sammon_newton_step(delta: np.ndarray, Y: np.ndarray, step: np.ndarray) -> None:
+    """Sammon's pseudo-Newton step for every point, written into ``step`` (rows on numba's threads)."""
+    run_rows(_sammon_newton_rows, len(Y), delta, Y, step)
 
 
 class Sammon(Estimator):
