@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import prange
 from scipy.spatial.distance import cdist
 
 from ._jit import njit
@@ -329,10 +328,12 @@ def _heap_replace_top(dist, idx, flag, d, j):
 
 @njit(inline="always")
 def _heap_sort(dist, idx, flag):
-    """Sort a max-heap in place into increasing (distance, index) order."""
+    """Sort a max-heap in place into increasing (distance, index) order (``flag``, if not empty, with it)."""
     for end in range(dist.shape[0] - 1, 0, -1):
         dist[0], dist[end] = dist[end], dist[0]
         idx[0], idx[end] = idx[end], idx[0]
+        if flag.shape[0]:
+            flag[0], flag[end] = flag[end], flag[0]
         _sift_down(dist, idx, flag, 0, end)
 
 
@@ -521,12 +522,11 @@ def _try_push(dist, idx, flag, d, j):
     return 1
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag):
-    """Every point takes the closest of the points sharing a leaf with it in any tree."""
-    n = X.shape[0]
+@njit(cache=True, nogil=True, fastmath=True)
+def _leaf_join(start, stop, X, trees_order, trees_leaves, point_leaf, dist, idx, flag):  # pragma: no cover
+    """Points ``start:stop`` take the closest of the points sharing a leaf with them in any tree."""
     n_trees = trees_order.shape[0]
-    for i in prange(n):
+    for i in range(start, stop):
         for t in range(n_trees):
             leaf = point_leaf[t, i]
             for s in range(trees_leaves[t, leaf], trees_leaves[t, leaf + 1]):
@@ -535,11 +535,11 @@ def _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag):
                     _try_push(dist[i], idx[i], flag[i], sq_dist(X, i, X, j), j)
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def _seed_join(X, seeds, dist, idx, flag):
-    """Every point takes its candidate neighbours ``seeds[i]`` (entries < 0 or >= n are skipped)."""
+@njit(cache=True, nogil=True, fastmath=True)
+def _seed_join(start, stop, X, seeds, dist, idx, flag):  # pragma: no cover - compiled
+    """Points ``start:stop`` take their candidate neighbours ``seeds[i]`` (entries < 0 or >= n are skipped)."""
     n = X.shape[0]
-    for i in prange(n):
+    for i in range(start, stop):
         for a in range(seeds.shape[1]):
             j = seeds[i, a]
             if 0 <= j < n and j != i:
@@ -547,24 +547,29 @@ def _seed_join(X, seeds, dist, idx, flag):
 
 
 @njit(cache=True)
-def _sample_lists(idx, dist, flag, n_sample):
-    """Each point's closest ``n_sample`` neighbours (with 'new' flags), then the reverse lists: for each point,
-    up to n_sample points that list it (the first in index order). A snapshot for one round."""
+def _sample_lists(idx, dist, flag, fwd, fwd_new, rev, rev_new):  # pragma: no cover - compiled
+    """Into ``fwd`` (n, s), filled with -1, each point's closest s neighbours (with their 'new' flags, which are
+    then cleared), then into ``rev`` (filled with -1) the reverse lists: for each point, up to s points that list
+    it (the first in index order). A snapshot for one round."""
     n, k = idx.shape
-    fwd = np.full((n, n_sample), -1, dtype=np.int64)
-    fwd_new = np.zeros((n, n_sample), dtype=np.bool_)
+    n_sample = fwd.shape[1]
+    row_dist = np.empty(k, dtype=dist.dtype)
+    row_idx = np.empty(k, dtype=np.int64)
+    row_new = np.empty(k, dtype=np.bool_)
     for i in range(n):
-        order = np.argsort(dist[i])
-        m = 0
-        for a in order:
-            if idx[i, a] < n and m < n_sample:
-                fwd[i, m] = idx[i, a]
-                fwd_new[i, m] = flag[i, a]
-                m += 1
+        # a copy of the row's max-heap, sorted into increasing (distance, index) order with its flags
         for a in range(k):
+            row_dist[a] = dist[i, a]
+            row_idx[a] = idx[i, a]
+            row_new[a] = flag[i, a]
             flag[i, a] = False
-    rev = np.full((n, n_sample), -1, dtype=np.int64)
-    rev_new = np.zeros((n, n_sample), dtype=np.bool_)
+        _heap_sort(row_dist, row_idx, row_new)
+        m = 0
+        for a in range(k):
+            if row_idx[a] < n and m < n_sample:
+                fwd[i, m] = row_idx[a]
+                fwd_new[i, m] = row_new[a]
+                m += 1
     fill = np.zeros(n, dtype=np.int64)
     for i in range(n):
         for m in range(n_sample):
@@ -573,15 +578,14 @@ def _sample_lists(idx, dist, flag, n_sample):
                 rev[j, fill[j]] = i
                 rev_new[j, fill[j]] = fwd_new[i, m]
                 fill[j] += 1
-    return fwd, fwd_new, rev, rev_new
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):
-    """Point i looks at the (sampled) neighbours of its (sampled) neighbours, forward and reverse, wherever
-    either link is new since the last round, and keeps the closest; it writes only its own row."""
-    n, s = fwd.shape
-    for i in prange(n):
+@njit(cache=True, nogil=True, fastmath=True)
+def _descent_round(start, stop, X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):  # pragma: no cover
+    """Points ``start:stop`` look at the (sampled) neighbours of their (sampled) neighbours, forward and reverse,
+    wherever either link is new since the last round, and keep the closest; point i writes only its own row."""
+    s = fwd.shape[1]
+    for i in range(start, stop):
         count = 0
         for side_a in range(2):
             for a in range(s):
@@ -600,13 +604,16 @@ def _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates):
         updates[i] = count
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def _finish_rows(X, dist, idx):
-    """Sort each row; rows the search left short (tiny or degenerate data) get an exact scan."""
+@njit(cache=True, nogil=True, fastmath=True)
+def _finish_rows(start, stop, X, dist, idx):  # pragma: no cover - compiled
+    """Sort rows ``start:stop``; rows the search left short (tiny or degenerate data) get an exact scan."""
     n, k = idx.shape
     no_flag = np.empty(0, dtype=np.bool_)
-    for i in prange(n):
-        if idx[i, 0] >= n or idx[i].max() >= n:
+    for i in range(start, stop):
+        short = False
+        for a in range(k):
+            short = short or idx[i, a] >= n
+        if short:
             for a in range(k):
                 dist[i, a] = np.inf
                 idx[i, a] = n
@@ -650,18 +657,23 @@ def _nndescent_knn(X: np.ndarray, k: int, metric: str, random_state, n_trees: in
     dist = np.full((n, k), np.inf, dtype=np.float32)
     idx = np.full((n, k), n, dtype=np.int64)
     flag = np.zeros((n, k), dtype=np.bool_)
-    _leaf_join(X, trees_order, trees_leaves, point_leaf, dist, idx, flag)
+    run_rows(_leaf_join, n, X, trees_order, trees_leaves, point_leaf, dist, idx, flag)
     if seeds is not None:
         seeds = seeds[perm]  # rows and labels in the relabelled order
-        _seed_join(X, np.where((seeds >= 0) & (seeds < n), inverse[np.clip(seeds, 0, n - 1)], -1), dist, idx, flag)
+        seeds = np.where((seeds >= 0) & (seeds < n), inverse[np.clip(seeds, 0, n - 1)], -1)
+        run_rows(_seed_join, n, X, seeds, dist, idx, flag)
     n_sample = min(k, n_sample)
     updates = np.zeros(n, dtype=np.int64)
+    fwd, rev = np.empty((n, n_sample), dtype=np.int64), np.empty((n, n_sample), dtype=np.int64)
+    fwd_new, rev_new = np.zeros((n, n_sample), dtype=np.bool_), np.zeros((n, n_sample), dtype=np.bool_)
     for _ in range(max_rounds):
-        fwd, fwd_new, rev, rev_new = _sample_lists(idx, dist, flag, n_sample)
-        _descent_round(X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates)
+        fwd.fill(-1)
+        rev.fill(-1)
+        _sample_lists(idx, dist, flag, fwd, fwd_new, rev, rev_new)
+        run_rows(_descent_round, n, X, fwd, fwd_new, rev, rev_new, dist, idx, flag, updates)
         if updates.sum() <= delta * n * k:
             break
-    _finish_rows(X, dist, idx)
+    run_rows(_finish_rows, n, X, dist, idx)
     out_idx = np.empty_like(idx)
     out_dist = np.empty_like(dist)
     out_idx[perm] = perm[idx]
