@@ -300,3 +300,35 @@ def test_neighbourhood_change_colours_lists_and_neighbours(tab, shots):
     assert _overlay_ink(tab, before) > 100
     pk.shot(tab, shots, "change")
     pk.click(tab, '[data-name="color"] [data-value="label"]')
+
+
+def test_a_poll_landing_during_the_grids_first_draw_lets_it_finish(tab, logdir):
+    """The run index changing while the grid's cells wait on their data (here run "tanh" gains a snapshot) leaves
+    the grid's cells as they were: the draw under way finishes them."""
+    _view(tab, "main")
+    pk.select(tab, "run", "relu")
+    pk.select(tab, "layer", "hidden")
+    pk.select(tab, "method", "tsne")
+    # every request but the run index's poll waits 5 s, longer than the 3 s between polls
+    tab.execute_script("""
+        const send = window.fetch;
+        window.__repvizFetch = send;
+        window.fetch = (url, init) => String(url).startsWith("runs") ? send(url, init)
+            : new Promise((ok) => setTimeout(ok, 5000)).then(() => send(url, init));
+    """)
+    try:
+        before = pk.stats(tab)["gridDraws"]
+        _view(tab, "grid")
+        run = open_logdir(logdir).run("tanh")
+        writer = RunWriter(logdir / "tanh")
+        writer.begin(run.manifest)
+        writer.write_activation("hidden", pk.EPOCHS + 1, np.asarray(run.activations("hidden", pk.EPOCHS)),
+                                epoch=pk.EPOCHS + 1)
+        pk.wait(tab, lambda d: pk.stats(d)["gridDraws"] > before, "the grid drawn", timeout=30)
+    finally:
+        tab.execute_script("window.fetch = window.__repvizFetch")
+    titles = pk.texts(tab, '[data-testid="cell"] .cell-title')
+    drawn = [i for i, title in enumerate(titles) if title.startswith("hidden · epoch") and int(title.split()[-1]) <= pk.EPOCHS]
+    assert len(drawn) == pk.EPOCHS + 1
+    for i in drawn:
+        assert pk.ink(_cell_pixels(tab, i)).sum() > 300, f"cell {i} ({titles[i]}) drew nothing"

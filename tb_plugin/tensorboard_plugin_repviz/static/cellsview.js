@@ -187,13 +187,14 @@ export class CellsView {
   async draw({ force = false, quiet = false } = {}) {
     const page = this.page;
     if (!runNamed(page.index, page.state.run)) return;
-    const generation = ++this.generation;
-    const current = () => generation === this.generation && board.owner === this; // no newer draw, still shown
     const started = performance.now();
     this.renderBar();
     const { rows, cols, specs } = this.specs(page);
     const cells = this.multiples.cells;
+    // the same cells: a draw under way (a poll can land during the first) carries on and finishes them
     if (quiet && cells.length === specs.length && cells.every((c, i) => c.spec.id === specs[i].id)) return;
+    const generation = ++this.generation;
+    const current = () => generation === this.generation && board.owner === this; // no newer draw, still shown
     this.multiples.layout(specs, Math.max(rows, 1), Math.max(cols, 1));
     const stats = window.__repvizStats;
     stats.gridLayoutMs = performance.now() - started;
