@@ -29,14 +29,18 @@ def _build(Y, children, center, half, mass, com, leaf_point):
     lo = np.empty(dim)
     hi = np.empty(dim)
     for d in range(dim):
-        lo[d] = Y[:, d].min()
-        hi[d] = Y[:, d].max()
+        lo[d] = hi[d] = Y[0, d]
+    for i in range(1, n):
+        for d in range(dim):
+            lo[d] = min(lo[d], Y[i, d])
+            hi[d] = max(hi[d], Y[i, d])
     width = 0.0
     for d in range(dim):
         width = max(width, hi[d] - lo[d])
     width = max(width, 1e-12) * (0.5 + 1e-6)
     n_nodes = 1
-    children[0, :] = -1
+    for c in range(n_child):
+        children[0, c] = -1
     for d in range(dim):
         center[0, d] = 0.5 * (lo[d] + hi[d])
         com[0, d] = 0.0

@@ -1,8 +1,9 @@
 """numba kernels shared by every t-SNE gradient: perplexity calibration, attractive forces, exact repulsion and
 the gradient-descent step.
 
-The kernels of every iteration loop with ``prange`` over rows; the calibration, run once per fit, is serial over
-a range of rows for :func:`repviz._rows.run_rows` (it compiles in half the time). Each writes only its rows'
+The O(n) kernels of every iteration loop with ``prange`` over rows; the calibration, run once per fit, and the
+exact O(n²) repulsion are serial over a range of rows for :func:`repviz._rows.run_rows` (they compile in a
+quarter to a half of the time). Each writes only its rows'
 outputs (per-row partial sums are added up afterwards in a fixed order), so results do not depend on the number
 of threads.
 
@@ -172,13 +173,14 @@ def direct_repulsive_2d(x, y, out, z_rows):
         z_rows[i] = z
 
 
-@njit(parallel=True, cache=True, fastmath=True)
-def exact_repulsive(Y, dof, out, z_rows):
-    """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij, over all pairs: O(n²), in
-    float64 (the reference; :func:`direct_repulsive_2d` is the fast float32 form for 2-D t-SNE)."""
+@njit(cache=True, nogil=True, fastmath=True)
+def exact_repulsive(start, stop, Y, dof, out, z_rows):  # pragma: no cover - compiled
+    """out[i] = sum_{j != i} f_ij (y_i - y_j) and z_rows[i] = sum_{j != i} w_ij for the rows ``start:stop``, over
+    all pairs: O(n²) in all, in float64 (the reference; :func:`direct_repulsive_2d` is the fast float32 form for
+    2-D t-SNE). Serial, for :func:`repviz._rows.run_rows`: each call is O(n²) work, worth a thread pool's hand-off."""
     n, dim = Y.shape
     if dim == 2 and dof == 1.0:  # t-SNE in 2-D: a branch-free loop (j = i adds w = 1, no force)
-        for i in prange(n):
+        for i in range(start, stop):
             yi0 = Y[i, 0]
             yi1 = Y[i, 1]
             z, r0, r1 = 0.0, 0.0, 0.0
@@ -194,7 +196,7 @@ def exact_repulsive(Y, dof, out, z_rows):
             z_rows[i] = z - 1.0
         return
     if dim == 2 and dof <= 0.0:  # the Gaussian kernel of SNE and the elastic embedding
-        for i in prange(n):
+        for i in range(start, stop):
             yi0 = Y[i, 0]
             yi1 = Y[i, 1]
             z, r0, r1 = 0.0, 0.0, 0.0
@@ -212,7 +214,7 @@ def exact_repulsive(Y, dof, out, z_rows):
             out[i, 1] = r1
             z_rows[i] = z - 1.0
         return
-    for i in prange(n):
+    for i in range(start, stop):
         for d in range(dim):
             out[i, d] = 0.0
         z = 0.0

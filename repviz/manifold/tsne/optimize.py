@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._jit import njit
+from ..._rows import run_rows
 from . import _kernels
 from ._bh import BHRepulsion
 from ._fft import FFTRepulsion
@@ -31,7 +32,7 @@ class ExactRepulsion:
 
     def __call__(self, Y, rep) -> float:
         z_rows = np.empty(Y.shape[0])
-        _kernels.exact_repulsive(Y, self.dof, rep, z_rows)
+        run_rows(_kernels.exact_repulsive, Y.shape[0], Y, self.dof, rep, z_rows)
         return float(z_rows.sum())
 
 
