@@ -19,7 +19,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import prange
 
 from .._jit import njit
 from .._rows import run_rows
@@ -182,17 +181,18 @@ def _geodesics(G, sources: np.ndarray, out: np.ndarray, *, reuse: bool) -> None:
             done[sources[batch]] = True
 
 
-@njit(cache=True, parallel=True)
-def _through_neighbours(indptr, indices, weights, DT, out):  # pragma: no cover - compiled
-    """out[q, r] = min over the neighbours a of query q of weights[a] + DT[a, r]: geodesic distances of new
-    points to the reference points (columns of DT, whose rows are the fitted points)."""
-    for q in prange(out.shape[0]):
-        out[q, :] = np.inf
+@njit(cache=True, nogil=True)
+def _through_neighbours(start, stop, indptr, indices, weights, DT, out):  # pragma: no cover - compiled
+    """out[q, r] = min over the neighbours a of query q of weights[a] + DT[a, r] for the queries ``start:stop``:
+    geodesic distances of new points to the reference points (columns of DT, whose rows are the fitted points)."""
+    for q in range(start, stop):
+        for r in range(out.shape[1]):
+            out[q, r] = np.inf
         for e in range(indptr[q], indptr[q + 1]):
-            row = DT[indices[e]]
+            a = indices[e]
             d = weights[e]
             for r in range(out.shape[1]):
-                out[q, r] = min(out[q, r], d + row[r])
+                out[q, r] = min(out[q, r], d + DT[a, r])
 
 
 class Isomap(Estimator):
@@ -386,8 +386,8 @@ class Isomap(Estimator):
         graph = self._query_graph(Q)
         DT = self.dist_matrix_ if self.landmarks_ is None else np.ascontiguousarray(self.dist_matrix_.T)
         g = np.empty((Q.shape[0], DT.shape[1]))
-        _through_neighbours(graph.indptr.astype(np.int64), graph.indices.astype(np.int64),
-                            graph.data.astype(np.float64), DT, g)
+        run_rows(_through_neighbours, len(g), graph.indptr.astype(np.int64), graph.indices.astype(np.int64),
+                 graph.data.astype(np.float64), DT, g)
         np.square(g, out=g)
         g -= self._mean_sq
         return (-0.5 * g @ self._proj).astype(dtype)
