@@ -10,8 +10,9 @@
   row's k smallest entries from a histogram of the row (no full sort of the block), on
   :func:`repviz._rows.run_rows`'s threads.
 - "nndescent" (Dong et al. 2011) starts from a forest of random-projection trees and refines the graph by
-  looking at neighbours of neighbours, in parallel numba. Each round reads a snapshot of the previous graph and
-  every point updates only its own list, so the result is race-free and independent of the thread count.
+  looking at neighbours of neighbours, on :func:`repviz._rows.run_rows`'s threads. Each round reads a snapshot
+  of the previous graph and every point updates only its own list, so the result is race-free and independent
+  of the thread count.
 - "auto" picks "exact" up to ``NNDESCENT_MIN_N`` points (where blocked BLAS is as fast and exact) and
   "nndescent" above, for dense data and the Euclidean-type metrics.
 - ``metric="precomputed"`` takes a square distance matrix, or a sparse neighbour graph (scikit-learn's
