@@ -4,11 +4,11 @@ a few threads.
 numba compiles a ``parallel=True`` kernel in about twice the time of the same loop compiled serially (the parfor
 lowering and its gufunc wrapper), and each method meets that cost in its first call in a new process. Kernels
 that run once per call (a neighbour search, a shortest-path sweep, a round of NN-descent) or whose every call
-is O(n²) work (MDS's Guttman transform, Sammon's step) gain nothing from ``prange`` over a thread pool, so they
-are compiled serially, take ``(start, stop, ...)`` and run here on ``numba.get_num_threads()`` threads (what an
-estimator's ``n_jobs`` set). Every row is computed by one call and writes only its own outputs, so results do
-not depend on the thread count. t-SNE's kernels, called every iteration on O(n) work, keep ``prange``: a thread
-pool's hand-off would cost more than they do.
+is O(n²) work (MDS's Guttman transform, Sammon's step, exact t-SNE's repulsion) gain nothing from ``prange``
+over a thread pool, so they are compiled serially, take ``(start, stop, ...)`` and run here on
+``numba.get_num_threads()`` threads (what an estimator's ``n_jobs`` set). Every row is computed by one call and
+writes only its own outputs, so results do not depend on the thread count. t-SNE's other kernels, called every
+iteration on O(n) work, keep ``prange``: a thread pool's hand-off would cost more than they do.
 """
 
 from __future__ import annotations
