@@ -26,7 +26,7 @@ const staticDir = resolve(process.env.REPVIZ_STATIC ?? join(here, "..", "tensorb
 const modules = join(here, "node_modules");
 
 // The names the page imports; everything else regl-scatterplot exports stays out of the bundle's API.
-const entry = 'export { default as createScatterplot, createRenderer, checkSupport } from "regl-scatterplot";\n';
+const entry = 'export { default as createScatterplot, createRegl, createRenderer, checkSupport } from "regl-scatterplot";\n';
 
 const result = await build({
   stdin: { contents: entry, resolveDir: here, sourcefile: "entry.js", loader: "js" },

@@ -6,9 +6,9 @@
 // keep their outline either way); a frame may fade points in and out by w (points.js builds such frames). Small views (the grid's cells) share
 // one WebGL context through `sharedRenderer`; `toScreen` maps plot coordinates to canvas pixels so 2-D
 // overlays (overlay.js) stay in register with pan and zoom. Every context is made without multisampling
-// (`plainRenderer`).
+// (`plainRenderer`), and its frames run only while something may change the picture (`framesOnDemand`).
 import { prefersReducedMotion } from "./dom.js";
-import { createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
+import { createRegl, createRenderer, createScatterplot } from "./vendor/regl-scatterplot.js";
 
 /**
  * @typedef {{x: Float32Array, y: Float32Array, z: Float32Array, w?: Float32Array}} Points
@@ -78,7 +78,74 @@ export function toPlot(frame, cx, cy) {
 function plainRenderer() {
   const canvas = document.createElement("canvas");
   canvas.getContext("webgl", { antialias: false, preserveDrawingBuffer: true });
-  return createRenderer({ canvas });
+  return createRenderer({ canvas, regl: framesOnDemand(createRegl(canvas)) });
+}
+
+/** Animation frames a plot gets after the last thing that could change its picture (about a second). */
+const LINGER_FRAMES = 60;
+/** What can change a picture without a call into its plot: input regl-scatterplot and its camera listen to. */
+const WAKING_EVENTS = ["pointerdown", "pointermove", "pointerup", "mousedown", "mousemove", "mouseup", "mouseenter",
+  "mouseleave", "click", "dblclick", "wheel", "keydown", "keyup", "touchstart", "touchmove", "touchend", "blur",
+  "resize", "orientationchange"];
+/** The frame callbacks of every renderer of the page, run together while the page is awake. */
+const frameLoop = { callbacks: new Set(), framesLeft: 0, request: 0, listening: false };
+
+/** Run the renderers' frame callbacks for the next LINGER_FRAMES animation frames. */
+function wakeFrames() {
+  frameLoop.framesLeft = LINGER_FRAMES;
+  if (!frameLoop.request && frameLoop.callbacks.size) frameLoop.request = requestAnimationFrame(runFrame);
+}
+
+function runFrame() {
+  frameLoop.request = 0;
+  frameLoop.framesLeft -= 1;
+  for (const callback of [...frameLoop.callbacks]) callback(); // a frame drawn wakes the loop again
+  if (!frameLoop.request && frameLoop.framesLeft > 0 && frameLoop.callbacks.size) {
+    frameLoop.request = requestAnimationFrame(runFrame);
+  }
+}
+
+/**
+ * `regl` whose `frame` callbacks run only while the page is awake (`wakeFrames`). regl-scatterplot's renderer asks
+ * for a callback on every animation frame for as long as it lives, and most of those frames draw nothing: an idle
+ * tab kept its page and the (software) GPU process at about 5 % of a core. A plot wakes the loop when it is called
+ * (`awake`) and on every frame it draws (an animation keeps it awake), the page on any input and resize; a second
+ * after the last of these the loop sleeps.
+ */
+function framesOnDemand(regl) {
+  if (!frameLoop.listening) {
+    for (const type of WAKING_EVENTS) window.addEventListener(type, wakeFrames, { capture: true, passive: true });
+    frameLoop.listening = true;
+  }
+  const frame = (callback) => {
+    // as regl's own loop: its viewport and clock brought up to date, then the callback, then its calls flushed
+    const run = () => {
+      regl.poll();
+      callback();
+      regl._gl.flush();
+    };
+    frameLoop.callbacks.add(run);
+    wakeFrames();
+    return { cancel: () => frameLoop.callbacks.delete(run) };
+  };
+  return new Proxy(regl, { get: (target, name) => (name === "frame" ? frame : target[name]) });
+}
+
+/** Calls of a regl-scatterplot that may change its picture wake the frame loop; reading it does not. */
+const QUIET_CALLS = new Set(["get", "getScreenPosition", "subscribe", "unsubscribe", "destroy"]);
+
+/** `plot` waking the frame loop on every call that may change what it draws. */
+function awake(plot) {
+  return new Proxy(plot, {
+    get(target, name) {
+      const value = target[name];
+      if (typeof value !== "function" || QUIET_CALLS.has(name)) return value;
+      return (...args) => {
+        wakeFrames();
+        return value.apply(target, args);
+      };
+    },
+  });
 }
 
 /**
@@ -135,6 +202,7 @@ export class Scatter {
     this._pointSize = 0;
     // A fitted view stays fitted when the canvas changes size (window, side panel, a grid of other shape).
     this._resizes = new ResizeObserver(() => {
+      wakeFrames(); // regl-scatterplot follows its canvas's size on the next frame
       if (this._onResize) this._onResize();
       if (this._isFitted()) this.fit();
     });
@@ -162,7 +230,7 @@ export class Scatter {
   /** Make the regl-scatterplot (anew when switching to or from square points, which it takes only when created). */
   _create() {
     const { canvas, small, _handlers: handlers } = this;
-    this._plot = createScatterplot({
+    this._plot = awake(createScatterplot({
       renderer: this._renderer,
       renderPointsAsSquares: this.fast,
       showReticle: small,
@@ -181,7 +249,8 @@ export class Scatter {
       deselectOnEscape: false,
       zDataType: "categorical",
       wDataType: "continuous",
-    });
+    }));
+    this._plot.subscribe("drawing", wakeFrames); // a frame drawn: the next may draw too (an animation)
     this._plot.subscribe("pointOver", (i) => handlers.onHover(i));
     this._plot.subscribe("pointOut", () => handlers.onHover(null));
     this._plot.subscribe("select", ({ points }) => handlers.onSelect(Array.from(points)));
