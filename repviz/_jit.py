@@ -9,11 +9,19 @@ index, locked with ``fcntl.lockf``, released by the system if the process dies);
 finds the kernel in the cache and loads it. The lock also keeps two processes from rewriting the cache index at
 once, which can drop the signature one of them stored. Where no lock can be taken (no ``fcntl``, a read-only
 cache directory) the kernel compiles as numba's does.
+
+A process never waits on a holder of lower CPU priority (a larger nice value), such as the warm-up process or the
+follower that embeds beside a training script (nice 19): on busy cores the scheduler gives that holder almost no
+time, so a load from the cache that takes it a tenth of a second kept a waiting process 20 s. It compiles (or loads)
+the kernel without the lock instead.
 """
 
 from __future__ import annotations
 
 import os
+import struct
+import sys
+import time
 from collections.abc import Callable
 
 import numba
@@ -55,9 +63,44 @@ def _compile_under_lock(compile_: Callable, lock_path: str) -> Callable:
             except OSError:
                 return compile_(sig)
             try:
-                fcntl.lockf(fd, fcntl.LOCK_EX)
+                _lock_unless_held_below_us(fd)
                 return compile_(sig)
             finally:
                 os.close(fd)  # releases the lock
 
     return compile
+
+
+def _lock_unless_held_below_us(fd: int) -> None:
+    """Lock the file ``fd`` once it is free, unless a process of lower CPU priority holds it: then return without."""
+    pause = 0.005
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            pass
+        holder = _holder(fd)
+        try:
+            if holder and os.getpriority(os.PRIO_PROCESS, holder) > os.getpriority(os.PRIO_PROCESS, 0):
+                return
+        except OSError:  # the holder has just exited
+            pass
+        time.sleep(pause)
+        pause = min(2 * pause, 0.1)
+
+
+#: ``struct flock`` on Linux: l_type, l_whence, l_start, l_len, l_pid (other systems order it otherwise).
+_FLOCK = "hhqqi"
+
+
+def _holder(fd: int) -> int | None:
+    """The process ID of the holder of a lock on the whole file ``fd`` (None if free, or not known here)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    asked = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    try:
+        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, asked))
+    except OSError:
+        return None
+    return pid if kind != fcntl.F_UNLCK and pid > 0 else None

@@ -113,3 +113,46 @@ def test_a_kernel_without_a_cache_is_numbas_own():
     plain = njit(lambda x: x + 1)
     assert type(plain) is type(numba.njit(lambda x: x)) and "compile" not in vars(plain)
     assert plain(1) == 2
+
+
+def _holding(lock: Path, nice: int) -> subprocess.Popen:
+    """A process at niceness ``nice`` that holds the lock file ``lock`` until its stdin closes."""
+    code = ("import fcntl, os, sys\nos.nice(int(sys.argv[2]) - os.nice(0))\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.lockf(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\nsys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(lock), str(nice)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the lock's holder is read as Linux lays it out")
+@pytest.mark.skipif(os.nice(0) >= 19, reason="this process already has the lowest priority")
+def test_a_holder_of_lower_priority_is_not_waited_for_and_one_of_the_same_is(tmp_path):
+    """A warm-up or follower process (nice 19) holding a kernel's lock gets almost no CPU on busy cores: a process
+    of higher priority compiles without waiting for it. A holder of the same priority is waited for."""
+    module = _import(tmp_path, "starved", """
+@njit(cache=True)
+def twice(x):
+    return 2 * x
+""")
+    lock = Path(module.twice._cache._cache_file._index_path).with_suffix(".lock")
+
+    def compile_in_a_thread(x: float) -> threading.Event:
+        done = threading.Event()
+        threading.Thread(target=lambda: (module.twice(x), done.set()), daemon=True).start()
+        return done
+
+    low = _holding(lock, min(19, os.nice(0) + 10))
+    try:
+        assert compile_in_a_thread(2.0).wait(60), "waited on a holder of lower priority"
+    finally:
+        low.communicate("")
+    same = _holding(lock, os.nice(0))
+    try:
+        done = compile_in_a_thread(np.int64(3))  # a signature not compiled yet
+        assert not done.wait(1.0), "did not wait for a holder of the same priority"
+    finally:
+        same.communicate("")
+    assert done.wait(60)
+    assert module.twice(np.int64(3)) == 6
