@@ -44,6 +44,23 @@ def _unit(nodeid: str) -> str:
     return nodeid
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, a worker's numba kernels and BLAS calls take ``cores // workers`` threads (at least one)
+    unless a test asks for more (``n_jobs``, ``threadpool_limits``), as the pipeline's worker processes do: three
+    workers on two cores each running two-thread loops cost about 30 s more CPU per run (threads waiting at the end
+    of every parallel loop for one that another worker's process had descheduled)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1:
+        import numba
+        from threadpoolctl import threadpool_limits
+
+        from repviz.workers import cores
+
+        threads = max(1, cores() // workers)
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        threadpool_limits(threads)
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """``-n auto``: one worker more than pytest-xdist's one per core. A worker whose test waits on a page, a server
