@@ -11,6 +11,7 @@ import fcntl
 import functools
 import os
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 
 # The suite runs on several worker processes (pytest-xdist), each of whose numba kernels and BLAS calls run on
@@ -80,10 +81,35 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class Units(LoadScopeScheduling):
+        _spread = False
+
         def _split_scope(self, nodeid: str) -> str:
             return _unit(nodeid)
 
+        def _assign_work_unit(self, node) -> None:
+            if not self._spread:  # the first assignment: the queue is complete
+                self.workqueue = OrderedDict(_spread_out(list(self.workqueue.items())))
+                self._spread = True
+            super()._assign_work_unit(node)
+
     return Units(config, log)
+
+
+def _spread_out(units: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """The work units in the order the workers take them: the units of several tests (a browser module, the
+    notebook tests: tens of seconds, mostly spent waiting on a page or a server) spread through the first four
+    fifths of the single tests, the notebook tests first, instead of all first (pytest-xdist's order, by size: all
+    workers then waited on pages at once while a core idled, and the numerical tests came after)."""
+    groups = sorted((u for u in units if len(u[1]) > 1), key=lambda u: (u[0] != "tests/notebook/", -len(u[1])))
+    singles = [u for u in units if len(u[1]) == 1]
+    at: dict[int, list] = {}
+    for i, unit in enumerate(groups):
+        at.setdefault(round(i * 0.8 * len(singles) / len(groups)), []).append(unit)
+    order = []
+    for j, unit in enumerate(singles):
+        order += at.pop(j, [])
+        order.append(unit)
+    return order + [u for rest in at.values() for u in rest]
 
 
 #: The fingerprint (model and probe identity) of the runs written by :func:`new_run`.
