@@ -47,8 +47,8 @@ def _unit(nodeid: str) -> str:
 
 def pytest_configure(config):
     """Under pytest-xdist, a worker's numba kernels and BLAS calls take ``cores // workers`` threads (at least one)
-    unless a test asks for more (``n_jobs``, ``threadpool_limits``), as the pipeline's worker processes do: three
-    workers on two cores each running two-thread loops cost about 30 s more CPU per run (threads waiting at the end
+    unless a test asks for more (``n_jobs``, ``threadpool_limits``), as the pipeline's worker processes do. Three
+    workers on two cores each running two-thread loops spent about 5 % more CPU on a run (threads waiting at the end
     of every parallel loop for one that another worker's process had descheduled)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     if workers > 1:
