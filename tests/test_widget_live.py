@@ -166,3 +166,30 @@ def test_the_look_before_a_cell_moves_on_past_the_followers_last_move(moved_duri
     live._after_cell()
     live._before_cell()  # the next cell
     assert w.step == 2
+
+
+def test_a_look_whose_push_failed_pushes_again_at_the_next(tmp_path, new_run, monkeypatch):
+    """A push that raises (a snapshot half written when its answers were read) leaves that index unseen: the next
+    look pushes it whole, instead of being told that nothing changed since."""
+    monkeypatch.setattr(live, "INTERVAL", 3600)
+    w = repviz.show(tmp_path / "logs")
+    sent = Sent(w)
+    push, failed = w.push, []
+
+    def failing_once():
+        if not failed:
+            failed.append(True)
+            raise FileNotFoundError("an embedding half written")
+        push()
+
+    monkeypatch.setattr(w, "push", failing_once)
+    try:
+        writer, run = _begin(tmp_path / "logs", new_run)
+        _snapshot(writer, run, 0, np.random.default_rng(0))
+        live._before_cell()
+        assert failed and sent.pushed("coords") == []
+        live._before_cell()
+        assert sent.pushed("coords") == [{"run": "live", "layer": "dense", "step": 0, "key": "pca-live"}]
+    finally:
+        live._after_cell()
+        w.close()

@@ -91,7 +91,6 @@ class Follower(threading.Thread):
         reply = call(self._plugin, "runs", headers=headers)
         if reply.status != 200:
             return False
-        self._tag = reply.headers.get("ETag")
         index = reply.json()
         at_head = widget.step is None or self._head is None or widget.step >= self._head
         current = {name: getattr(widget, name) for name in ("run", "layer", "method", "step")}
@@ -114,6 +113,9 @@ class Follower(threading.Thread):
                     if name == "step" and _busy.is_set():
                         self._moved_to = value
             widget.push()
+        # only now: a look that raised (a snapshot half written when its answers were read) is made again whole at
+        # the next, instead of getting a 304 for an index the page never received
+        self._tag = reply.headers.get("ETag")
         self._head = _last_step(index, widget)
         return True
 
